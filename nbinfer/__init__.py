@@ -1,0 +1,68 @@
+"""nbinfer: KServe v2 / Open Inference Protocol inference, first-class inside Jupyter.
+
+The public API is exactly ``__all__`` (a test checks it). IPython is never imported here;
+``%load_ext nbinfer`` works through :func:`load_ipython_extension`, which imports it lazily.
+"""
+
+from __future__ import annotations
+
+from nbinfer.errors import (
+    ConnectError,
+    DataTypeError,
+    InferenceError,
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    NbinferError,
+    PayloadTooLargeError,
+    RemoteInvalidInputError,
+    ServerError,
+    ServerStartError,
+    ServerUnavailableError,
+    TimeoutError,
+    TransportError,
+    UnauthenticatedError,
+)
+from nbinfer.protocol import (
+    ClassificationResult,
+    InferInput,
+    InferOutput,
+    InferRequest,
+    InferResponse,
+    ModelMetadata,
+    RepositoryModel,
+    RequestedOutput,
+    ServerMetadata,
+    TensorSpec,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ClassificationResult",
+    "ConnectError",
+    "DataTypeError",
+    "InferInput",
+    "InferOutput",
+    "InferRequest",
+    "InferResponse",
+    "InferenceError",
+    "InvalidInputError",
+    "ModelMetadata",
+    "ModelNotFoundError",
+    "ModelNotReadyError",
+    "NbinferError",
+    "PayloadTooLargeError",
+    "RemoteInvalidInputError",
+    "RepositoryModel",
+    "RequestedOutput",
+    "ServerError",
+    "ServerMetadata",
+    "ServerStartError",
+    "ServerUnavailableError",
+    "TensorSpec",
+    "TimeoutError",
+    "TransportError",
+    "UnauthenticatedError",
+    "__version__",
+]

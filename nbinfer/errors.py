@@ -1,0 +1,250 @@
+"""The one exception tree of nbinfer.
+
+Every error nbinfer raises is an :class:`NbinferError`. Transports translate engine errors (HTTP
+engine, grpc) into the most specific class with ``raise ... from exc``; the server maps the same
+classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC_CODE`)::
+
+    NbinferError
+    ├── TransportError                   the request did not complete
+    │   ├── ConnectError                 could not reach the server
+    │   └── TimeoutError                 connect / read / per-call deadline passed
+    ├── InvalidInputError  (400)         bad tensors, shapes, datatypes, sizes, malformed messages
+    │   └── DataTypeError                unknown or unsupported v2 datatype / numpy dtype
+    ├── ServerError(status)              the server answered with an error
+    │   ├── ModelNotFoundError  (404)    unknown model, version or route
+    │   ├── ModelNotReadyError  (503)    model known but not ready / failed to load
+    │   ├── ServerUnavailableError (503) server not ready, overloaded (queue full)
+    │   ├── PayloadTooLargeError (413)   request body above the server's limit
+    │   ├── UnauthenticatedError (401)   missing / wrong credentials
+    │   └── InferenceError  (500)        the model raised while running
+    └── ServerStartError                 the local server process failed to start
+
+``InvalidInputError`` raised by a server response is also a ``ServerError``: clients raise
+``RemoteInvalidInputError``, which inherits from both, so ``except InvalidInputError`` catches bad
+input whether it was detected locally or by the server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "GRPC_CODE",
+    "HTTP_STATUS",
+    "ConnectError",
+    "DataTypeError",
+    "InferenceError",
+    "InvalidInputError",
+    "ModelNotFoundError",
+    "ModelNotReadyError",
+    "NbinferError",
+    "PayloadTooLargeError",
+    "RemoteInvalidInputError",
+    "ServerError",
+    "ServerStartError",
+    "ServerUnavailableError",
+    "TimeoutError",
+    "TransportError",
+    "UnauthenticatedError",
+    "error_for_grpc_code",
+    "error_for_status",
+    "grpc_code_of",
+    "status_of",
+]
+
+
+class NbinferError(Exception):
+    """Base class of every error nbinfer raises."""
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        #: Extra details (model, tensor, request_id, ...), always a dict.
+        self.context: dict[str, Any] = context
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class TransportError(NbinferError):
+    """The request did not complete (network, TLS, protocol framing)."""
+
+
+class ConnectError(TransportError):
+    """The server could not be reached."""
+
+
+class TimeoutError(TransportError):  # noqa: A001 - deliberately mirrors the builtin's name
+    """A connect, read or per-call deadline passed."""
+
+
+class InvalidInputError(NbinferError):
+    """The request is malformed: unknown tensor, wrong shape, datatype or size."""
+
+
+class DataTypeError(InvalidInputError):
+    """An unknown or unsupported v2 datatype or numpy dtype."""
+
+
+class ServerError(NbinferError):
+    """The server answered with an error status.
+
+    Attributes:
+        status: The HTTP status (gRPC codes are mapped onto the equivalent HTTP status).
+        request_id: The request id the call carried, if any.
+    """
+
+    default_status = 500
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        request_id: str | None = None,
+        **context: Any,
+    ) -> None:
+        super().__init__(message, **context)
+        self.status: int = self.default_status if status is None else status
+        self.request_id = request_id
+
+
+class ModelNotFoundError(ServerError):
+    """Unknown model, model version or route."""
+
+    default_status = 404
+
+
+class ModelNotReadyError(ServerError):
+    """The model exists but is not ready (loading, unloaded or failed to load)."""
+
+    default_status = 503
+
+
+class ServerUnavailableError(ServerError):
+    """The server is not ready or is overloaded."""
+
+    default_status = 503
+
+
+class PayloadTooLargeError(ServerError):
+    """The request body is larger than the server accepts."""
+
+    default_status = 413
+
+
+class UnauthenticatedError(ServerError):
+    """Missing or wrong credentials."""
+
+    default_status = 401
+
+
+class InferenceError(ServerError):
+    """The model raised an error while running."""
+
+    default_status = 500
+
+
+class RemoteInvalidInputError(ServerError, InvalidInputError):
+    """The server rejected the request as invalid input (HTTP 400 / INVALID_ARGUMENT)."""
+
+    default_status = 400
+
+
+class ServerStartError(NbinferError):
+    """The local server process failed to start; the message carries its log tail."""
+
+
+#: Error class -> HTTP status, most specific first (used by the server's REST adapter).
+HTTP_STATUS: dict[type[NbinferError], int] = {
+    DataTypeError: 400,
+    InvalidInputError: 400,
+    ModelNotFoundError: 404,
+    ModelNotReadyError: 503,
+    ServerUnavailableError: 503,
+    PayloadTooLargeError: 413,
+    UnauthenticatedError: 401,
+    InferenceError: 500,
+}
+
+#: Error class -> gRPC status code name (``grpc.StatusCode[name]``), kept as strings so this
+#: module stays a leaf with no grpc import.
+GRPC_CODE: dict[type[NbinferError], str] = {
+    DataTypeError: "INVALID_ARGUMENT",
+    InvalidInputError: "INVALID_ARGUMENT",
+    ModelNotFoundError: "NOT_FOUND",
+    ModelNotReadyError: "UNAVAILABLE",
+    ServerUnavailableError: "UNAVAILABLE",
+    PayloadTooLargeError: "RESOURCE_EXHAUSTED",
+    UnauthenticatedError: "UNAUTHENTICATED",
+    InferenceError: "INTERNAL",
+}
+
+
+def status_of(exc: BaseException) -> int:
+    """Return the HTTP status for an exception (500 for anything unknown)."""
+    for cls in type(exc).__mro__:
+        if cls in HTTP_STATUS:
+            return HTTP_STATUS[cls]  # type: ignore[index]
+    return 500
+
+
+def grpc_code_of(exc: BaseException) -> str:
+    """Return the gRPC status code name for an exception (``INTERNAL`` for anything unknown)."""
+    for cls in type(exc).__mro__:
+        if cls in GRPC_CODE:
+            return GRPC_CODE[cls]  # type: ignore[index]
+    return "INTERNAL"
+
+
+_BY_STATUS: dict[int, type[ServerError]] = {
+    400: RemoteInvalidInputError,
+    401: UnauthenticatedError,
+    403: UnauthenticatedError,
+    404: ModelNotFoundError,
+    413: PayloadTooLargeError,
+    422: RemoteInvalidInputError,
+    503: ServerUnavailableError,
+}
+
+_BY_GRPC_CODE: dict[str, type[ServerError]] = {
+    "INVALID_ARGUMENT": RemoteInvalidInputError,
+    "NOT_FOUND": ModelNotFoundError,
+    "UNAVAILABLE": ServerUnavailableError,
+    "RESOURCE_EXHAUSTED": ServerUnavailableError,
+    "UNAUTHENTICATED": UnauthenticatedError,
+    "PERMISSION_DENIED": UnauthenticatedError,
+    "INTERNAL": InferenceError,
+    "UNKNOWN": InferenceError,
+}
+
+_GRPC_TO_HTTP: dict[str, int] = {
+    "INVALID_ARGUMENT": 400,
+    "NOT_FOUND": 404,
+    "UNAVAILABLE": 503,
+    "RESOURCE_EXHAUSTED": 429,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "INTERNAL": 500,
+    "UNKNOWN": 500,
+    "UNIMPLEMENTED": 501,
+}
+
+
+def error_for_status(
+    status: int, message: str, *, request_id: str | None = None, **context: Any
+) -> ServerError:
+    """Build the most specific :class:`ServerError` for an HTTP status and server message."""
+    cls = _BY_STATUS.get(status)
+    if cls is None:
+        cls = InferenceError if status >= 500 else ServerError
+    return cls(message, status=status, request_id=request_id, **context)
+
+
+def error_for_grpc_code(
+    code: str, message: str, *, request_id: str | None = None, **context: Any
+) -> ServerError:
+    """Build the most specific :class:`ServerError` for a gRPC status code name."""
+    cls = _BY_GRPC_CODE.get(code, ServerError)
+    status = _GRPC_TO_HTTP.get(code, 500)
+    return cls(message, status=status, request_id=request_id, grpc_code=code, **context)

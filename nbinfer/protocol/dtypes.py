@@ -1,0 +1,108 @@
+"""The one two-way table between v2 datatypes and numpy dtypes.
+
+BYTES tensors are numpy ``object`` arrays whose elements are ``bytes`` (``str`` is accepted on
+input and encoded as UTF-8). BF16 tensors use ``ml_dtypes.bfloat16``. Wire byte order is little
+endian; :func:`numpy_dtype` returns the little-endian dtype for each datatype.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import ml_dtypes
+import numpy as np
+
+from nbinfer.errors import DataTypeError
+
+__all__ = [
+    "DATATYPES",
+    "bfloat16",
+    "datatype_of",
+    "element_size",
+    "numpy_dtype",
+]
+
+#: numpy dtype of bfloat16 (from ml_dtypes).
+bfloat16: Final[np.dtype[Any]] = np.dtype(ml_dtypes.bfloat16)
+
+_TO_NUMPY: Final[dict[str, np.dtype[Any]]] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype("<u1"),
+    "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"),
+    "UINT64": np.dtype("<u8"),
+    "INT8": np.dtype("<i1"),
+    "INT16": np.dtype("<i2"),
+    "INT32": np.dtype("<i4"),
+    "INT64": np.dtype("<i8"),
+    "FP16": np.dtype("<f2"),
+    "FP32": np.dtype("<f4"),
+    "FP64": np.dtype("<f8"),
+    "BF16": bfloat16,
+    "BYTES": np.dtype(object),
+}
+
+#: All v2 datatypes nbinfer knows, in the order of the specification.
+DATATYPES: Final[tuple[str, ...]] = tuple(_TO_NUMPY)
+
+_FROM_KIND: Final[dict[tuple[str, int], str]] = {
+    ("b", 1): "BOOL",
+    ("u", 1): "UINT8",
+    ("u", 2): "UINT16",
+    ("u", 4): "UINT32",
+    ("u", 8): "UINT64",
+    ("i", 1): "INT8",
+    ("i", 2): "INT16",
+    ("i", 4): "INT32",
+    ("i", 8): "INT64",
+    ("f", 2): "FP16",
+    ("f", 4): "FP32",
+    ("f", 8): "FP64",
+}
+
+
+def numpy_dtype(datatype: str) -> np.dtype[Any]:
+    """Return the (little-endian) numpy dtype for a v2 datatype.
+
+    Raises:
+        DataTypeError: ``datatype`` is not a v2 datatype.
+    """
+    try:
+        return _TO_NUMPY[datatype]
+    except KeyError:
+        raise DataTypeError(
+            f"unknown datatype {datatype!r}; known: {', '.join(DATATYPES)}", datatype=datatype
+        ) from None
+
+
+def datatype_of(dtype: np.dtype[Any] | type[Any] | str) -> str:
+    """Return the v2 datatype for a numpy dtype (any byte order).
+
+    ``object``, bytes (``S``), unicode (``U``) and numpy 2 ``StringDType`` all map to ``BYTES``.
+
+    Raises:
+        DataTypeError: the dtype has no v2 datatype (complex, datetime, structured, ...).
+    """
+    dt = np.dtype(dtype)
+    if dt == bfloat16:
+        return "BF16"
+    if dt.kind in "OSUT":
+        return "BYTES"
+    found = _FROM_KIND.get((dt.kind, dt.itemsize))
+    if found is None:
+        raise DataTypeError(
+            f"numpy dtype {dt} has no v2 datatype; supported: bool, (u)int8-64, float16/32/64, "
+            "bfloat16, bytes/str/object",
+            dtype=str(dt),
+        )
+    return found
+
+
+def element_size(datatype: str) -> int:
+    """Bytes per element on the wire for a fixed-width datatype (0 for BYTES).
+
+    Raises:
+        DataTypeError: ``datatype`` is not a v2 datatype.
+    """
+    dt = numpy_dtype(datatype)
+    return 0 if datatype == "BYTES" else dt.itemsize
