@@ -26,6 +26,7 @@ input whether it was detected locally or by the server.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 __all__ = [
@@ -74,8 +75,8 @@ class ConnectError(TransportError):
     """The server could not be reached."""
 
 
-class TimeoutError(TransportError):  # noqa: A001 - deliberately mirrors the builtin's name
-    """A connect, read or per-call deadline passed."""
+class TimeoutError(TransportError, builtins.TimeoutError):
+    """A connect, read or per-call deadline passed (also a builtin ``TimeoutError``)."""
 
 
 class InvalidInputError(NbinferError):
@@ -185,7 +186,7 @@ def status_of(exc: BaseException) -> int:
     """Return the HTTP status for an exception (500 for anything unknown)."""
     for cls in type(exc).__mro__:
         if cls in HTTP_STATUS:
-            return HTTP_STATUS[cls]  # type: ignore[index]
+            return HTTP_STATUS[cls]
     return 500
 
 
@@ -193,7 +194,7 @@ def grpc_code_of(exc: BaseException) -> str:
     """Return the gRPC status code name for an exception (``INTERNAL`` for anything unknown)."""
     for cls in type(exc).__mro__:
         if cls in GRPC_CODE:
-            return GRPC_CODE[cls]  # type: ignore[index]
+            return GRPC_CODE[cls]
     return "INTERNAL"
 
 

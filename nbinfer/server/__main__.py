@@ -1,0 +1,88 @@
+"""``python -m nbinfer.server``: the embedded inference server process.
+
+Prints one machine-readable line on stdout once HTTP and gRPC are both listening::
+
+    NBINFER READY http=http://127.0.0.1:PORT grpc=127.0.0.1:PORT pid=PID
+
+Nothing heavy (pandas, matplotlib, IPython) is imported here, so the server is ready fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
+
+__all__ = ["add_server_arguments", "build_parser", "main"]
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the server's options to ``parser`` (shared by ``python -m`` and ``nbinfer serve``)."""
+    parser.add_argument(
+        "--model-repository",
+        metavar="DIR",
+        action="append",
+        default=None,
+        help="Triton-style model repository directory to serve (repeatable)",
+    )
+    parser.add_argument(
+        "--demo", action="store_true", help="also serve the demo models shipped with nbinfer"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (127.0.0.1)")
+    parser.add_argument("--http-port", type=int, default=0, help="HTTP port (0: a free one)")
+    parser.add_argument("--grpc-port", type=int, default=0, help="gRPC port (0: a free one)")
+    parser.add_argument(
+        "--device", default="auto", help="device for the models: auto, cpu or cuda:N (auto)"
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        help=f"largest request body / gRPC message accepted ({DEFAULT_MAX_REQUEST_BYTES})",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="log level (info)",
+    )
+    parser.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="exit when this process dies (set by LocalServer)",
+    )
+    parser.add_argument(
+        "--pdeathsig",
+        action="store_true",
+        help="also ask Linux to send SIGTERM when the parent dies (prctl)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``python -m nbinfer.server``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m nbinfer.server",
+        description="nbinfer's embedded KServe v2 inference server (HTTP + gRPC).",
+    )
+    add_server_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server until SIGTERM / SIGINT / parent death; return the exit code."""
+    args = build_parser().parse_args(argv)
+    if args.parent_pid is not None:
+        # As early as possible, before the heavier imports below.
+        from nbinfer.server.app import watch_parent_early
+
+        watch_parent_early(args.parent_pid, pdeathsig=args.pdeathsig)
+    from nbinfer.server.app import ServerOptions, run
+
+    return run(ServerOptions.from_namespace(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+"""LocalServer: run the embedded inference server as a child process.
+
+The child is ``sys.executable -m nbinfer.server``: its own process (own GIL, own CUDA context),
+isolated from the notebook kernel. ``start()`` returns once the server has printed its ready line
+(both HTTP and gRPC listening); a background thread drains the child's output into a bounded
+buffer so the pipe never blocks; the child exits by itself when this process dies.
+
+Example::
+
+    with LocalServer(demo=True) as server:
+        print(server.http_url, server.grpc_url)
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+
+from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
+from nbinfer.errors import ServerStartError
+
+__all__ = ["READY_PREFIX", "LocalServer", "parse_ready_line"]
+
+logger = logging.getLogger("nbinfer")
+
+#: The first word of the machine-readable line the server prints once it is listening.
+READY_PREFIX = "NBINFER READY"
+
+_READY_RE = re.compile(r"^NBINFER READY http=(?P<http>\S+) grpc=(?P<grpc>\S+)")
+
+#: Default seconds ``start()`` waits for the ready line.
+DEFAULT_STARTUP_TIMEOUT = 60.0
+
+_LOG_LINES = 2000
+
+
+def parse_ready_line(line: str) -> tuple[str, str] | None:
+    """Return ``(http_url, grpc_url)`` from a server ready line, or ``None`` for other lines."""
+    match = _READY_RE.match(line.strip())
+    if match is None:
+        return None
+    return match.group("http"), match.group("grpc")
+
+
+# Weak registry of live servers for atexit cleanup: a LocalServer that is garbage collected is
+# dropped from it (its child then dies with the interpreter through the parent-death watch).
+_LIVE: weakref.WeakSet[LocalServer] = weakref.WeakSet()
+_ATEXIT_REGISTERED = False
+_ATEXIT_LOCK = threading.Lock()
+
+
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        try:
+            server.stop(grace=2.0)
+        except Exception:  # pragma: no cover - best effort at interpreter exit
+            logger.debug("failed to stop local server at exit", exc_info=True)
+
+
+def _register_atexit() -> None:
+    global _ATEXIT_REGISTERED
+    with _ATEXIT_LOCK:
+        if not _ATEXIT_REGISTERED:
+            atexit.register(_stop_all)
+            _ATEXIT_REGISTERED = True
+
+
+class LocalServer:
+    """The embedded v2 inference server (HTTP + gRPC) running in a child process.
+
+    Args:
+        model_repository: A Triton-style model repository directory to serve.
+        demo: Also serve the demo models shipped with nbinfer.
+        host: Interface to bind (keep the default 127.0.0.1 unless you mean to expose it).
+        http_port: HTTP port; 0 picks a free one.
+        grpc_port: gRPC port; 0 picks a free one.
+        device: ``"auto"``, ``"cpu"`` or ``"cuda:N"``.
+        max_request_bytes: Largest request body / gRPC message the server accepts.
+        env: Extra environment variables for the child.
+        startup_timeout: Seconds ``start()`` waits for readiness.
+        log_level: The child's log level (``"info"``, ``"debug"``, ...).
+        extra_args: Extra command-line arguments for ``python -m nbinfer.server`` (a hook for
+            future options such as a private control channel used to ship notebook-defined
+            models with cloudpickle).
+
+    Example::
+
+        server = LocalServer(demo=True).start()
+        try:
+            ...  # talk to server.http_url / server.grpc_url
+        finally:
+            server.stop()
+    """
+
+    def __init__(
+        self,
+        *,
+        model_repository: str | os.PathLike[str] | None = None,
+        demo: bool = True,
+        host: str = "127.0.0.1",
+        http_port: int = 0,
+        grpc_port: int = 0,
+        device: str = "auto",
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        env: Mapping[str, str] | None = None,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        log_level: str = "info",
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.model_repository = None if model_repository is None else os.fspath(model_repository)
+        self.demo = demo
+        self.host = host
+        self.http_port = http_port
+        self.grpc_port = grpc_port
+        self.device = device
+        self.max_request_bytes = max_request_bytes
+        self.env = dict(env) if env else {}
+        self.startup_timeout = startup_timeout
+        self.log_level = log_level
+        self.extra_args = list(extra_args)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lines: collections.deque[str] = collections.deque(maxlen=_LOG_LINES)
+        self._lines_lock = threading.Lock()
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+        self._http_url: str | None = None
+        self._grpc_url: str | None = None
+        self._lock = threading.RLock()
+        #: Seconds from spawn to the ready line of the last successful start().
+        self.startup_seconds: float | None = None
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def http_url(self) -> str:
+        """``http://host:port`` of the running server.
+
+        Raises:
+            ServerStartError: The server has not been started.
+        """
+        if self._http_url is None:
+            raise ServerStartError("the local server is not running; call start() first")
+        return self._http_url
+
+    @property
+    def grpc_url(self) -> str:
+        """``host:port`` of the running server's gRPC endpoint.
+
+        Raises:
+            ServerStartError: The server has not been started.
+        """
+        if self._grpc_url is None:
+            raise ServerStartError("the local server is not running; call start() first")
+        return self._grpc_url
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the child, or ``None`` if never started."""
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        """Whether the child process is alive and was ready."""
+        return self._proc is not None and self._proc.poll() is None and self._ready.is_set()
+
+    def logs(self, tail: int | None = None) -> str:
+        """Return the captured server output (stdout and stderr), optionally only the last lines."""
+        with self._lines_lock:
+            lines = list(self._lines)
+        if tail is not None:
+            lines = lines[-tail:] if tail > 0 else []
+        return "".join(lines)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        """Return the command line that ``start()`` runs."""
+        cmd = [
+            sys.executable,
+            "-m",
+            "nbinfer.server",
+            "--host",
+            self.host,
+            "--http-port",
+            str(self.http_port),
+            "--grpc-port",
+            str(self.grpc_port),
+            "--device",
+            self.device,
+            "--max-request-bytes",
+            str(self.max_request_bytes),
+            "--log-level",
+            self.log_level,
+            "--parent-pid",
+            str(os.getpid()),
+        ]
+        if self.model_repository is not None:
+            cmd += ["--model-repository", self.model_repository]
+        if self.demo:
+            cmd.append("--demo")
+        # PR_SET_PDEATHSIG fires when the spawning *thread* exits: only ask for it when spawned
+        # from the main thread (the getppid watchdog covers the other cases).
+        if threading.current_thread() is threading.main_thread():
+            cmd.append("--pdeathsig")
+        cmd += self.extra_args
+        return cmd
+
+    def start(self) -> LocalServer:
+        """Spawn the server and wait until it is ready; a no-op when already running.
+
+        Returns:
+            ``self``, so ``server = LocalServer().start()`` works.
+
+        Raises:
+            ServerStartError: The process exited or did not become ready in time; the message
+                carries the tail of its log.
+        """
+        with self._lock:
+            if self.running:
+                return self
+            if self._proc is not None:
+                self.stop()
+            self._ready.clear()
+            with self._lines_lock:
+                self._lines.clear()
+            env = dict(os.environ)
+            env.update(self.env)
+            env.setdefault("PYTHONUNBUFFERED", "1")
+            t0 = time.perf_counter()
+            try:
+                proc = subprocess.Popen(
+                    self.command(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    # Own session: a kernel interrupt (SIGINT to the process group) must not
+                    # kill the server; parent death is handled by the child itself.
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ServerStartError(f"could not spawn the local server: {exc}") from exc
+            self._proc = proc
+            self._reader = threading.Thread(
+                target=self._drain, args=(proc,), name=f"nbinfer-server-log-{proc.pid}", daemon=True
+            )
+            self._reader.start()
+            _LIVE.add(self)
+            _register_atexit()
+            deadline = t0 + self.startup_timeout
+            while not self._ready.wait(0.02):
+                if proc.poll() is not None:
+                    if self._reader is not None:
+                        self._reader.join(timeout=2.0)
+                    if self._ready.is_set():  # pragma: no cover - printed ready then died
+                        break
+                    raise ServerStartError(
+                        f"the local server exited with code {proc.returncode} before it was ready."
+                        f"\n--- server log (tail) ---\n{self.logs(tail=40)}"
+                    )
+                if time.perf_counter() > deadline:
+                    self.stop(grace=1.0)
+                    raise ServerStartError(
+                        f"the local server was not ready after {self.startup_timeout:.1f} s."
+                        f"\n--- server log (tail) ---\n{self.logs(tail=40)}"
+                    )
+            if proc.poll() is not None:
+                raise ServerStartError(
+                    f"the local server exited with code {proc.returncode} right after start."
+                    f"\n--- server log (tail) ---\n{self.logs(tail=40)}"
+                )
+            self.startup_seconds = time.perf_counter() - t0
+            logger.info(
+                "nbinfer local server ready in %.2f s: %s (gRPC %s)",
+                self.startup_seconds,
+                self._http_url,
+                self._grpc_url,
+            )
+            return self
+
+    def _drain(self, proc: subprocess.Popen[bytes]) -> None:
+        stream = proc.stdout
+        if stream is None:  # pragma: no cover
+            return
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            with self._lines_lock:
+                self._lines.append(line)
+            if not self._ready.is_set():
+                urls = parse_ready_line(line)
+                if urls is not None:
+                    self._http_url, self._grpc_url = urls
+                    self._ready.set()
+        stream.close()
+
+    def stop(self, *, grace: float = 5.0) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after ``grace`` seconds. Idempotent."""
+        with self._lock:
+            proc = self._proc
+            if proc is None:
+                return
+            if proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    logger.warning("local server %d ignored SIGTERM; killing it", proc.pid)
+                    proc.kill()
+                    proc.wait(timeout=5.0)
+                except ProcessLookupError:  # pragma: no cover - died in between
+                    pass
+            if self._reader is not None:
+                self._reader.join(timeout=2.0)
+                self._reader = None
+            self._ready.clear()
+            self._http_url = None
+            self._grpc_url = None
+            _LIVE.discard(self)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for the child to exit; return its exit code (``None`` on timeout / not started)."""
+        proc = self._proc
+        if proc is None:
+            return None
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def serve(self) -> None:
+        """Start (if needed) and block until the server exits or Ctrl-C; then stop it."""
+        self.start()
+        try:
+            self.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        where = f" http={self._http_url} grpc={self._grpc_url}" if self._http_url else ""
+        return f"<LocalServer {state} pid={self.pid}{where}>"

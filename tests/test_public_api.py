@@ -1,0 +1,49 @@
+"""The public surface is exactly nbinfer.__all__ (STYLE.md #1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import nbinfer
+
+
+def test_all_names_resolve_and_are_sorted_unique() -> None:
+    assert len(set(nbinfer.__all__)) == len(nbinfer.__all__)
+    missing = [name for name in nbinfer.__all__ if not hasattr(nbinfer, name)]
+    assert missing == []
+
+
+def test_public_attributes_are_exactly_all() -> None:
+    # Submodules and the ``from __future__ import annotations`` feature are not API.
+    public = {
+        name
+        for name, value in vars(nbinfer).items()
+        if not name.startswith("_") and not isinstance(value, type(sys)) and name != "annotations"
+    }
+    assert public == set(nbinfer.__all__) - {"__version__"}
+
+
+def test_public_api_has_docstrings() -> None:
+    undocumented = [
+        name
+        for name in nbinfer.__all__
+        if callable(getattr(nbinfer, name)) and not (getattr(nbinfer, name).__doc__ or "").strip()
+    ]
+    assert undocumented == []
+
+
+def test_import_nbinfer_does_not_import_ipython_or_heavy_deps() -> None:
+    code = (
+        "import sys, nbinfer; "
+        "bad = [m for m in ('IPython', 'ipywidgets', 'matplotlib', 'torch', 'onnxruntime') "
+        "if m in sys.modules]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_package_is_typed() -> None:
+    from importlib.resources import files
+
+    assert files("nbinfer").joinpath("py.typed").is_file()
