@@ -8,7 +8,7 @@ turn these into wire messages and back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +27,8 @@ __all__ = [
     "TensorSpec",
 ]
 
-#: A v2 parameter value (the gRPC ``InferParameter`` oneof: bool / int64 / uint64 / double / string).
-ParamValue = Union[bool, int, float, str]
+#: A v2 parameter value (the gRPC ``InferParameter`` oneof: bool, int64, uint64, double, string).
+ParamValue = bool | int | float | str
 #: A parameters map as carried by requests, responses, inputs and outputs.
 Parameters = dict[str, ParamValue]
 
