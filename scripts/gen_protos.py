@@ -12,7 +12,8 @@ register the same ``inference.*`` messages in protobuf's default descriptor pool
 
 * every ``*_pb2.py`` adds its file to the private pool of ``_generated/_pool.py`` instead of
   ``descriptor_pool.Default()``;
-* imports between the generated modules are made package-relative;
+* imports between the generated modules are made package-relative (grpc_service.proto
+  imports model_config.proto publicly, so ``grpc_service_pb2`` also exposes ``ModelConfig``);
 * the message classes get the real module name (so they pickle and print properly).
 
 No gRPC service stubs are generated: ``nbinfer/protocol/grpc.py`` keeps the table of RPCs.
@@ -75,8 +76,15 @@ def _module(proto: str) -> str:
     return proto.removesuffix(".proto") + "_pb2"
 
 
+def _relative_imports(text: str) -> str:
+    """``import x_pb2 as y`` / ``from x_pb2 import *`` -> package-relative forms."""
+    for name in (_module(p) for p in PROTOS):
+        text = re.sub(rf"^import {name} as ", f"from . import {name} as ", text, flags=re.M)
+        text = re.sub(rf"^from {name} import ", f"from .{name} import ", text, flags=re.M)
+    return text
+
+
 def _postprocess_py(text: str, module: str) -> str:
-    sibling_imports = {_module(p) for p in PROTOS}
     out = text.replace(
         "_descriptor_pool.Default().AddSerializedFile(", "_POOL.AddSerializedFile(", 1
     )
@@ -92,8 +100,7 @@ def _postprocess_py(text: str, module: str) -> str:
     out = out.replace("_sym_db = _symbol_database.Default()\n", "")
     out = out.replace("from google.protobuf import symbol_database as _symbol_database\n", "")
     out = out.replace("from google.protobuf import descriptor_pool as _descriptor_pool\n", "")
-    for name in sibling_imports:
-        out = re.sub(rf"^import {name} as ", f"from . import {name} as ", out, flags=re.M)
+    out = _relative_imports(out)
     out = out.replace(
         f"_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, '{module}', _globals)",
         "_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, __name__, _globals)",
@@ -104,10 +111,7 @@ def _postprocess_py(text: str, module: str) -> str:
 
 
 def _postprocess_pyi(text: str) -> str:
-    out = text
-    for name in (_module(p) for p in PROTOS):
-        out = re.sub(rf"^import {name} as ", f"from . import {name} as ", out, flags=re.M)
-    return HEADER + out
+    return HEADER + _relative_imports(text)
 
 
 def generate(out_dir: Path) -> list[Path]:

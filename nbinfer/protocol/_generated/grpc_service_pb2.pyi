@@ -5,8 +5,45 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+from .model_config_pb2 import ModelRateLimiter as ModelRateLimiter
+from .model_config_pb2 import ModelInstanceGroup as ModelInstanceGroup
+from .model_config_pb2 import ModelTensorReshape as ModelTensorReshape
+from .model_config_pb2 import ModelInput as ModelInput
+from .model_config_pb2 import ModelOutput as ModelOutput
+from .model_config_pb2 import BatchInput as BatchInput
+from .model_config_pb2 import BatchOutput as BatchOutput
+from .model_config_pb2 import ModelVersionPolicy as ModelVersionPolicy
+from .model_config_pb2 import ModelOptimizationPolicy as ModelOptimizationPolicy
+from .model_config_pb2 import ModelQueuePolicy as ModelQueuePolicy
+from .model_config_pb2 import ModelDynamicBatching as ModelDynamicBatching
+from .model_config_pb2 import ModelSequenceBatching as ModelSequenceBatching
+from .model_config_pb2 import ModelEnsembling as ModelEnsembling
+from .model_config_pb2 import ModelParameter as ModelParameter
+from .model_config_pb2 import ModelWarmup as ModelWarmup
+from .model_config_pb2 import ModelOperations as ModelOperations
+from .model_config_pb2 import ModelTransactionPolicy as ModelTransactionPolicy
+from .model_config_pb2 import ModelRepositoryAgents as ModelRepositoryAgents
+from .model_config_pb2 import ModelResponseCache as ModelResponseCache
+from .model_config_pb2 import ModelMetrics as ModelMetrics
+from .model_config_pb2 import ModelConfig as ModelConfig
+from .model_config_pb2 import DataType as DataType
 
 DESCRIPTOR: _descriptor.FileDescriptor
+TYPE_INVALID: _model_config_pb2.DataType
+TYPE_BOOL: _model_config_pb2.DataType
+TYPE_UINT8: _model_config_pb2.DataType
+TYPE_UINT16: _model_config_pb2.DataType
+TYPE_UINT32: _model_config_pb2.DataType
+TYPE_UINT64: _model_config_pb2.DataType
+TYPE_INT8: _model_config_pb2.DataType
+TYPE_INT16: _model_config_pb2.DataType
+TYPE_INT32: _model_config_pb2.DataType
+TYPE_INT64: _model_config_pb2.DataType
+TYPE_FP16: _model_config_pb2.DataType
+TYPE_FP32: _model_config_pb2.DataType
+TYPE_FP64: _model_config_pb2.DataType
+TYPE_STRING: _model_config_pb2.DataType
+TYPE_BF16: _model_config_pb2.DataType
 
 class ServerLiveRequest(_message.Message):
     __slots__ = ()
