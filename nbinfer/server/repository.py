@@ -1,0 +1,911 @@
+"""The model repository: Triton's on-disk layout plus models registered in memory.
+
+Layout::
+
+    <repo>/<model>/config.pbtxt        Triton text format (or config.json)
+    <repo>/<model>/labels.txt          any label_filename, relative to the model dir
+    <repo>/<model>/<N>/model.py        version N: defines an nbinfer ``Model`` subclass
+
+A model that fails to load is recorded with state ``UNAVAILABLE`` and the reason; the others keep
+serving. ``version_policy`` (latest N / all / specific) picks the versions to load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import itertools
+import json
+import logging
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbinfer.errors import (
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    NbinferError,
+)
+from nbinfer.protocol.types import RepositoryModel
+from nbinfer.server.model import Model, TensorDef, normalize_datatype, resolve_device
+from nbinfer.server.pbtxt import parse_pbtxt
+from nbinfer.server.stats import ModelStats
+
+__all__ = [
+    "LOADING",
+    "READY",
+    "UNAVAILABLE",
+    "UNLOADING",
+    "ModelRepository",
+    "ModelVersion",
+    "model_config_json",
+]
+
+logger = logging.getLogger("nbinfer")
+
+READY = "READY"
+UNAVAILABLE = "UNAVAILABLE"
+LOADING = "LOADING"
+UNLOADING = "UNLOADING"
+
+_module_counter = itertools.count(1)
+_V2_TO_TRITON = {
+    "BYTES": "TYPE_STRING",
+}
+
+
+def _triton_type(datatype: str) -> str:
+    return _V2_TO_TRITON.get(datatype, f"TYPE_{datatype}")
+
+
+def _version_key(version: str) -> tuple[int, int | str]:
+    return (0, int(version)) if version.isdigit() else (1, version)
+
+
+@dataclass(eq=False)
+class ModelVersion:
+    """One version of a model in the repository: its state, the live object and its statistics."""
+
+    name: str
+    version: str
+    model: Model | None = None
+    state: str = UNAVAILABLE
+    reason: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    stats: ModelStats = field(default_factory=ModelStats)
+    inflight: int = 0
+    semaphore: asyncio.Semaphore | None = None
+
+    def row(self) -> RepositoryModel:
+        """This version as a repository index row."""
+        return RepositoryModel(self.name, self.version, self.state, self.reason)
+
+
+@dataclass(eq=False)
+class _Entry:
+    name: str
+    path: Path | None = None
+    memory: Model | None = None
+    versions: dict[str, ModelVersion] = field(default_factory=dict)
+    state: str = UNAVAILABLE
+    reason: str = "not loaded"
+    temp_dir: Path | None = None
+    busy: bool = False
+
+
+def _read_config(model_dir: Path) -> dict[str, Any] | None:
+    pbtxt = model_dir / "config.pbtxt"
+    js = model_dir / "config.json"
+    if pbtxt.is_file():
+        return parse_pbtxt(pbtxt.read_text(encoding="utf-8"), source=str(pbtxt))
+    if js.is_file():
+        try:
+            data = json.loads(js.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"{js}: invalid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"{js}: the config must be a JSON object")
+        return data
+    return None
+
+
+def _config_defs(config: Mapping[str, Any], key: str, model_dir: Path | None) -> list[TensorDef]:
+    entries = config.get(key) or []
+    if not isinstance(entries, list):
+        raise InvalidInputError(f"config: {key!r} must be a list")
+    defs: list[TensorDef] = []
+    for i, item in enumerate(entries):
+        if not isinstance(item, Mapping) or not item.get("name"):
+            raise InvalidInputError(f"config: {key} #{i} has no name")
+        name = str(item["name"])
+        what = f"config {key} {name!r}"
+        dt = item.get("data_type", item.get("datatype"))
+        if dt is None:
+            raise InvalidInputError(f"{what}: no data_type")
+        try:
+            datatype = normalize_datatype(str(dt))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{what}: unknown data_type {dt!r}") from exc
+        dims_raw = item.get("dims", item.get("shape"))
+        if dims_raw is None:
+            raise InvalidInputError(f"{what}: no dims")
+        try:
+            dims = [int(d) for d in dims_raw]
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"{what}: dims must be integers, got {dims_raw!r}") from exc
+        if any(d < -1 or d == 0 for d in dims):
+            raise InvalidInputError(f"{what}: dims must be -1 or positive, got {dims}")
+        reshape = None
+        if isinstance(item.get("reshape"), Mapping):
+            reshape = [int(d) for d in item["reshape"].get("shape") or []]
+        labels = None
+        label_file = str(item.get("label_filename") or "")
+        if label_file:
+            if model_dir is None:
+                raise InvalidInputError(f"{what}: label_filename needs a model directory")
+            lpath = model_dir / label_file
+            if not lpath.is_file():
+                raise InvalidInputError(f"{what}: label file {str(lpath)!r} not found")
+            labels = [ln.strip() for ln in lpath.read_text(encoding="utf-8").splitlines()]
+            while labels and not labels[-1]:
+                labels.pop()
+        defs.append(
+            TensorDef(
+                name=name,
+                datatype=datatype,
+                dims=dims,
+                optional=bool(item.get("optional", False)),
+                reshape=reshape,
+                labels=labels,
+                label_filename=label_file,
+            )
+        )
+    return defs
+
+
+def _merge_defs(
+    model_name: str, kind: str, from_config: list[TensorDef], from_model: list[TensorDef]
+) -> list[TensorDef]:
+    if not from_config:
+        return from_model
+    if not from_model:
+        return from_config
+    by_name = {d.name: d for d in from_model}
+    config_names = [d.name for d in from_config]
+    if set(by_name) != set(config_names):
+        raise InvalidInputError(
+            f"model {model_name!r}: config {kind}s {sorted(config_names)} do not match the "
+            f"model's declared {kind}s {sorted(by_name)}"
+        )
+    merged = []
+    for c in from_config:
+        m = by_name[c.name]
+        if m.datatype != c.datatype:
+            raise InvalidInputError(
+                f"model {model_name!r} {kind} {c.name!r}: config data_type "
+                f"{_triton_type(c.datatype)} does not match the model's {m.datatype}"
+            )
+        if list(m.dims) != list(c.dims):
+            raise InvalidInputError(
+                f"model {model_name!r} {kind} {c.name!r}: config dims {c.dims} do not match "
+                f"the model's {m.dims}"
+            )
+        if c.labels is None and m.labels is not None:
+            c.labels = m.labels
+        merged.append(c)
+    return merged
+
+
+def _string_params(config: Mapping[str, Any]) -> dict[str, str]:
+    raw = config.get("parameters") or {}
+    out: dict[str, str] = {}
+    if isinstance(raw, Mapping):
+        for k, v in raw.items():
+            if isinstance(v, Mapping):
+                out[str(k)] = str(v.get("string_value", ""))
+            else:
+                out[str(k)] = str(v)
+    return out
+
+
+def _device_from_config(config: Mapping[str, Any]) -> str | None:
+    params = _string_params(config)
+    if params.get("device"):
+        return params["device"]
+    for group in config.get("instance_group") or []:
+        kind = str(group.get("kind", "KIND_AUTO"))
+        if kind == "KIND_GPU":
+            gpus = group.get("gpus") or [0]
+            return f"cuda:{int(gpus[0])}"
+        if kind == "KIND_CPU":
+            return "cpu"
+        if kind == "KIND_AUTO":
+            return "auto"
+    return None
+
+
+def apply_config(
+    model: Model, config: Mapping[str, Any], *, name: str, model_dir: Path | None
+) -> None:
+    """Apply a Triton-shaped config to a model object and validate the result.
+
+    Raises:
+        InvalidInputError: the config is malformed or contradicts the model's declarations.
+    """
+    cfg_name = config.get("name")
+    if cfg_name and str(cfg_name) != name:
+        raise InvalidInputError(
+            f"config name {cfg_name!r} does not match the model directory name {name!r}"
+        )
+    model.name = name
+    if "max_batch_size" in config:
+        try:
+            mbs = int(config["max_batch_size"])
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"config max_batch_size must be an integer, got {config['max_batch_size']!r}"
+            ) from exc
+        if mbs < 0:
+            raise InvalidInputError(f"config max_batch_size must be >= 0, got {mbs}")
+        model.max_batch_size = mbs
+    if config.get("platform"):
+        model.platform = str(config["platform"])
+    if config.get("backend"):
+        model.backend = str(config["backend"])
+    ins = _merge_defs(name, "input", _config_defs(config, "input", model_dir), model.input_defs())
+    outs = _merge_defs(
+        name, "output", _config_defs(config, "output", model_dir), model.output_defs()
+    )
+    model.set_defs(ins, outs)
+    params = _string_params(config)
+    if params:
+        merged = dict(model.parameters or {})
+        merged.update(params)
+        model.parameters = merged
+    device = _device_from_config(config)
+    if device is not None:
+        model.device = device
+    groups = config.get("instance_group") or []
+    counts = [int(g.get("count", 1)) for g in groups if isinstance(g, Mapping)]
+    if counts:
+        model.max_concurrency = sum(counts)
+
+
+def model_config_json(model: Model, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Return the Triton-shaped config JSON of a loaded model (``base``: the file's config)."""
+    cfg: dict[str, Any] = dict(base or {})
+    mbs = int(model.max_batch_size)
+
+    def tensor(d: TensorDef, is_input: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": d.name,
+            "data_type": _triton_type(d.datatype),
+            "dims": list(d.dims),
+        }
+        if d.reshape is not None:
+            out["reshape"] = {"shape": list(d.reshape)}
+        if is_input:
+            out["format"] = "FORMAT_NONE"
+            out["optional"] = d.optional
+        else:
+            out["label_filename"] = d.label_filename
+        return out
+
+    params: dict[str, Any] = {
+        str(k): {"string_value": str(v)} for k, v in (model.parameters or {}).items()
+    }
+    params["device"] = {"string_value": model.device}
+    gpu = model.device.startswith("cuda")
+    groups = cfg.get("instance_group") or [{}]
+    instance_group = []
+    for i, g in enumerate(groups):
+        instance_group.append(
+            {
+                "name": str(g.get("name") or f"{model.name}_{i}"),
+                "kind": "KIND_GPU" if gpu else "KIND_CPU",
+                "count": int(g.get("count", model.max_concurrency or 1)),
+                "gpus": [int(model.device.split(":", 1)[1])] if gpu else [],
+            }
+        )
+    cfg.update(
+        {
+            "name": model.name,
+            "platform": model.platform,
+            "backend": model.backend,
+            "version_policy": cfg.get("version_policy") or {"latest": {"num_versions": 1}},
+            "max_batch_size": mbs,
+            "input": [tensor(d, True) for d in model.input_defs()],
+            "output": [tensor(d, False) for d in model.output_defs()],
+            "instance_group": instance_group,
+            "parameters": params,
+        }
+    )
+    return cfg
+
+
+def _select_versions(config: Mapping[str, Any], available: list[str]) -> list[str]:
+    policy = config.get("version_policy") or {}
+    ordered = sorted(available, key=_version_key)
+    if isinstance(policy, Mapping) and "all" in policy:
+        return ordered
+    if isinstance(policy, Mapping) and "specific" in policy:
+        wanted = [str(v) for v in (policy["specific"] or {}).get("versions") or []]
+        missing = [v for v in wanted if v not in available]
+        if missing:
+            raise InvalidInputError(
+                f"version_policy names version(s) {missing} that have no directory; "
+                f"available: {ordered}"
+            )
+        return sorted(wanted, key=_version_key)
+    latest = policy.get("latest") if isinstance(policy, Mapping) else None
+    num = int((latest or {}).get("num_versions", 1) or 1)
+    return ordered[-num:]
+
+
+def _import_model(path: Path, name: str, version: str, config: Mapping[str, Any]) -> Model:
+    safe = re.sub(r"\W", "_", name)
+    mod_name = f"nbinfer_model_{safe}_v{version}_{next(_module_counter)}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise InvalidInputError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(mod_name, None)
+        raise InvalidInputError(f"failed to import {path}: {type(exc).__name__}: {exc}") from exc
+    wanted_class = _string_params(config).get("model_class")
+    classes = [
+        obj
+        for obj in vars(module).values()
+        if isinstance(obj, type)
+        and issubclass(obj, Model)
+        and obj.__module__ == mod_name
+        and (wanted_class is None or obj.__name__ == wanted_class)
+    ]
+    instances = [obj for obj in vars(module).values() if isinstance(obj, Model)]
+    if len(classes) == 1:
+        try:
+            return classes[0]()
+        except Exception as exc:
+            raise InvalidInputError(
+                f"{path}: {classes[0].__name__}() failed: {type(exc).__name__}: {exc}"
+            ) from exc
+    if not classes and len(instances) == 1:
+        return instances[0]
+    if len(classes) > 1:
+        raise InvalidInputError(
+            f"{path} defines several Model subclasses ({', '.join(c.__name__ for c in classes)}); "
+            "keep one or name it with the config parameter 'model_class'"
+        )
+    raise InvalidInputError(
+        f"{path} defines no nbinfer Model subclass (or Model instance / @nbinfer.model function)"
+    )
+
+
+def _model_of_version(model_dir: Path, version: str, config: dict[str, Any]) -> Model:
+    """Build (not load) the model of one version directory.
+
+    The backends (ONNX Runtime, TorchScript, Triton's Python backend) claim their entries;
+    everything else is an nbinfer ``Model`` defined in ``<version>/model.py``.
+    """
+    from nbinfer.server.backends import model_from_repository_entry
+
+    version_dir = model_dir / version
+    model = model_from_repository_entry(model_dir, version_dir, config)
+    if model is not None:
+        return model
+    script = version_dir / "model.py"
+    if not script.is_file():
+        platform = config.get("platform") or config.get("backend") or "?"
+        raise InvalidInputError(
+            f"no {version}/model.py in {model_dir} (platform {platform!r} is not served here: "
+            "nbinfer serves ONNX, TorchScript, Triton Python backend models and nbinfer Models "
+            "defined in <version>/model.py)"
+        )
+    return _import_model(script, model_dir.name, version, config)
+
+
+def _load_model_object(model: Model, default_device: str = "cpu") -> None:
+    """Resolve the device, validate the declarations and run ``load()`` (blocking)."""
+    model.device = resolve_device(model.device or default_device)
+    model.finalize()
+    try:
+        ok = model.load()
+    except NbinferError:
+        raise
+    except Exception as exc:
+        raise InvalidInputError(f"load() raised {type(exc).__name__}: {exc}") from exc
+    if ok is False:
+        raise InvalidInputError("load() returned False")
+    model.ready = True
+
+
+class ModelRepository:
+    """Models served by a :class:`~nbinfer.server.dataplane.DataPlane`.
+
+    Args:
+        path: A Triton-style model repository directory (optional).
+        models: Model objects to register in memory.
+        load: Which repository models to load now: True = all (Triton's default mode),
+            False = none (load explicitly later), or a list of names.
+
+    Example::
+
+        repo = ModelRepository("models/", models=demo_models())
+        repo.index()
+    """
+
+    def __init__(
+        self,
+        path: str | Path | Sequence[str | Path] | None = None,
+        *,
+        models: Iterable[Model] = (),
+        load: bool | Sequence[str] = True,
+        device: str | None = None,
+    ) -> None:
+        if path is None:
+            paths: list[Path] = []
+        elif isinstance(path, str | Path):
+            paths = [Path(path)]
+        else:
+            paths = [Path(p) for p in path]
+        for p in paths:
+            if not p.is_dir():
+                raise InvalidInputError(f"model repository {str(p)!r} is not a directory")
+        self.paths = paths
+        #: Device for models that do not choose one ("cpu", "auto", "cuda:N").
+        self.device = device or "cpu"
+        self._entries: dict[str, _Entry] = {}
+        self._scan()
+        if load is True:
+            names = [n for n, e in self._entries.items() if e.path is not None]
+        elif load is False:
+            names = []
+        else:
+            names = [str(n) for n in load]
+        for n in names:
+            entry = self._entries.get(n)
+            if entry is None:
+                entry = self._entries[n] = _Entry(n)
+                entry.reason = f"no model directory {n!r} in the repository"
+                continue
+            self._install(entry, self._build_from_dir(n, entry.path, None), entry.temp_dir)
+        for m in models:
+            self.add(m)
+
+    @property
+    def path(self) -> Path | None:
+        """The first repository directory (None when serving in-memory models only)."""
+        return self.paths[0] if self.paths else None
+
+    # -- discovery ---------------------------------------------------------------------------
+    def _scan(self) -> None:
+        present: set[str] = set()
+        for root in self.paths:
+            for child in sorted(root.iterdir()):
+                if not child.is_dir() or child.name.startswith((".", "_")):
+                    continue
+                if child.name in present:
+                    logger.warning(
+                        "model %r found in several repositories; using the first", child.name
+                    )
+                    continue
+                present.add(child.name)
+                entry = self._entries.get(child.name)
+                if entry is None:
+                    self._entries[child.name] = _Entry(child.name, path=child)
+                elif entry.path is None and entry.memory is None:
+                    entry.path = child
+        for name, entry in list(self._entries.items()):
+            vanished = (
+                entry.path is not None
+                and entry.temp_dir is None
+                and name not in present
+                and entry.memory is None
+            )
+            if vanished and not any(v.state == READY for v in entry.versions.values()):
+                del self._entries[name]
+
+    def names(self) -> list[str]:
+        """All model names known (loaded or not)."""
+        return sorted(self._entries)
+
+    # -- building (blocking; runs in a worker thread for async loads) -----------------------
+    def _build_from_dir(
+        self, name: str, model_dir: Path | None, override: Mapping[str, Any] | None
+    ) -> tuple[dict[str, ModelVersion], str]:
+        """Build every selected version of a disk model; returns (versions, model-level error)."""
+        if model_dir is None or not model_dir.is_dir():
+            return {}, f"no model directory for {name!r}"
+        try:
+            config = dict(override) if override is not None else _read_config(model_dir) or {}
+            available = [c.name for c in model_dir.iterdir() if c.is_dir() and c.name.isdigit()]
+            if not available:
+                raise InvalidInputError(
+                    f"no version directory (e.g. {model_dir / '1' / 'model.py'}) in {model_dir}"
+                )
+            versions = _select_versions(config, available)
+        except NbinferError as exc:
+            logger.warning("model %r failed to load: %s", name, exc)
+            return {}, str(exc)
+        built: dict[str, ModelVersion] = {}
+        for v in versions:
+            mv = ModelVersion(name, v, config=config)
+            try:
+                model = _model_of_version(model_dir, v, config)
+                model.version = v
+                apply_config(model, config, name=name, model_dir=model_dir)
+                _load_model_object(model, self.device)
+            except Exception as exc:  # the reason is recorded, the others keep serving
+                mv.reason = (
+                    f"{exc}" if isinstance(exc, NbinferError) else f"{type(exc).__name__}: {exc}"
+                )
+                logger.warning("model %r version %s failed to load: %s", name, v, mv.reason)
+                built[v] = mv
+                continue
+            mv.model = model
+            mv.state = READY
+            mv.config = model_config_json(model, config)
+            built[v] = mv
+        return built, ""
+
+    def _build_memory(self, model: Model) -> tuple[dict[str, ModelVersion], str]:
+        name = model.name
+        version = str(model.version or "1")
+        mv = ModelVersion(name, version)
+        try:
+            _load_model_object(model, self.device)
+        except Exception as exc:
+            mv.reason = (
+                f"{exc}" if isinstance(exc, NbinferError) else f"{type(exc).__name__}: {exc}"
+            )
+            logger.warning("model %r failed to load: %s", name, mv.reason)
+            return {version: mv}, ""
+        mv.model = model
+        mv.state = READY
+        mv.config = model_config_json(model)
+        return {version: mv}, ""
+
+    def _install(
+        self,
+        entry: _Entry,
+        result: tuple[dict[str, ModelVersion], str],
+        temp_dir: Path | None,
+    ) -> list[ModelVersion]:
+        """Swap freshly built versions in; returns the old versions that must be retired."""
+        built, error = result
+        old = list(entry.versions.values())
+        ok = any(v.state == READY for v in built.values())
+        old_ready = any(v.state == READY for v in old)
+        if not ok and old_ready:
+            # a failed reload keeps the previous versions serving
+            if temp_dir is not None and temp_dir != entry.temp_dir:
+                shutil.rmtree(temp_dir, ignore_errors=True)
+            return []
+        entry.versions = built
+        entry.state = READY if ok else UNAVAILABLE
+        entry.reason = "" if ok else (error or "; ".join(v.reason for v in built.values()))
+        if temp_dir is not None and temp_dir != entry.temp_dir:
+            if entry.temp_dir is not None:
+                shutil.rmtree(entry.temp_dir, ignore_errors=True)
+            entry.temp_dir = temp_dir
+        return [v for v in old if v.model is not None and v not in built.values()]
+
+    # -- public API --------------------------------------------------------------------------
+    def add(self, model: Model, *, load: bool = True) -> None:
+        """Register an in-memory model (replacing one with the same name) and load it.
+
+        A model whose ``load()`` fails is recorded as UNAVAILABLE with the reason.
+
+        Raises:
+            InvalidInputError: the model has no name or invalid declarations.
+        """
+        model.finalize()
+        old = self._entries.get(model.name)
+        entry = _Entry(model.name, memory=model)
+        self._entries[model.name] = entry
+        if old is not None:
+            for v in old.versions.values():
+                v.state = UNAVAILABLE
+                v.reason = "replaced"
+                self._retire_sync(v)
+        if load:
+            self._install(entry, self._build_memory(model), None)
+
+    async def add_async(self, model: Model) -> None:
+        """Like :meth:`add`, but runs ``load()`` in a worker thread (for use on a running loop).
+
+        Raises:
+            InvalidInputError: the model has no name or invalid declarations.
+        """
+        model.finalize()
+        old = self._entries.get(model.name)
+        entry = _Entry(model.name, memory=model, busy=True, state=LOADING, reason="")
+        self._entries[model.name] = entry
+        if old is not None:
+            for v in old.versions.values():
+                v.state = UNLOADING
+                await self._retire(v)
+                v.reason = "replaced"
+        loop = asyncio.get_running_loop()
+        try:
+            result = await loop.run_in_executor(None, self._build_memory, model)
+            self._install(entry, result, None)
+        finally:
+            entry.busy = False
+
+    def index(self, *, ready_only: bool = False) -> list[RepositoryModel]:
+        """The repository index: one row per model version (one per model when none built)."""
+        self._scan()
+        rows: list[RepositoryModel] = []
+        for name in sorted(self._entries):
+            entry = self._entries[name]
+            if entry.versions:
+                for v in sorted(entry.versions, key=_version_key):
+                    rows.append(entry.versions[v].row())
+            else:
+                rows.append(RepositoryModel(name, "", entry.state, entry.reason))
+        if ready_only:
+            rows = [r for r in rows if r.state == READY]
+        return rows
+
+    def _entry(self, name: str) -> _Entry:
+        entry = self._entries.get(name)
+        if entry is None:
+            self._scan()
+            entry = self._entries.get(name)
+        if entry is None:
+            known = ", ".join(sorted(self._entries)) or "(none)"
+            raise ModelNotFoundError(f"unknown model {name!r}; known models: {known}", model=name)
+        return entry
+
+    def versions(self, name: str) -> list[ModelVersion]:
+        """All versions of a model (any state), oldest first.
+
+        Raises:
+            ModelNotFoundError: unknown model.
+        """
+        entry = self._entry(name)
+        return [entry.versions[v] for v in sorted(entry.versions, key=_version_key)]
+
+    def resolve(self, name: str, version: str = "") -> ModelVersion:
+        """The version serving ``name`` (latest ready when ``version`` is empty).
+
+        Raises:
+            ModelNotFoundError: unknown model or version.
+            ModelNotReadyError: the model / version exists but is not ready.
+        """
+        entry = self._entry(name)
+        if version:
+            mv = entry.versions.get(str(version))
+            if mv is None:
+                known = ", ".join(sorted(entry.versions, key=_version_key)) or "(none loaded)"
+                raise ModelNotFoundError(
+                    f"model {name!r} has no version {version!r}; versions: {known}",
+                    model=name,
+                )
+            if mv.state != READY:
+                raise ModelNotReadyError(
+                    f"model {name!r} version {mv.version} is not ready ({mv.state}"
+                    + (f": {mv.reason})" if mv.reason else ")"),
+                    model=name,
+                )
+            return mv
+        ready = [v for v in entry.versions.values() if v.state == READY]
+        if not ready:
+            states = {v.state for v in entry.versions.values()} or {entry.state}
+            reason = entry.reason or "; ".join(
+                f"version {v.version}: {v.reason}" for v in entry.versions.values() if v.reason
+            )
+            raise ModelNotReadyError(
+                f"model {name!r} is not ready ({', '.join(sorted(states))}"
+                + (f": {reason})" if reason else ")"),
+                model=name,
+            )
+        return max(ready, key=lambda v: _version_key(v.version))
+
+    def ready_versions(self) -> list[ModelVersion]:
+        """Every READY model version."""
+        return [
+            v
+            for name in sorted(self._entries)
+            for v in sorted(
+                self._entries[name].versions.values(), key=lambda x: _version_key(x.version)
+            )
+            if v.state == READY
+        ]
+
+    def _prepare_source(
+        self,
+        name: str,
+        entry: _Entry | None,
+        override: Mapping[str, Any] | None,
+        files: Mapping[str, bytes] | None,
+    ) -> tuple[Path | None, Path | None] | None:
+        """Where to load ``name`` from: (model dir or None for in-memory, temp dir to own)."""
+        if files:
+            src = entry.path if entry is not None else None
+            temp_dir = Path(tempfile.mkdtemp(prefix="nbinfer-model-"))
+            model_dir = temp_dir / name
+            try:
+                if src is not None and src.is_dir():
+                    shutil.copytree(src, model_dir)
+                else:
+                    model_dir.mkdir()
+                _write_files(model_dir, files)
+            except BaseException:
+                shutil.rmtree(temp_dir, ignore_errors=True)
+                raise
+            return model_dir, temp_dir
+        if entry is not None and entry.memory is not None:
+            if override is not None:
+                raise InvalidInputError(
+                    f"model {name!r} was registered in memory; a config override needs files "
+                    "or a repository directory"
+                )
+            if any(v.state == READY for v in entry.versions.values()):
+                return None
+            return None, None
+        if entry is not None and entry.path is not None:
+            return entry.path, None
+        known = ", ".join(sorted(self._entries)) or "(none)"
+        raise ModelNotFoundError(
+            f"cannot load model {name!r}: no such model directory in the repository and no "
+            f"files given; known models: {known}",
+            model=name,
+        )
+
+    async def load(
+        self,
+        name: str,
+        *,
+        config: str | Mapping[str, Any] | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> None:
+        """Load or reload a model; other models keep serving meanwhile.
+
+        Args:
+            name: Model name (a repository directory, an in-memory model, or a new name when
+                ``files`` supply it).
+            config: Config JSON overriding the model's config file.
+            files: ``{"file:<relative path>": bytes}`` written over a temporary copy of the
+                model directory (e.g. ``{"file:1/model.py": b"..."}``).
+
+        Raises:
+            ModelNotFoundError: nothing to load under that name.
+            InvalidInputError: bad config / file paths, or the model failed to load (the
+                reason is also recorded in the index).
+        """
+        override = _parse_config_override(config)
+        self._scan()
+        entry = self._entries.get(name)
+        if entry is not None and entry.busy:
+            raise InvalidInputError(f"model {name!r} is already being loaded or unloaded")
+        prepared = self._prepare_source(name, entry, override, files)
+        if prepared is None:
+            return
+        model_dir, temp_dir = prepared
+        loop = asyncio.get_running_loop()
+        if entry is None:
+            entry = self._entries[name] = _Entry(name)
+        entry.busy = True
+        was_state = entry.state
+        if not any(v.state == READY for v in entry.versions.values()):
+            entry.state = LOADING
+            entry.reason = ""
+            for v in entry.versions.values():
+                v.state = LOADING
+        try:
+            if model_dir is None:
+                assert entry.memory is not None
+                result = await loop.run_in_executor(None, self._build_memory, entry.memory)
+            else:
+                result = await loop.run_in_executor(
+                    None, self._build_from_dir, name, model_dir, override
+                )
+            retired = self._install(entry, result, temp_dir)
+            if temp_dir is not None and entry.temp_dir == temp_dir:
+                entry.path = entry.path or model_dir
+        except BaseException:
+            entry.state = was_state
+            raise
+        finally:
+            entry.busy = False
+        for old in retired:
+            await self._retire(old)
+        built, error = result
+        if not any(v.state == READY for v in built.values()):
+            reason = error or "; ".join(f"version {v.version}: {v.reason}" for v in built.values())
+            raise InvalidInputError(f"failed to load model {name!r}: {reason}", model=name)
+
+    async def unload(self, name: str) -> None:
+        """Unload every version of a model after its in-flight requests finish.
+
+        Raises:
+            ModelNotFoundError: unknown model.
+        """
+        entry = self._entry(name)
+        live = [v for v in entry.versions.values() if v.state in (READY, LOADING)]
+        for v in live:
+            v.state = UNLOADING
+        for v in live:
+            await self._retire(v)
+        entry.state = UNAVAILABLE
+        entry.reason = "unloaded"
+        if entry.memory is None and entry.temp_dir is None and entry.path is None:
+            del self._entries[name]
+
+    async def _retire(self, mv: ModelVersion) -> None:
+        while mv.inflight > 0:
+            await asyncio.sleep(0.002)
+        model, mv.model = mv.model, None
+        if model is not None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, _unload_model_object, model)
+        mv.state = UNAVAILABLE
+        mv.reason = "unloaded"
+
+    def _retire_sync(self, mv: ModelVersion) -> None:
+        model, mv.model = mv.model, None
+        if model is not None:
+            _unload_model_object(model)
+        mv.state = UNAVAILABLE
+        if not mv.reason:
+            mv.reason = "unloaded"
+
+    def close(self) -> None:
+        """Unload every model (blocking) and delete temporary model copies. Idempotent."""
+        for entry in list(self._entries.values()):
+            for v in entry.versions.values():
+                if v.state in (READY, UNLOADING, LOADING):
+                    self._retire_sync(v)
+            if entry.temp_dir is not None:
+                shutil.rmtree(entry.temp_dir, ignore_errors=True)
+                entry.temp_dir = None
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, NbinferError) else f"{type(exc).__name__}: {exc}"
+
+
+def _unload_model_object(model: Model) -> None:
+    model.ready = False
+    try:
+        model.unload()
+    except Exception:
+        logger.exception("unload() of model %r raised", model.name)
+
+
+def _parse_config_override(config: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if config is None or config == "":
+        return None
+    if isinstance(config, Mapping):
+        return dict(config)
+    try:
+        data = json.loads(config)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"the load 'config' parameter is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError("the load 'config' parameter must be a JSON object")
+    return data
+
+
+def _write_files(model_dir: Path, files: Mapping[str, bytes]) -> None:
+    root = model_dir.resolve()
+    for key, content in files.items():
+        rel = key[5:] if key.startswith("file:") else key
+        target = (model_dir / rel).resolve()
+        if not rel or Path(rel).is_absolute() or root not in target.parents:
+            raise InvalidInputError(
+                f"file override {key!r}: the path must be relative and inside the model directory"
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(bytes(content))

@@ -1,0 +1,110 @@
+"""Per model-version inference statistics in Triton's JSON schema.
+
+``inference_count`` counts batch elements (1 per request for non-batching models),
+``execution_count`` model executions; durations are nanoseconds. Updated from the event loop only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ModelStats"]
+
+
+@dataclass(slots=True)
+class _Duration:
+    count: int = 0
+    ns: int = 0
+
+    def add(self, ns: int, count: int = 1) -> None:
+        self.count += count
+        self.ns += ns if ns > 0 else 0
+
+    def json(self) -> dict[str, int]:
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass(slots=True)
+class _BatchStats:
+    compute_input: _Duration = field(default_factory=_Duration)
+    compute_infer: _Duration = field(default_factory=_Duration)
+    compute_output: _Duration = field(default_factory=_Duration)
+
+
+@dataclass(slots=True)
+class ModelStats:
+    """Counters of one model version (see Triton's statistics extension)."""
+
+    last_inference: int = 0
+    inference_count: int = 0
+    execution_count: int = 0
+    success: _Duration = field(default_factory=_Duration)
+    fail: _Duration = field(default_factory=_Duration)
+    queue: _Duration = field(default_factory=_Duration)
+    compute_input: _Duration = field(default_factory=_Duration)
+    compute_infer: _Duration = field(default_factory=_Duration)
+    compute_output: _Duration = field(default_factory=_Duration)
+    batches: dict[int, _BatchStats] = field(default_factory=dict)
+
+    def record_success(
+        self,
+        *,
+        batch_size: int,
+        total_ns: int,
+        queue_ns: int,
+        input_ns: int,
+        infer_ns: int,
+        output_ns: int,
+    ) -> None:
+        """Count one successful request executed on its own."""
+        self.last_inference = time.time_ns() // 1_000_000
+        self.inference_count += batch_size
+        self.execution_count += 1
+        self.success.add(total_ns)
+        self.queue.add(queue_ns)
+        self.compute_input.add(input_ns)
+        self.compute_infer.add(infer_ns)
+        self.compute_output.add(output_ns)
+        b = self.batches.get(batch_size)
+        if b is None:
+            b = self.batches[batch_size] = _BatchStats()
+        b.compute_input.add(input_ns)
+        b.compute_infer.add(infer_ns)
+        b.compute_output.add(output_ns)
+
+    def record_failure(self, total_ns: int) -> None:
+        """Count one failed request."""
+        self.last_inference = time.time_ns() // 1_000_000
+        self.fail.add(total_ns)
+
+    def to_json(self, name: str, version: str) -> dict[str, Any]:
+        """Return the Triton ``model_stats`` entry for this version."""
+        return {
+            "name": name,
+            "version": version,
+            "last_inference": self.last_inference,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": {
+                "success": self.success.json(),
+                "fail": self.fail.json(),
+                "queue": self.queue.json(),
+                "compute_input": self.compute_input.json(),
+                "compute_infer": self.compute_infer.json(),
+                "compute_output": self.compute_output.json(),
+                "cache_hit": {"count": 0, "ns": 0},
+                "cache_miss": {"count": 0, "ns": 0},
+            },
+            "batch_stats": [
+                {
+                    "batch_size": size,
+                    "compute_input": b.compute_input.json(),
+                    "compute_infer": b.compute_infer.json(),
+                    "compute_output": b.compute_output.json(),
+                }
+                for size, b in sorted(self.batches.items())
+            ],
+            "memory_usage": [],
+        }
