@@ -1,0 +1,284 @@
+"""Model backends of the embedded server: ONNX Runtime, PyTorch and Triton's Python backend.
+
+Each backend is optional and imported lazily, so a CPU-only install without torch / onnxruntime
+never pays for them. :func:`model_from_repository_entry` turns one version of a Triton-layout
+model directory into an nbinfer :class:`~nbinfer.server.model.Model`::
+
+    <repo>/<model>/config.pbtxt              platform "onnxruntime_onnx"  -> <N>/model.onnx
+    <repo>/<model>/<N>/model.onnx
+    <repo>/<model>/config.pbtxt              platform "pytorch_libtorch"  -> <N>/model.pt
+    <repo>/<model>/<N>/model.pt
+    <repo>/<model>/config.pbtxt              backend "python"             -> <N>/model.py
+    <repo>/<model>/<N>/model.py              (class TritonPythonModel)
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from nbinfer.errors import InvalidInputError
+from nbinfer.server.model import Model, TensorDef, normalize_datatype
+
+__all__ = [
+    "ONNX_PLATFORMS",
+    "PYTHON_BACKENDS",
+    "TORCH_PLATFORMS",
+    "config_device",
+    "config_tensors",
+    "load_model_dir",
+    "model_from_repository_entry",
+    "require",
+]
+
+logger = logging.getLogger("nbinfer")
+
+#: Platform / backend names served by :mod:`nbinfer.server.backends.onnx`.
+ONNX_PLATFORMS = frozenset({"onnxruntime_onnx", "onnxruntime", "onnx"})
+#: Platform / backend names served by :mod:`nbinfer.server.backends.torch`.
+TORCH_PLATFORMS = frozenset({"pytorch_libtorch", "pytorch", "torch", "torchscript"})
+#: Backend names served by :mod:`nbinfer.server.backends.python_backend`.
+PYTHON_BACKENDS = frozenset({"python"})
+
+_EXTRA = {
+    "onnxruntime": "onnx",
+    "onnx": "onnx",
+    "torch": "torch",
+}
+
+_TRITON_PY_CLASS = re.compile(r"^\s*class\s+TritonPythonModel\b", re.MULTILINE)
+
+
+def require(module: str, *, what: str) -> Any:
+    """Import an optional dependency or raise an ImportError naming the extra to install.
+
+    Args:
+        module: The module to import (``"torch"``, ``"onnxruntime"``, ``"onnx"``).
+        what: What needs it, for the message (``"ONNX models"``).
+
+    Raises:
+        ImportError: the module is not installed; the message says ``pip install 'nbinfer[...]'``.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        extra = _EXTRA.get(module.split(".", 1)[0], module)
+        raise ImportError(
+            f"{what} need the optional dependency {module!r}, which is not installed; "
+            f"install it with: pip install 'nbinfer[{extra}]'"
+        ) from exc
+
+
+def _string_params(config: Mapping[str, Any]) -> dict[str, str]:
+    raw = config.get("parameters") or {}
+    out: dict[str, str] = {}
+    if isinstance(raw, Mapping):
+        for key, value in raw.items():
+            if isinstance(value, Mapping):
+                out[str(key)] = str(value.get("string_value", ""))
+            else:
+                out[str(key)] = str(value)
+    return out
+
+
+def config_device(config: Mapping[str, Any]) -> str:
+    """The device a Triton config asks for: ``parameters.device``, else ``instance_group``.
+
+    Returns ``"auto"`` when the config does not say.
+    """
+    params = _string_params(config)
+    if params.get("device"):
+        return params["device"]
+    for group in config.get("instance_group") or []:
+        if not isinstance(group, Mapping):
+            continue
+        kind = str(group.get("kind", "KIND_AUTO"))
+        if kind == "KIND_GPU":
+            gpus = group.get("gpus") or [0]
+            return f"cuda:{int(gpus[0])}"
+        if kind == "KIND_CPU":
+            return "cpu"
+    return "auto"
+
+
+def config_tensors(config: Mapping[str, Any], key: str) -> list[TensorDef]:
+    """The ``input`` / ``output`` entries of a Triton config as :class:`TensorDef` (no labels).
+
+    Raises:
+        InvalidInputError: an entry has no name, an unknown data_type or invalid dims.
+    """
+    entries = config.get(key) or []
+    if not isinstance(entries, list):
+        raise InvalidInputError(f"config: {key!r} must be a list")
+    defs: list[TensorDef] = []
+    for i, item in enumerate(entries):
+        if not isinstance(item, Mapping) or not item.get("name"):
+            raise InvalidInputError(f"config: {key} #{i} has no name")
+        name = str(item["name"])
+        dtype = item.get("data_type", item.get("datatype"))
+        if dtype is None:
+            raise InvalidInputError(f"config {key} {name!r}: no data_type")
+        dims_raw = item.get("dims", item.get("shape")) or []
+        try:
+            dims = [int(d) for d in dims_raw]
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"config {key} {name!r}: dims must be integers, got {dims_raw!r}"
+            ) from exc
+        reshape = None
+        if isinstance(item.get("reshape"), Mapping):
+            reshape = [int(d) for d in item["reshape"].get("shape") or []]
+        defs.append(
+            TensorDef(
+                name=name,
+                datatype=normalize_datatype(str(dtype)),
+                dims=dims,
+                optional=bool(item.get("optional", False)),
+                reshape=reshape,
+            )
+        )
+    return defs
+
+
+def _kind(config: Mapping[str, Any], version_dir: Path) -> str | None:
+    """Which backend serves this entry: "onnx", "torch", "python" or None (not ours)."""
+    platform = str(config.get("platform") or "").lower()
+    backend = str(config.get("backend") or "").lower()
+    for value in (platform, backend):
+        if value in ONNX_PLATFORMS:
+            return "onnx"
+        if value in TORCH_PLATFORMS:
+            return "torch"
+    script = version_dir / "model.py"
+    python_ok = backend in PYTHON_BACKENDS or (not platform and not backend)
+    if python_ok and script.is_file() and _TRITON_PY_CLASS.search(script.read_text("utf-8")):
+        return "python"
+    if platform or backend:
+        return None
+    # no platform / backend: Triton guesses from the file name
+    if (version_dir / "model.onnx").exists():
+        return "onnx"
+    if (version_dir / "model.pt").is_file():
+        return "torch"
+    return None
+
+
+def _default_filename(config: Mapping[str, Any], fallback: str) -> str:
+    name = config.get("default_model_filename")
+    return str(name) if name else fallback
+
+
+def model_from_repository_entry(
+    model_dir: Path, version_dir: Path, config: dict[str, Any]
+) -> Model | None:
+    """Build the model of one version directory when a backend here serves it, else None.
+
+    Dispatches on the config's ``platform`` / ``backend``: ``onnxruntime_onnx`` /
+    ``onnxruntime`` -> ONNX Runtime on ``<N>/model.onnx``; ``pytorch_libtorch`` / ``pytorch`` ->
+    TorchScript ``<N>/model.pt``; ``python`` (or none) with a ``<N>/model.py`` defining
+    ``class TritonPythonModel`` -> the Triton Python backend shim. Without platform and backend,
+    ``model.onnx`` / ``model.pt`` in the version directory pick the backend, as in Triton.
+    Returns None for everything else (e.g. an nbinfer ``Model`` subclass in ``model.py``).
+
+    The returned model is not loaded yet; the caller applies ``config`` and runs ``load()``.
+    ``config`` may be completed in place (inputs / outputs Triton would auto-complete), so
+    pass the same dict on to ``apply_config``.
+
+    Raises:
+        InvalidInputError: the entry is ours but broken (missing file, bad declarations).
+        ImportError: the backend's optional dependency is missing (names the extra).
+    """
+    kind = _kind(config, version_dir)
+    if kind is None:
+        return None
+    name = model_dir.name
+    version = version_dir.name
+    if kind == "onnx":
+        from nbinfer.server.backends.onnx import OnnxModel
+
+        path = version_dir / _default_filename(config, "model.onnx")
+        if not path.exists():
+            raise InvalidInputError(
+                f"model {name!r} version {version}: no {path.name} in {version_dir} "
+                "(platform onnxruntime_onnx)"
+            )
+        return OnnxModel.from_config(path, config, name=name, version=version)
+    if kind == "torch":
+        from nbinfer.server.backends.torch import TorchModel
+
+        path = version_dir / _default_filename(config, "model.pt")
+        if not path.is_file():
+            raise InvalidInputError(
+                f"model {name!r} version {version}: no {path.name} in {version_dir} "
+                "(platform pytorch_libtorch)"
+            )
+        return TorchModel.from_config(path, config, name=name, version=version)
+    from nbinfer.server.backends.python_backend import TritonPythonBackendModel
+
+    return TritonPythonBackendModel.from_config(model_dir, version_dir, config, name=name)
+
+
+def read_config(model_dir: Path) -> dict[str, Any]:
+    """A model directory's ``config.pbtxt`` / ``config.json`` as Triton-shaped JSON ({} if none).
+
+    Raises:
+        InvalidInputError: the file is malformed.
+    """
+    from nbinfer.server.pbtxt import parse_pbtxt
+
+    pbtxt = model_dir / "config.pbtxt"
+    if pbtxt.is_file():
+        return parse_pbtxt(pbtxt.read_text(encoding="utf-8"), source=str(pbtxt))
+    js = model_dir / "config.json"
+    if js.is_file():
+        try:
+            data = json.loads(js.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"{js}: invalid JSON: {exc}") from exc
+        if isinstance(data, dict):
+            return data
+        raise InvalidInputError(f"{js}: the config must be a JSON object")
+    return {}
+
+
+def load_model_dir(model_dir: str | Path, *, version: str | int | None = None) -> Model | None:
+    """Build (not load) the model of a Triton-layout model directory served by a backend here.
+
+    Reads the config, picks ``version`` (default: the highest), dispatches with
+    :func:`model_from_repository_entry` and applies the config (labels, max_batch_size ...).
+    Returns None when no backend here serves it (e.g. an nbinfer ``Model`` in ``model.py``).
+
+    Example::
+
+        m = load_model_dir("models/resnet")
+        ModelRepository(models=[m])
+
+    Raises:
+        InvalidInputError: no such version / broken entry.
+    """
+    from nbinfer.server.repository import apply_config
+
+    mdir = Path(model_dir)
+    config = read_config(mdir)
+    versions = sorted((p.name for p in mdir.iterdir() if p.is_dir() and p.name.isdigit()), key=int)
+    if version is not None:
+        if str(version) not in versions:
+            raise InvalidInputError(
+                f"model directory {str(mdir)!r} has no version {version}; versions: {versions}"
+            )
+        chosen = str(version)
+    elif versions:
+        chosen = versions[-1]
+    else:
+        raise InvalidInputError(f"no version directory (e.g. {mdir / '1'}) in {mdir}")
+    model = model_from_repository_entry(mdir, mdir / chosen, config)
+    if model is None:
+        return None
+    model.version = chosen
+    apply_config(model, config, name=mdir.name, model_dir=mdir)
+    return model

@@ -1,0 +1,299 @@
+"""Triton Python backend: run an unchanged ``TritonPythonModel`` as an nbinfer model.
+
+A repository entry with ``backend: "python"`` and ``<N>/model.py`` defining ``class
+TritonPythonModel`` (``initialize(args)``, ``execute(requests) -> responses``, ``finalize()``)
+is imported with :mod:`nbinfer.server.backends.triton_utils` registered as
+``triton_python_backend_utils``. Each inference request becomes one ``pb_utils.InferenceRequest``
+passed to ``execute([request])``; an error response (or an exception) becomes an
+:class:`~nbinfer.errors.InferenceError` carrying the model's message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import inspect
+import itertools
+import json
+import logging
+import re
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from nbinfer.errors import InferenceError, InvalidInputError
+from nbinfer.server.backends import config_device, config_tensors
+from nbinfer.server.backends import triton_utils as pb_utils
+from nbinfer.server.model import InferContext, Model
+
+__all__ = ["TritonPythonBackendModel", "import_triton_model"]
+
+logger = logging.getLogger("nbinfer")
+
+_counter = itertools.count(1)
+
+
+class _SysPath:
+    """Put a directory first on ``sys.path`` for a while (model-local imports, as in Triton)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+        self.added = False
+
+    def __enter__(self) -> None:
+        if self.path not in sys.path:
+            sys.path.insert(0, self.path)
+            self.added = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self.added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(self.path)
+
+
+def import_triton_model(script: Path, name: str, version: str) -> type[Any]:
+    """Import ``script`` with the shim installed and return its ``TritonPythonModel`` class.
+
+    Raises:
+        InvalidInputError: the import fails or the file defines no ``TritonPythonModel``.
+    """
+    pb_utils.install()
+    safe = re.sub(r"\W", "_", name)
+    mod_name = f"nbinfer_triton_model_{safe}_v{version}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(mod_name, script)
+    if spec is None or spec.loader is None:
+        raise InvalidInputError(f"cannot import {script}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        with _SysPath(script.parent):
+            spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(mod_name, None)
+        raise InvalidInputError(f"failed to import {script}: {type(exc).__name__}: {exc}") from exc
+    cls = getattr(module, "TritonPythonModel", None)
+    if not isinstance(cls, type):
+        raise InvalidInputError(f"{script} defines no class TritonPythonModel")
+    return cls
+
+
+class TritonPythonBackendModel(Model):
+    """A Triton Python-backend model (``TritonPythonModel``) served by nbinfer.
+
+    Build it with :meth:`from_config` (the repository does); the config's ``input`` / ``output``
+    (or the class's ``auto_complete_config``) declare the tensors.
+
+    Args:
+        model_class: The ``TritonPythonModel`` class.
+        name: Model name.
+        model_dir: The model directory (``args["model_repository"]``).
+        version: The version (``args["model_version"]``).
+        config: The Triton-shaped config (``args["model_config"]``).
+    """
+
+    platform = ""
+    backend = "python"
+
+    def __init__(
+        self,
+        model_class: type[Any],
+        *,
+        name: str,
+        model_dir: Path,
+        version: str = "1",
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        cfg = dict(config or {})
+        device = config_device(cfg)
+        super().__init__(
+            name,
+            inputs=config_tensors(cfg, "input"),
+            outputs=config_tensors(cfg, "output"),
+            max_batch_size=int(cfg.get("max_batch_size", 0) or 0),
+            version=version,
+            device="cpu" if device == "auto" else device,
+        )
+        self.model_class = model_class
+        self.model_dir = Path(model_dir)
+        self.config = cfg
+        self.instance: Any = None
+        # Triton runs one execute() at a time per model instance; models may rely on it.
+        self._execute_lock = threading.Lock()
+        if not self.input_defs() and not self.output_defs():
+            raise InvalidInputError(
+                f"Python-backend model {name!r} declares no inputs / outputs: add 'input' and "
+                "'output' to its config.pbtxt (or define auto_complete_config)"
+            )
+
+    @classmethod
+    def from_config(
+        cls, model_dir: Path, version_dir: Path, config: dict[str, Any], *, name: str
+    ) -> TritonPythonBackendModel:
+        """Import ``<version_dir>/model.py`` and wrap its ``TritonPythonModel``.
+
+        A class ``auto_complete_config`` completes ``config`` in place, as in Triton.
+
+        Raises:
+            InvalidInputError: no ``model.py`` / no ``TritonPythonModel`` / bad declarations.
+        """
+        script = version_dir / "model.py"
+        if not script.is_file():
+            raise InvalidInputError(
+                f"model {name!r}: no model.py in {version_dir} (backend python)"
+            )
+        model_class = import_triton_model(script, name, version_dir.name)
+        auto = getattr(model_class, "auto_complete_config", None)
+        if callable(auto):
+            given = pb_utils.ModelConfig({"name": name, **config})
+            try:
+                completed = auto(given)
+            except Exception as exc:
+                raise InvalidInputError(
+                    f"model {name!r}: auto_complete_config raised {type(exc).__name__}: {exc}"
+                ) from exc
+            result = completed if isinstance(completed, pb_utils.ModelConfig) else given
+            for key, value in result.as_dict().items():
+                if key != "name":
+                    config[key] = value
+        return cls(
+            model_class, name=name, model_dir=model_dir, version=version_dir.name, config=config
+        )
+
+    def _full_config(self) -> dict[str, Any]:
+        cfg = dict(self.config)
+        cfg["name"] = self.name
+        cfg["backend"] = "python"
+        cfg["max_batch_size"] = int(self.max_batch_size)
+        for key, defs in (("input", self.input_defs()), ("output", self.output_defs())):
+            given = {str(e.get("name")): e for e in cfg.get(key) or [] if isinstance(e, Mapping)}
+            entries = []
+            for d in defs:
+                entry = dict(given.get(d.name, {}))
+                entry.update(
+                    {
+                        "name": d.name,
+                        "data_type": "TYPE_STRING"
+                        if d.datatype == "BYTES"
+                        else f"TYPE_{d.datatype}",
+                        "dims": list(d.dims),
+                    }
+                )
+                entries.append(entry)
+            cfg[key] = entries
+        return cfg
+
+    def load(self) -> None:
+        """Instantiate ``TritonPythonModel`` and call ``initialize(args)``."""
+        gpu = self.device.startswith("cuda")
+        args = {
+            "model_config": json.dumps(self._full_config()),
+            "model_instance_kind": "GPU" if gpu else "CPU",
+            "model_instance_name": f"{self.name}_0_0",
+            "model_instance_device_id": self.device.split(":", 1)[1] if gpu else "0",
+            "model_repository": str(self.model_dir),
+            "model_version": str(self.version),
+            "model_name": self.name,
+        }
+        instance = self.model_class()
+        init = getattr(instance, "initialize", None)
+        if callable(init):
+            with _SysPath(self.model_dir / str(self.version)):
+                init(args)
+        self.instance = instance
+
+    def unload(self) -> None:
+        """Call ``finalize()`` when the model defines it."""
+        instance, self.instance = self.instance, None
+        fin = getattr(instance, "finalize", None)
+        if callable(fin):
+            fin()
+
+    def _request(self, inputs: dict[str, Any], context: InferContext) -> pb_utils.InferenceRequest:
+        params = dict(context.parameters)
+        correlation = params.get("sequence_id", 0)
+        flags = 0
+        if params.get("sequence_start"):
+            flags |= pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
+        if params.get("sequence_end"):
+            flags |= pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END
+        version = int(self.version) if str(self.version).isdigit() else -1
+        return pb_utils.InferenceRequest(
+            model_name=self.name,
+            inputs=[pb_utils.Tensor(n, a) for n, a in inputs.items()],
+            requested_output_names=list(context.requested_outputs),
+            correlation_id=correlation if isinstance(correlation, int | str) else 0,
+            request_id=context.request_id,
+            flags=flags,
+            parameters=params,
+            model_version=version,
+        )
+
+    def predict(self, inputs: dict[str, Any], context: InferContext) -> dict[str, Any]:
+        """Run ``execute([request])`` and return the response's tensors by name.
+
+        Raises:
+            InferenceError: the response carries an error or ``execute`` raised.
+        """
+        instance = self.instance
+        if instance is None:
+            raise InferenceError(f"model {self.name!r} is not loaded", model=self.name)
+        request = self._request(inputs, context)
+        try:
+            with self._execute_lock:
+                result = instance.execute([request])
+                if inspect.isawaitable(result):
+                    result = asyncio.run(_awaited(result))
+        except InferenceError:
+            raise
+        except Exception as exc:
+            message = exc.message() if isinstance(exc, pb_utils.TritonError) else str(exc)
+            raise InferenceError(
+                f"model {self.name!r}: {message or type(exc).__name__}", model=self.name
+            ) from exc
+        response = self._single_response(result, request)
+        error = response.error()
+        if error is not None:
+            raise InferenceError(f"model {self.name!r}: {error.message()}", model=self.name)
+        params = json.loads(response.parameters() or "{}")
+        if isinstance(params, dict) and params:
+            context.response_parameters.update(params)
+        return {t.name(): t.as_numpy() for t in response.output_tensors()}
+
+    def _single_response(
+        self, result: Any, request: pb_utils.InferenceRequest
+    ) -> pb_utils.InferenceResponse:
+        sent = request.get_response_sender().responses
+        if result is None:
+            responses = sent  # decoupled: responses went through the sender
+        elif isinstance(result, list | tuple):
+            responses = list(result)
+        else:
+            raise InferenceError(
+                f"model {self.name!r}: execute() must return a list of InferenceResponse, got "
+                f"{type(result).__name__}",
+                model=self.name,
+            )
+        if len(responses) != 1:
+            raise InferenceError(
+                f"model {self.name!r}: execute() gave {len(responses)} responses for 1 request "
+                "(streaming several responses is not supported by this server)",
+                model=self.name,
+            )
+        response = responses[0]
+        if not isinstance(response, pb_utils.InferenceResponse):
+            raise InferenceError(
+                f"model {self.name!r}: execute() returned a {type(response).__name__}, not a "
+                "pb_utils.InferenceResponse",
+                model=self.name,
+            )
+        return response
+
+    def __repr__(self) -> str:
+        return f"<TritonPythonBackendModel {self.name!r} version={self.version!r}>"
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
