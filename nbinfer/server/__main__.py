@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 
 from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
+
+_STARTED = time.perf_counter()
 
 __all__ = ["add_server_arguments", "build_parser", "main"]
 
@@ -81,7 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         watch_parent_early(args.parent_pid, pdeathsig=args.pdeathsig)
     from nbinfer.server.app import ServerOptions, run
 
-    return run(ServerOptions.from_namespace(args))
+    # Hook: a future private control channel (e.g. shipping notebook-defined models with
+    # cloudpickle from the LocalServer that spawned us) would be opened here, next to the
+    # parent-death watch; LocalServer passes its options through ``extra_args``.
+    return run(ServerOptions.from_namespace(args), started_at=_STARTED)
 
 
 if __name__ == "__main__":

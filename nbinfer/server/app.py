@@ -1,0 +1,283 @@
+"""Assemble and run the embedded server: one DataPlane, HTTP (uvicorn) + gRPC on ONE event loop.
+
+``run(options)`` is what ``python -m nbinfer.server`` and ``nbinfer serve`` call. It binds both
+ports (0 = a free port, read back from the bound socket, so there is no race), prints the ready
+line, and shuts down gracefully on SIGTERM / SIGINT or when the parent process dies.
+
+The heavy imports (uvicorn, grpc, the data plane) happen inside :func:`run`, so the parent-death
+guard in :func:`watch_parent_early` is armed before them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
+
+if TYPE_CHECKING:
+    from nbinfer.server.dataplane import DataPlane
+
+__all__ = ["ServerOptions", "build_dataplane", "run", "serve_async", "watch_parent_early"]
+
+logger = logging.getLogger("nbinfer")
+
+_PR_SET_PDEATHSIG = 1
+_T0 = time.perf_counter()
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    """Options of the server process (mirrors the command line)."""
+
+    model_repository: list[str] = field(default_factory=list)
+    demo: bool = False
+    host: str = "127.0.0.1"
+    http_port: int = 0
+    grpc_port: int = 0
+    device: str = "auto"
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    log_level: str = "info"
+    parent_pid: int | None = None
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> ServerOptions:
+        """Build options from parsed command-line arguments."""
+        repos = ns.model_repository or []
+        if isinstance(repos, str):
+            repos = [repos]
+        return cls(
+            model_repository=list(repos),
+            demo=bool(ns.demo),
+            host=ns.host,
+            http_port=ns.http_port,
+            grpc_port=ns.grpc_port,
+            device=ns.device,
+            max_request_bytes=ns.max_request_bytes,
+            log_level=ns.log_level,
+            parent_pid=ns.parent_pid,
+        )
+
+
+# -- parent death ---------------------------------------------------------------------------
+
+
+def watch_parent_early(parent_pid: int, *, pdeathsig: bool = False) -> None:
+    """Exit when ``parent_pid`` dies: Linux PR_SET_PDEATHSIG (optional) + a polling thread.
+
+    The polling thread catches what the prctl cannot (non-Linux, a parent that spawned us from a
+    thread, a parent that died before the prctl). It first asks for a graceful shutdown (SIGTERM
+    to ourselves) and hard-exits if that has not finished a few seconds later.
+    """
+    if pdeathsig and sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        # The parent is already gone (re-parented to init / a subreaper).
+        sys.stderr.write(f"nbinfer server: parent process {parent_pid} is gone; exiting\n")
+        sys.stderr.flush()
+        os._exit(3)
+
+    def _poll() -> None:
+        while True:
+            time.sleep(0.25)
+            if os.getppid() != parent_pid:
+                logger.warning("parent process %d is gone; shutting down", parent_pid)
+                with contextlib.suppress(Exception):
+                    os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5.0)
+                os._exit(3)
+
+    threading.Thread(target=_poll, name="nbinfer-parent-watch", daemon=True).start()
+
+
+# -- assembly -------------------------------------------------------------------------------
+
+
+def build_dataplane(options: ServerOptions) -> DataPlane:
+    """Build the model repository (disk + demo models) and the DataPlane over it."""
+    from nbinfer.server.dataplane import DataPlane
+    from nbinfer.server.repository import ModelRepository
+
+    models: list[Any] = []
+    if options.demo:
+        from nbinfer.server.demo import demo_models
+
+        models = list(demo_models())
+    repo = ModelRepository(options.model_repository or None, models=models, device=options.device)
+    return DataPlane(repo)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it (Linux): small responses are never held back by Nagle.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+async def serve_async(
+    options: ServerOptions,
+    *,
+    stop: asyncio.Event | None = None,
+    on_ready: Any = None,
+    dataplane: DataPlane | None = None,
+) -> None:
+    """Serve HTTP and gRPC on the running loop until ``stop`` is set.
+
+    Args:
+        options: Server options.
+        stop: Event that ends serving (a new one if omitted: then only cancellation stops it).
+        on_ready: Callback ``on_ready(http_url, grpc_url)`` once both frontends listen.
+        dataplane: Serve this DataPlane instead of building one from ``options``.
+    """
+    import uvicorn
+
+    from nbinfer.server.grpc import create_grpc_server
+    from nbinfer.server.rest import RestApp
+
+    stop = stop or asyncio.Event()
+    dp = dataplane if dataplane is not None else build_dataplane(options)
+    sock = _bind(options.host, options.http_port)
+    http_port = sock.getsockname()[1]
+    app = RestApp(dp, max_request_bytes=options.max_request_bytes)
+    config = uvicorn.Config(
+        app,
+        loop="none",
+        http="httptools",
+        ws="none",
+        interface="asgi3",
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=3,
+        # Notebook clients idle for long stretches between cells: keep connections open.
+        timeout_keep_alive=65,
+        h11_max_incomplete_event_size=None,
+    )
+    config.load()
+    http_server = uvicorn.Server(config)
+    # Server.serve() would install its own signal handlers; we drive startup / main_loop /
+    # shutdown ourselves so that both frontends share one loop and one shutdown path.
+    http_server.lifespan = config.lifespan_class(config)
+
+    grpc_server, grpc_port = await create_grpc_server(
+        dp,
+        f"{_url_host(options.host)}:{options.grpc_port}",
+        max_message_bytes=options.max_request_bytes,
+    )
+    await grpc_server.start()
+    await http_server.startup(sockets=[sock])
+    main_loop = asyncio.ensure_future(http_server.main_loop())
+    http_url = f"http://{_url_host(options.host)}:{http_port}"
+    grpc_url = f"{_url_host(options.host)}:{grpc_port}"
+    if on_ready is not None:
+        on_ready(http_url, grpc_url)
+    try:
+        stop_wait = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({stop_wait, main_loop}, return_when=asyncio.FIRST_COMPLETED)
+        stop_wait.cancel()
+    finally:
+        logger.info("nbinfer server shutting down")
+        http_server.should_exit = True
+        with contextlib.suppress(BaseException):
+            await main_loop
+        grpc_stop = asyncio.ensure_future(grpc_server.stop(grace=2.0))
+        with contextlib.suppress(Exception):
+            await http_server.shutdown(sockets=[sock])
+        with contextlib.suppress(Exception):
+            await grpc_stop
+        with contextlib.suppress(Exception):
+            await dp.close()
+
+
+def _configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    lvl = getattr(logging, level.upper(), logging.INFO)
+    for name in ("nbinfer", "uvicorn", "uvicorn.error"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = [handler]
+        lg.setLevel(lvl)
+        lg.propagate = False
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - Windows
+        loop = asyncio.new_event_loop()
+    return loop
+
+
+def run(options: ServerOptions, *, started_at: float | None = None) -> int:
+    """Run the server in this process until SIGTERM / SIGINT / parent death.
+
+    Args:
+        options: Server options.
+        started_at: ``time.perf_counter()`` at process start, for the reported ready time.
+
+    Returns:
+        The process exit code (0 after a graceful shutdown, 1 when startup failed).
+    """
+    _configure_logging(options.log_level)
+    loop = _new_loop()
+    asyncio.set_event_loop(loop)
+    stop = asyncio.Event()
+
+    def _on_signal(signum: int) -> None:
+        if stop.is_set():
+            # Second signal: do not wait for the graceful shutdown any longer.
+            logger.warning("second signal %d: exiting now", signum)
+            os._exit(1)
+        logger.info("signal %d received", signum)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, _on_signal, sig)
+
+    def _ready(http_url: str, grpc_url: str) -> None:
+        elapsed = time.perf_counter() - (_T0 if started_at is None else started_at)
+        out = sys.stdout
+        out.write(f"nbinfer server: HTTP {http_url}  gRPC {grpc_url}  (ready in {elapsed:.2f} s)\n")
+        out.write(f"NBINFER READY http={http_url} grpc={grpc_url} pid={os.getpid()}\n")
+        out.flush()
+
+    try:
+        loop.run_until_complete(serve_async(options, stop=stop, on_ready=_ready))
+    except Exception as exc:
+        logger.error("nbinfer server failed: %s", exc, exc_info=options.log_level == "debug")
+        sys.stderr.write(f"nbinfer server failed to start: {type(exc).__name__}: {exc}\n")
+        sys.stderr.flush()
+        return 1
+    finally:
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+    return 0

@@ -1,0 +1,260 @@
+"""The gRPC frontend: a grpc.aio generic handler for ``inference.GRPCInferenceService``.
+
+Each RPC is a few lines over the DataPlane: protobuf <-> types with :mod:`nbinfer.protocol.grpc`,
+errors mapped with :func:`nbinfer.errors.grpc_code_of` onto ``context.abort``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from nbinfer.errors import NbinferError, grpc_code_of
+from nbinfer.protocol import grpc as gcodec
+from nbinfer.protocol.grpc import SERVICE_NAME, pb
+
+__all__ = ["GrpcFrontend", "create_grpc_server"]
+
+logger = logging.getLogger("nbinfer")
+
+_Handler = Callable[[Any, Any], Awaitable[Any]]
+
+
+async def _abort(context: Any, exc: BaseException) -> None:
+    if isinstance(exc, NbinferError):
+        code, message = grpc_code_of(exc), exc.message
+    else:
+        logger.exception("unhandled error in gRPC handler", exc_info=exc)
+        code, message = "INTERNAL", f"internal server error: {type(exc).__name__}: {exc}"
+    await context.abort(grpc.StatusCode[code], message)
+
+
+def _guard(fn: _Handler) -> _Handler:
+    """Map nbinfer errors (and anything unexpected) onto gRPC status codes."""
+
+    async def handler(request: Any, context: Any) -> Any:
+        try:
+            return await fn(request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await _abort(context, exc)
+
+    handler.__name__ = getattr(fn, "__name__", "handler")
+    return handler
+
+
+class GrpcFrontend:
+    """The v2 gRPC service implemented over a DataPlane.
+
+    Args:
+        dataplane: The transport-neutral server core.
+    """
+
+    def __init__(self, dataplane: Any) -> None:
+        self.dp = dataplane
+
+    # -- health / metadata -----------------------------------------------------------------
+
+    async def server_live(self, request: Any, context: Any) -> Any:
+        """ServerLive."""
+        return pb.ServerLiveResponse(live=self.dp.live())
+
+    async def server_ready(self, request: Any, context: Any) -> Any:
+        """ServerReady."""
+        return pb.ServerReadyResponse(ready=self.dp.ready())
+
+    async def model_ready(self, request: Any, context: Any) -> Any:
+        """ModelReady."""
+        return pb.ModelReadyResponse(ready=self.dp.model_ready(request.name, request.version))
+
+    async def server_metadata(self, request: Any, context: Any) -> Any:
+        """ServerMetadata."""
+        return gcodec.server_metadata_to_proto(self.dp.server_metadata())
+
+    async def model_metadata(self, request: Any, context: Any) -> Any:
+        """ModelMetadata."""
+        meta = self.dp.model_metadata(request.name, request.version)
+        return gcodec.model_metadata_to_proto(meta)
+
+    async def model_config(self, request: Any, context: Any) -> Any:
+        """ModelConfig."""
+        config = self.dp.model_config(request.name, request.version)
+        return pb.ModelConfigResponse(
+            config=gcodec.config_json_to_proto(config, ignore_unknown_fields=True)
+        )
+
+    async def model_statistics(self, request: Any, context: Any) -> Any:
+        """ModelStatistics."""
+        stats = self.dp.statistics(request.name, request.version)
+        return gcodec.statistics_json_to_proto(stats, ignore_unknown_fields=True)
+
+    # -- inference -------------------------------------------------------------------------
+
+    async def model_infer(self, request: Any, context: Any) -> Any:
+        """ModelInfer (the hot path)."""
+        response = await self.dp.infer(gcodec.request_from_proto(request))
+        return gcodec.response_to_proto(response)
+
+    async def model_stream_infer(
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
+        """ModelStreamInfer: each request gets a response or an ``error_message``, in order."""
+        async for message in request_iterator:
+            try:
+                response = await self.dp.infer(gcodec.request_from_proto(message))
+                yield pb.ModelStreamInferResponse(infer_response=gcodec.response_to_proto(response))
+            except NbinferError as exc:
+                yield pb.ModelStreamInferResponse(error_message=exc.message)
+            except Exception as exc:
+                logger.exception("unhandled error in ModelStreamInfer")
+                yield pb.ModelStreamInferResponse(
+                    error_message=f"internal server error: {type(exc).__name__}: {exc}"
+                )
+
+    # -- repository ------------------------------------------------------------------------
+
+    async def repository_index(self, request: Any, context: Any) -> Any:
+        """RepositoryIndex."""
+        index = self.dp.repository_index(ready_only=request.ready)
+        return gcodec.repository_index_to_proto(index)
+
+    async def repository_model_load(self, request: Any, context: Any) -> Any:
+        """RepositoryModelLoad (parameters: ``config`` JSON string, ``file:<path>`` bytes)."""
+        name, config, files = gcodec.load_request_from_proto(request)
+        await self.dp.load_model(name, config=config, files=files or None)
+        return pb.RepositoryModelLoadResponse()
+
+    async def repository_model_unload(self, request: Any, context: Any) -> Any:
+        """RepositoryModelUnload."""
+        await self.dp.unload_model(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
+
+    # -- not implemented / trivial -----------------------------------------------------------
+
+    async def system_shared_memory_status(self, request: Any, context: Any) -> Any:
+        """SystemSharedMemoryStatus: no regions are ever registered."""
+        return pb.SystemSharedMemoryStatusResponse()
+
+    async def cuda_shared_memory_status(self, request: Any, context: Any) -> Any:
+        """CudaSharedMemoryStatus: no regions are ever registered."""
+        return pb.CudaSharedMemoryStatusResponse()
+
+    async def trace_setting(self, request: Any, context: Any) -> Any:
+        """TraceSetting: tracing is not supported; answers empty settings."""
+        return pb.TraceSettingResponse()
+
+    async def log_settings(self, request: Any, context: Any) -> Any:
+        """LogSettings: answers empty settings."""
+        return pb.LogSettingsResponse()
+
+    def _unimplemented(self, rpc: str) -> _Handler:
+        async def handler(request: Any, context: Any) -> Any:
+            await context.abort(
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"{rpc} is not implemented by nbinfer's server (shared memory is not supported; "
+                "send tensors in the request)",
+            )
+
+        return handler
+
+    def handler(self) -> Any:
+        """Return the ``grpc.GenericRpcHandler`` serving ``inference.GRPCInferenceService``."""
+        unary: dict[str, tuple[_Handler, str, str]] = {
+            "ServerLive": (self.server_live, "ServerLiveRequest", "ServerLiveResponse"),
+            "ServerReady": (self.server_ready, "ServerReadyRequest", "ServerReadyResponse"),
+            "ModelReady": (self.model_ready, "ModelReadyRequest", "ModelReadyResponse"),
+            "ServerMetadata": (
+                self.server_metadata,
+                "ServerMetadataRequest",
+                "ServerMetadataResponse",
+            ),
+            "ModelMetadata": (
+                self.model_metadata,
+                "ModelMetadataRequest",
+                "ModelMetadataResponse",
+            ),
+            "ModelInfer": (self.model_infer, "ModelInferRequest", "ModelInferResponse"),
+            "ModelConfig": (self.model_config, "ModelConfigRequest", "ModelConfigResponse"),
+            "ModelStatistics": (
+                self.model_statistics,
+                "ModelStatisticsRequest",
+                "ModelStatisticsResponse",
+            ),
+            "RepositoryIndex": (
+                self.repository_index,
+                "RepositoryIndexRequest",
+                "RepositoryIndexResponse",
+            ),
+            "RepositoryModelLoad": (
+                self.repository_model_load,
+                "RepositoryModelLoadRequest",
+                "RepositoryModelLoadResponse",
+            ),
+            "RepositoryModelUnload": (
+                self.repository_model_unload,
+                "RepositoryModelUnloadRequest",
+                "RepositoryModelUnloadResponse",
+            ),
+            "SystemSharedMemoryStatus": (
+                self.system_shared_memory_status,
+                "SystemSharedMemoryStatusRequest",
+                "SystemSharedMemoryStatusResponse",
+            ),
+            "CudaSharedMemoryStatus": (
+                self.cuda_shared_memory_status,
+                "CudaSharedMemoryStatusRequest",
+                "CudaSharedMemoryStatusResponse",
+            ),
+            "TraceSetting": (self.trace_setting, "TraceSettingRequest", "TraceSettingResponse"),
+            "LogSettings": (self.log_settings, "LogSettingsRequest", "LogSettingsResponse"),
+        }
+        for rpc in (
+            "SystemSharedMemoryRegister",
+            "SystemSharedMemoryUnregister",
+            "CudaSharedMemoryRegister",
+            "CudaSharedMemoryUnregister",
+        ):
+            unary[rpc] = (self._unimplemented(rpc), f"{rpc}Request", f"{rpc}Response")
+        methods: dict[str, Any] = {}
+        for rpc, (fn, req_name, resp_name) in unary.items():
+            methods[rpc] = grpc.unary_unary_rpc_method_handler(
+                _guard(fn),
+                request_deserializer=getattr(pb, req_name).FromString,
+                response_serializer=getattr(pb, resp_name).SerializeToString,
+            )
+        methods["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(
+            self.model_stream_infer,
+            request_deserializer=pb.ModelInferRequest.FromString,
+            response_serializer=pb.ModelStreamInferResponse.SerializeToString,
+        )
+        return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
+
+
+async def create_grpc_server(
+    dataplane: Any, address: str, *, max_message_bytes: int
+) -> tuple[Any, int]:
+    """Create (not start) a grpc.aio server for ``dataplane`` bound to ``address``.
+
+    Args:
+        dataplane: The transport-neutral server core.
+        address: ``host:port``; port 0 picks a free port.
+        max_message_bytes: Largest message received or sent.
+
+    Returns:
+        ``(server, bound_port)``.
+    """
+    options = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ]
+    server = grpc.aio.server(options=options)
+    server.add_generic_rpc_handlers((GrpcFrontend(dataplane).handler(),))
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"could not bind gRPC to {address}")
+    return server, port

@@ -1,0 +1,432 @@
+"""The HTTP/REST frontend: a raw ASGI app over the DataPlane (served by uvicorn + httptools).
+
+No framework: a small router on ``(method, path segments)``, bodies read as bytes (size-capped
+while streaming), the v2 codec from :mod:`nbinfer.protocol.rest`, and ONE error -> status table
+(:func:`nbinfer.errors.status_of`) with the body ``{"error": "<message>"}``. Nothing received
+is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import zlib
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import orjson
+
+from nbinfer.errors import (
+    InvalidInputError,
+    ModelNotFoundError,
+    NbinferError,
+    PayloadTooLargeError,
+    status_of,
+)
+from nbinfer.protocol import rest as codec
+from nbinfer.protocol.types import InferRequest
+
+__all__ = ["RestApp"]
+
+logger = logging.getLogger("nbinfer")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_JSON = b"application/json"
+_OCTET = b"application/octet-stream"
+_IHCL = b"inference-header-content-length"
+_EMPTY: list[tuple[bytes, bytes]] = []
+# Below this size a response is never compressed (it would not pay off).
+_MIN_COMPRESS = 1024
+# From this size on, a binary response is sent as its parts instead of being joined.
+_SEND_PARTS = 1 << 20
+
+
+class _Disconnected(Exception):
+    """The client went away while we were reading its body."""
+
+
+class _MethodNotAllowed(Exception):
+    def __init__(self, allowed: tuple[str, ...]) -> None:
+        super().__init__(", ".join(allowed))
+        self.allowed = allowed
+
+
+# (status, content type, body: bytes or a list of buffers, extra headers)
+_Reply = tuple[int, bytes, Any, list[tuple[bytes, bytes]]]
+# A route resolves to (handler name, allowed methods, model, version).
+_Route = tuple[str, tuple[str, ...], str, str]
+_GET = ("GET",)
+_POST = ("POST",)
+
+
+def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best as one match
+    parts = path.split("/")
+    if parts[-1] == "" and len(parts) > 2:
+        parts.pop()
+    match parts:
+        case ["", "v2", "health", "live"]:
+            return ("live", _GET, "", "")
+        case ["", "v2", "health", "ready"]:
+            return ("ready", _GET, "", "")
+        case ["", "v2"]:
+            return ("server_metadata", _GET, "", "")
+        case ["", "v2", "models", "stats"]:
+            return ("stats", _GET, "", "")
+        case ["", "v2", "models", m]:
+            return ("model_metadata", _GET, m, "")
+        case ["", "v2", "models", m, "versions", v]:
+            return ("model_metadata", _GET, m, v)
+        case ["", "v2", "models", m, "infer"]:
+            return ("infer", _POST, m, "")
+        case ["", "v2", "models", m, "versions", v, "infer"]:
+            return ("infer", _POST, m, v)
+        case ["", "v2", "models", m, "ready"]:
+            return ("model_ready", _GET, m, "")
+        case ["", "v2", "models", m, "versions", v, "ready"]:
+            return ("model_ready", _GET, m, v)
+        case ["", "v2", "models", m, "config"]:
+            return ("config", _GET, m, "")
+        case ["", "v2", "models", m, "versions", v, "config"]:
+            return ("config", _GET, m, v)
+        case ["", "v2", "models", m, "stats"]:
+            return ("stats", _GET, m, "")
+        case ["", "v2", "models", m, "versions", v, "stats"]:
+            return ("stats", _GET, m, v)
+        case ["", "v2", "repository", "index"]:
+            return ("repository_index", _POST, "", "")
+        case ["", "v2", "repository", "models", m, "load"]:
+            return ("load", _POST, m, "")
+        case ["", "v2", "repository", "models", m, "unload"]:
+            return ("unload", _POST, m, "")
+        case ["", "v1", "models", m]:
+            name, sep, verb = m.rpartition(":")
+            if not sep:
+                return ("v1_model", _GET, m, "")
+            if verb == "predict":
+                return ("v1_predict", _POST, name, "")
+            if verb == "explain":
+                return ("v1_explain", _POST, name, "")
+            return None
+    return None
+
+
+def _json_response(obj: Any, status: int = 200) -> _Reply:
+    return status, _JSON, orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY), _EMPTY
+
+
+def _error_body(message: str) -> bytes:
+    return orjson.dumps({"error": message})
+
+
+def _decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
+    """Inflate a gzip / deflate request body, never beyond ``limit`` bytes."""
+    enc = encoding.strip().lower()
+    if enc in (b"", b"identity"):
+        return body
+    if enc not in (b"gzip", b"x-gzip", b"deflate"):
+        raise InvalidInputError(
+            f"unsupported Content-Encoding {encoding.decode('latin-1')!r}; use gzip or deflate"
+        )
+    try:
+        # 32 + 15: auto-detect gzip or zlib framing; raw deflate as a fallback.
+        try:
+            d = zlib.decompressobj(47)
+            out = d.decompress(body, limit + 1)
+        except zlib.error:
+            if enc != b"deflate":
+                raise
+            d = zlib.decompressobj(-15)
+            out = d.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise InvalidInputError(f"request body is not valid {enc.decode()} data: {exc}") from exc
+    if len(out) > limit or d.unconsumed_tail:
+        raise PayloadTooLargeError(
+            f"decompressed request body exceeds the server limit of {limit} bytes"
+        )
+    return out
+
+
+def _compress(body: bytes, encoding: bytes) -> bytes:
+    if encoding == b"gzip":
+        c = zlib.compressobj(1, zlib.DEFLATED, 31)
+    else:
+        c = zlib.compressobj(1, zlib.DEFLATED, 15)
+    return c.compress(body) + c.flush()
+
+
+def _binary_outputs(req: InferRequest) -> bool | set[str]:
+    """Which response outputs go in the binary section (per-output setting wins)."""
+    default = bool(req.parameters.get("binary_data_output", False))
+    if not req.outputs:
+        return default
+    names: set[str] = set()
+    for out in req.outputs:
+        flag = out.binary_data
+        if flag is None:
+            flag = default
+        if flag:
+            names.add(out.name)
+    return names
+
+
+def _json_body(body: bytes) -> Any:
+    if not body:
+        return {}
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInputError(f"malformed JSON in request body: {exc}") from exc
+
+
+class RestApp:
+    """ASGI application serving the v2 (and KServe v1) REST protocol over a DataPlane.
+
+    Args:
+        dataplane: The transport-neutral server core.
+        max_request_bytes: Larger request bodies are rejected with 413.
+    """
+
+    def __init__(self, dataplane: Any, *, max_request_bytes: int) -> None:
+        self.dp = dataplane
+        self.max_request_bytes = max_request_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one ASGI connection scope."""
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await _lifespan(receive, send)
+            return
+        method: str = scope["method"]
+        status: int
+        ctype: bytes
+        body: Any
+        extra: list[tuple[bytes, bytes]]
+        accept = b""
+        try:
+            route = _route(scope["path"])
+            if route is None:
+                raise ModelNotFoundError(f"no route for {method} {scope['path']}")
+            name, allowed, model, version = route
+            if method not in allowed:
+                raise _MethodNotAllowed(allowed)
+            headers: dict[bytes, bytes] = dict(scope["headers"])
+            accept = headers.get(b"accept-encoding", b"")
+            payload = b""
+            if method == "POST":
+                payload = await self._read_body(receive, headers)
+            status, ctype, body, extra = await self._dispatch(
+                name, model, version, payload, headers
+            )
+        except _Disconnected:
+            return
+        except _MethodNotAllowed as exc:
+            status, ctype, extra = 405, _JSON, [(b"allow", ", ".join(exc.allowed).encode())]
+            body = _error_body(f"method {method} not allowed for {scope['path']}")
+        except NbinferError as exc:
+            status, ctype, extra = status_of(exc), _JSON, _EMPTY
+            body = _error_body(exc.message)
+        except Exception as exc:
+            logger.exception("unhandled error serving %s %s", method, scope["path"])
+            status, ctype, extra = 500, _JSON, _EMPTY
+            body = _error_body(f"internal server error: {type(exc).__name__}: {exc}")
+        out_headers = [(b"content-type", ctype), *extra]
+        if isinstance(body, list):
+            # A large binary response: send the parts as they are (no join copy).
+            if not accept or accept.strip().lower() not in (b"gzip", b"deflate"):
+                await self._send_parts(send, status, out_headers, body)
+                return
+            body = b"".join(body)
+        if accept and len(body) >= _MIN_COMPRESS:
+            # Only an explicit single choice (as tritonclient sends when asked to compress):
+            # generic "gzip, deflate" defaults of HTTP libraries would only cost CPU on loopback.
+            enc = accept.strip().lower()
+            if enc in (b"gzip", b"deflate"):
+                body = _compress(body, enc)
+                out_headers.append((b"content-encoding", enc))
+        out_headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": out_headers})
+        await send({"type": "http.response.body", "body": body})
+
+    @staticmethod
+    async def _send_parts(
+        send: Send, status: int, headers: list[tuple[bytes, bytes]], parts: list[Any]
+    ) -> None:
+        views = [p if isinstance(p, bytes) else memoryview(p).cast("B") for p in parts]
+        total = sum(len(v) for v in views)
+        headers.append((b"content-length", str(total).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        last = len(views) - 1
+        for i, v in enumerate(views):
+            await send({"type": "http.response.body", "body": v, "more_body": i < last})
+
+    async def _read_body(self, receive: Receive, headers: dict[bytes, bytes]) -> bytes:
+        limit = self.max_request_bytes
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            try:
+                n = int(declared)
+            except ValueError:
+                raise InvalidInputError("invalid Content-Length header") from None
+            if n > limit:
+                raise PayloadTooLargeError(
+                    f"request body of {n} bytes exceeds the server limit of {limit} bytes"
+                )
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk: bytes = message.get("body", b"")
+            if chunk:
+                total += len(chunk)
+                if total > limit:
+                    raise PayloadTooLargeError(
+                        f"request body exceeds the server limit of {limit} bytes"
+                    )
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if declared is not None and total != int(declared):
+            raise InvalidInputError(
+                f"truncated request body: Content-Length is {int(declared)} bytes, got {total}"
+            )
+        encoding = headers.get(b"content-encoding")
+        if encoding:
+            body = _decompress(body, encoding, limit)
+        return body
+
+    async def _dispatch(
+        self, name: str, model: str, version: str, body: bytes, headers: dict[bytes, bytes]
+    ) -> _Reply:
+        dp = self.dp
+        if name == "infer":
+            return await self._infer(model, version, body, headers)
+        if name == "live":
+            return (200 if dp.live() else 503), _JSON, b"", _EMPTY
+        if name == "ready":
+            return (200 if dp.ready() else 503), _JSON, b"", _EMPTY
+        if name == "model_ready":
+            return (200 if dp.model_ready(model, version) else 503), _JSON, b"", _EMPTY
+        if name == "server_metadata":
+            return _json_response(codec.server_metadata_to_json(dp.server_metadata()))
+        if name == "model_metadata":
+            return _json_response(codec.model_metadata_to_json(dp.model_metadata(model, version)))
+        if name == "config":
+            return _json_response(dp.model_config(model, version))
+        if name == "stats":
+            return _json_response(dp.statistics(model, version))
+        if name == "repository_index":
+            req = _json_body(body)
+            ready_only = bool(req.get("ready", False)) if isinstance(req, dict) else False
+            index = dp.repository_index(ready_only=ready_only)
+            return _json_response(codec.repository_index_to_json(index))
+        if name == "load":
+            config, files = _load_parameters(_json_body(body))
+            await dp.load_model(model, config=config, files=files)
+            return 200, _JSON, b"", _EMPTY
+        if name == "unload":
+            _json_body(body)
+            await dp.unload_model(model)
+            return 200, _JSON, b"", _EMPTY
+        if name == "v1_model":
+            return _json_response(await dp.v1_model(model))
+        if name == "v1_predict":
+            return _json_response(await dp.v1_predict(model, _json_body(body)))
+        if name == "v1_explain":
+            return _json_response(await dp.v1_explain(model, _json_body(body)))
+        raise ModelNotFoundError(f"no handler for {name}")  # pragma: no cover
+
+    async def _infer(
+        self, model: str, version: str, body: bytes, headers: dict[bytes, bytes]
+    ) -> _Reply:
+        raw_len = headers.get(_IHCL)
+        header_length: int | None = None
+        if raw_len is not None:
+            try:
+                header_length = int(raw_len)
+            except ValueError:
+                raise InvalidInputError(
+                    f"invalid Inference-Header-Content-Length {raw_len.decode('latin-1')!r}"
+                ) from None
+            if header_length < 0 or header_length > len(body):
+                raise InvalidInputError(
+                    f"Inference-Header-Content-Length {header_length} is outside the body "
+                    f"of {len(body)} bytes (truncated body?)"
+                )
+        binary: bool | set[str]
+        if header_length == 0:
+            request = self._raw_request(model, version, body)
+            binary = True
+        else:
+            request = codec.decode_request(body, header_length)
+            binary = _binary_outputs(request)
+        request.model_name = model
+        request.model_version = version
+        response = await self.dp.infer(request)
+        parts, out_len = codec.encode_response_parts(response, binary_outputs=binary)
+        out: Any
+        if len(parts) == 1:
+            out = parts[0]
+        elif sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts) >= _SEND_PARTS:
+            out = parts
+        else:
+            out = b"".join(parts)
+        if out_len is None:
+            return 200, _JSON, out, _EMPTY
+        return 200, _OCTET, out, [(_IHCL, str(out_len).encode())]
+
+    def _raw_request(self, model: str, version: str, body: bytes) -> InferRequest:
+        """A body that is the one input of a single-input model (header length 0)."""
+        spec = self.dp.model_spec(model, version)
+        if len(spec.inputs) != 1:
+            raise InvalidInputError(
+                f"a raw binary body (Inference-Header-Content-Length: 0) needs a model with "
+                f"exactly one input; model {model!r} has {len(spec.inputs)}: "
+                f"{[i.name for i in spec.inputs]}"
+            )
+        inp = spec.inputs[0]
+        return codec.decode_request(
+            body, 0, raw_input_spec=(inp.name, inp.datatype, list(inp.shape))
+        )
+
+
+def _load_parameters(req: Any) -> tuple[str | None, dict[str, bytes] | None]:
+    """Parse ``{parameters: {config: "<json>", "file:<path>": "<base64>"}}`` of a load request."""
+    if not isinstance(req, dict):
+        raise InvalidInputError("repository load body must be a JSON object")
+    params = req.get("parameters") or {}
+    if not isinstance(params, dict):
+        raise InvalidInputError("repository load 'parameters' must be a JSON object")
+    config = params.get("config")
+    if config is not None and not isinstance(config, str):
+        config = orjson.dumps(config).decode()
+    files: dict[str, bytes] = {}
+    for key, value in params.items():
+        if not key.startswith("file:"):
+            continue
+        if not isinstance(value, str):
+            raise InvalidInputError(f"repository load parameter {key!r} must be a base64 string")
+        try:
+            files[key[5:]] = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidInputError(
+                f"repository load parameter {key!r} is not base64: {exc}"
+            ) from exc
+    return config, (files or None)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,240 @@
+"""LocalServer lifecycle: start / stop, logs, start failures, readiness time, parent death."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nbinfer.errors import ServerStartError
+from nbinfer.server.launcher import LocalServer, parse_ready_line
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped) counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def test_parse_ready_line_extracts_urls() -> None:
+    line = "NBINFER READY http=http://127.0.0.1:1234 grpc=127.0.0.1:5678 pid=9\n"
+    assert parse_ready_line(line) == ("http://127.0.0.1:1234", "127.0.0.1:5678")
+    assert parse_ready_line("some other log line") is None
+
+
+def test_start_is_ready_stop_is_idempotent_and_logs_are_readable() -> None:
+    server = LocalServer(demo=True)
+    assert not server.running
+    server.stop()  # stop before start: a no-op
+    with pytest.raises(ServerStartError):
+        _ = server.http_url
+    t0 = time.perf_counter()
+    assert server.start() is server
+    elapsed = time.perf_counter() - t0
+    print(f"\n[LocalServer(demo=True) ready in {elapsed:.2f} s]")
+    try:
+        assert server.running
+        pid = server.pid
+        assert pid is not None
+        assert server.http_url.startswith("http://127.0.0.1:")
+        assert server.grpc_url.startswith("127.0.0.1:")
+        assert server.startup_seconds is not None and server.startup_seconds < 30
+        r = httpx.get(server.http_url + "/v2/health/ready")
+        assert r.status_code == 200
+        server.start()  # already running: a no-op
+        assert server.pid == pid
+        logs = server.logs()
+        assert "NBINFER READY" in logs
+        assert server.logs(tail=1).count("\n") <= 1
+    finally:
+        server.stop()
+        server.stop()  # idempotent
+    assert not server.running
+    assert _wait_gone(pid, 5)
+    with pytest.raises(ServerStartError):
+        _ = server.http_url
+    # The log survives stop() for post-mortems.
+    assert "NBINFER READY" in server.logs()
+
+
+def test_context_manager_starts_and_stops() -> None:
+    with LocalServer(demo=False) as server:
+        pid = server.pid
+        assert pid is not None
+        assert httpx.get(server.http_url + "/v2/health/live").status_code == 200
+    assert not server.running
+    assert _wait_gone(pid, 5)
+
+
+def test_restart_after_stop_gets_a_new_process() -> None:
+    server = LocalServer(demo=False)
+    server.start()
+    first = server.pid
+    server.stop()
+    server.start()
+    try:
+        assert server.pid != first
+        assert httpx.get(server.http_url + "/v2/health/ready").status_code == 200
+    finally:
+        server.stop()
+
+
+def test_bad_repository_path_raises_server_start_error_with_log_tail(tmp_path: Path) -> None:
+    missing = tmp_path / "does-not-exist"
+    server = LocalServer(model_repository=missing, demo=False)
+    with pytest.raises(ServerStartError) as info:
+        server.start()
+    message = str(info.value)
+    assert "does-not-exist" in message
+    assert "server log" in message
+    assert not server.running
+
+
+def test_startup_timeout_raises_and_kills_the_process(tmp_path: Path) -> None:
+    # A model whose load() sleeps keeps the server from getting ready.
+    model_dir = tmp_path / "repo" / "slow" / "1"
+    model_dir.mkdir(parents=True)
+    (model_dir / "model.py").write_text(
+        textwrap.dedent(
+            """
+            import time
+            from nbinfer.server.model import Model
+
+            class Slow(Model):
+                name = "slow"
+                inputs = [("X", "FP32", [-1])]
+                outputs = [("Y", "FP32", [-1])]
+
+                def load(self):
+                    time.sleep(60)
+
+                def predict(self, inputs, context):
+                    return {"Y": inputs["X"]}
+            """
+        )
+    )
+    server = LocalServer(model_repository=tmp_path / "repo", demo=False, startup_timeout=2.0)
+    with pytest.raises(ServerStartError, match="not ready after"):
+        server.start()
+    pid = server.pid
+    assert pid is not None
+    assert _wait_gone(pid, 5)
+
+
+def test_sigterm_shuts_the_server_down_gracefully() -> None:
+    server = LocalServer(demo=False).start()
+    pid = server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)
+    assert server.wait(timeout=10) == 0
+    assert not server.running
+    server.stop()
+
+
+_PARENT = textwrap.dedent(
+    """
+    import sys, time
+    from nbinfer.server.launcher import LocalServer
+
+    server = LocalServer(demo=False).start()
+    print(server.pid, flush=True)
+    time.sleep(120)
+    """
+)
+
+
+@pytest.mark.parametrize("from_thread", [False, True], ids=["main-thread", "worker-thread"])
+def test_server_exits_when_its_parent_is_killed(tmp_path: Path, from_thread: bool) -> None:
+    script = _PARENT
+    if from_thread:
+        # Spawned from a thread: PR_SET_PDEATHSIG is not used, the getppid watchdog must act.
+        script = script.replace(
+            "server = LocalServer(demo=False).start()",
+            "import threading\n"
+            "box = []\n"
+            "t = threading.Thread(target=lambda: box.append(LocalServer(demo=False).start()))\n"
+            "t.start(); t.join()\n"
+            "server = box[0]",
+        )
+    path = tmp_path / "parent.py"
+    path.write_text(script)
+    parent = subprocess.Popen(
+        [sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()
+        assert line.strip().isdigit(), parent.stderr.read() if parent.stderr else line
+        child = int(line)
+        assert _alive(child)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        t0 = time.perf_counter()
+        gone = _wait_gone(child, 8)
+        print(f"\n[server {child} exited {time.perf_counter() - t0:.2f} s after its parent died]")
+        assert gone, f"server {child} survived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if "child" in locals() and _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_serve_blocks_until_the_server_exits() -> None:
+    server = LocalServer(demo=False)
+    done = threading.Event()
+
+    def run() -> None:
+        server.serve()
+        done.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not server.running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.running
+    assert not done.is_set()
+    pid = server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)
+    assert done.wait(10)
+    assert not server.running
+
+
+def test_interpreter_exit_stops_a_server_that_was_never_stopped(tmp_path: Path) -> None:
+    path = tmp_path / "leaky.py"
+    path.write_text(
+        "from nbinfer.server.launcher import LocalServer\n"
+        "server = LocalServer(demo=False).start()\n"
+        "print(server.pid, flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    child = int(proc.stdout.strip())
+    assert _wait_gone(child, 5), f"server {child} outlived the interpreter that started it"
