@@ -58,6 +58,12 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit when this process dies (set by LocalServer)",
     )
     parser.add_argument(
+        "--control-fd",
+        type=int,
+        default=None,
+        help=argparse.SUPPRESS,  # the launcher's private channel (an inherited socket)
+    )
+    parser.add_argument(
         "--pdeathsig",
         action="store_true",
         help="also ask Linux to send SIGTERM when the parent dies (prctl)",
@@ -84,9 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         watch_parent_early(args.parent_pid, pdeathsig=args.pdeathsig)
     from nbinfer.server.app import ServerOptions, run
 
-    # Hook: a future private control channel (e.g. shipping notebook-defined models with
-    # cloudpickle from the LocalServer that spawned us) would be opened here, next to the
-    # parent-death watch; LocalServer passes its options through ``extra_args``.
     return run(ServerOptions.from_namespace(args), started_at=_STARTED)
 
 

@@ -51,6 +51,8 @@ class ServerOptions:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     log_level: str = "info"
     parent_pid: int | None = None
+    #: Inherited socket of the launcher's private control channel (see ``control.py``).
+    control_fd: int | None = None
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ServerOptions:
@@ -68,6 +70,7 @@ class ServerOptions:
             max_request_bytes=ns.max_request_bytes,
             log_level=ns.log_level,
             parent_pid=ns.parent_pid,
+            control_fd=getattr(ns, "control_fd", None),
         )
 
 
@@ -194,6 +197,11 @@ async def serve_async(
     main_loop = asyncio.ensure_future(http_server.main_loop())
     http_url = f"http://{_url_host(options.host)}:{http_port}"
     grpc_url = f"{_url_host(options.host)}:{grpc_port}"
+    control: asyncio.Future[None] | None = None
+    if options.control_fd is not None:
+        from nbinfer.server.control import serve_control
+
+        control = asyncio.ensure_future(serve_control(options.control_fd, dp))
     if on_ready is not None:
         on_ready(http_url, grpc_url)
     try:
@@ -202,6 +210,8 @@ async def serve_async(
         stop_wait.cancel()
     finally:
         logger.info("nbinfer server shutting down")
+        if control is not None:
+            control.cancel()
         http_server.should_exit = True
         with contextlib.suppress(BaseException):
             await main_loop

@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +27,7 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
 from nbinfer.errors import ServerStartError
@@ -90,9 +92,9 @@ class LocalServer:
         env: Extra environment variables for the child.
         startup_timeout: Seconds ``start()`` waits for readiness.
         log_level: The child's log level (``"info"``, ``"debug"``, ...).
-        extra_args: Extra command-line arguments for ``python -m nbinfer.server`` (a hook for
-            future options such as a private control channel used to ship notebook-defined
-            models with cloudpickle).
+        extra_args: Extra command-line arguments for ``python -m nbinfer.server``.
+        control: Open the private control channel that :meth:`add_model` uses to ship
+            notebook-defined models to the server (a socket pair, never the network).
 
     Example::
 
@@ -117,6 +119,7 @@ class LocalServer:
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         log_level: str = "info",
         extra_args: Sequence[str] = (),
+        control: bool = False,
     ) -> None:
         self.model_repository = None if model_repository is None else os.fspath(model_repository)
         self.demo = demo
@@ -129,6 +132,9 @@ class LocalServer:
         self.startup_timeout = startup_timeout
         self.log_level = log_level
         self.extra_args = list(extra_args)
+        self.control = control
+        self._control: socket.socket | None = None
+        self._control_lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: collections.deque[str] = collections.deque(maxlen=_LOG_LINES)
         self._lines_lock = threading.Lock()
@@ -238,9 +244,16 @@ class LocalServer:
             env.update(self.env)
             env.setdefault("PYTHONUNBUFFERED", "1")
             t0 = time.perf_counter()
+            cmd = self.command()
+            child_end: socket.socket | None = None
+            if self.control:
+                parent_end, child_end = socket.socketpair()
+                self._control = parent_end
+                cmd += ["--control-fd", str(child_end.fileno())]
             try:
                 proc = subprocess.Popen(
-                    self.command(),
+                    cmd,
+                    pass_fds=() if child_end is None else (child_end.fileno(),),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
@@ -251,6 +264,9 @@ class LocalServer:
                 )
             except OSError as exc:
                 raise ServerStartError(f"could not spawn the local server: {exc}") from exc
+            finally:
+                if child_end is not None:
+                    child_end.close()
             self._proc = proc
             self._reader = threading.Thread(
                 target=self._drain, args=(proc,), name=f"nbinfer-server-log-{proc.pid}", daemon=True
@@ -326,7 +342,32 @@ class LocalServer:
             self._ready.clear()
             self._http_url = None
             self._grpc_url = None
+            if self._control is not None:
+                self._control.close()
+                self._control = None
             _LIVE.discard(self)
+
+    def add_model(self, model: Any, *, timeout: float = 120.0) -> str:
+        """Ship an in-memory :class:`~nbinfer.server.model.Model` to the running server.
+
+        The model is cloudpickled over the private control channel (``control=True``), loaded
+        by the server and served like any other; a model of the same name is replaced.
+
+        Returns:
+            The model's name, once the server reports it READY.
+
+        Raises:
+            ServerStartError: The server is not running or was started without ``control``.
+            InvalidInputError: The model could not be pickled or failed to load (with reason).
+        """
+        from nbinfer.server.control import send_model
+
+        with self._control_lock:
+            if self._control is None or not self.running:
+                raise ServerStartError(
+                    "add_model() needs a running LocalServer started with control=True"
+                )
+            return send_model(self._control, model, timeout=timeout)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Wait for the child to exit; return its exit code (``None`` on timeout / not started)."""

@@ -301,6 +301,11 @@ def model_config_json(model: Model, base: Mapping[str, Any] | None = None) -> di
         str(k): {"string_value": str(v)} for k, v in (model.parameters or {}).items()
     }
     params["device"] = {"string_value": model.device}
+    # Class labels travel in the config (Triton's label_filename is a server-side path): the
+    # session reads them to name DataFrame columns. JSON list, one parameter per output.
+    for d in model.output_defs():
+        if d.labels:
+            params[f"nbinfer.labels.{d.name}"] = {"string_value": json.dumps(list(d.labels))}
     gpu = model.device.startswith("cuda")
     groups = cfg.get("instance_group") or [{}]
     instance_group = []
