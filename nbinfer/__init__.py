@@ -6,6 +6,7 @@ The public API is exactly ``__all__`` (a test checks it). IPython is never impor
 
 from __future__ import annotations
 
+from nbinfer.client import AsyncClient, Client, InferResult, Sequence
 from nbinfer.errors import (
     ConnectError,
     DataTypeError,
@@ -35,11 +36,24 @@ from nbinfer.protocol import (
     ServerMetadata,
     TensorSpec,
 )
+from nbinfer.server.launcher import LocalServer
+from nbinfer.server.model import FunctionModel, Model, model
+from nbinfer.session import ModelHandle, Session
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
     "ClassificationResult",
+    "Client",
+    "FunctionModel",
+    "InferResult",
+    "LocalServer",
+    "Model",
+    "ModelHandle",
+    "Sequence",
+    "Session",
+    "model",
     "ConnectError",
     "DataTypeError",
     "InferInput",

@@ -2,16 +2,48 @@
 
 Precedence is explicit argument > environment variable > default. This module is a leaf: it
 imports nothing from nbinfer but :mod:`nbinfer.errors`.
+
+Example::
+
+    from nbinfer.config import ClientConfig, Retries, Timeouts
+
+    config = ClientConfig(timeouts=Timeouts(connect=2.0, total=30.0), retries=Retries(attempts=5))
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import os
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "env_int", "env_str"]
+from nbinfer.errors import InvalidInputError
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "Auth",
+    "BasicAuth",
+    "BearerAuth",
+    "ClientConfig",
+    "HeaderAuth",
+    "Retries",
+    "TLSConfig",
+    "Timeouts",
+    "as_auth",
+    "env_float",
+    "env_int",
+    "env_str",
+]
 
 #: Default bound on a request body accepted by the embedded server (bytes).
 DEFAULT_MAX_REQUEST_BYTES = 256 * 1024 * 1024
+
+#: Default bound on a gRPC message a client sends or receives (bytes, the grpc maximum is 2 GiB).
+DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 * 1024
 
 
 def env_str(name: str, default: str | None = None) -> str | None:
@@ -23,3 +55,272 @@ def env_int(name: str, default: int) -> int:
     """Return the integer environment variable ``NBINFER_<name>`` or ``default``."""
     raw = os.environ.get(f"NBINFER_{name}")
     return default if raw is None or raw == "" else int(raw)
+
+
+def env_float(name: str, default: float | None) -> float | None:
+    """Return the float environment variable ``NBINFER_<name>`` or ``default`` (``none`` = None)."""
+    raw = os.environ.get(f"NBINFER_{name}")
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("none", "off", "inf"):
+        return None
+    return float(raw)
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(f"NBINFER_{name}")
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() not in ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Client timeouts in seconds; ``None`` disables one.
+
+    Attributes:
+        connect: Time allowed to establish a connection.
+        total: Time allowed for a whole call (a per-call ``timeout=`` overrides it).
+        stream: Time allowed for a whole gRPC stream (``None``: no limit).
+    """
+
+    connect: float | None = 10.0
+    total: float | None = 120.0
+    stream: float | None = None
+
+    @classmethod
+    def from_env(cls) -> Timeouts:
+        """Timeouts from ``NBINFER_CONNECT_TIMEOUT`` / ``NBINFER_TIMEOUT`` or the defaults."""
+        base = cls()
+        return cls(
+            connect=env_float("CONNECT_TIMEOUT", base.connect),
+            total=env_float("TIMEOUT", base.total),
+            stream=env_float("STREAM_TIMEOUT", base.stream),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Retries:
+    """Retry policy: exponential backoff with jitter for connection errors and 503/UNAVAILABLE.
+
+    Attributes:
+        attempts: Total attempts per call (1 = no retry).
+        backoff: Delay before the first retry (seconds); doubles on each further retry.
+        max_backoff: Cap on one delay.
+        infer: Also retry inference calls (off by default: inference may not be idempotent).
+    """
+
+    attempts: int = 3
+    backoff: float = 0.05
+    max_backoff: float = 2.0
+    infer: bool = False
+
+    def delay(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based), with +-25% jitter."""
+        base = min(self.max_backoff, self.backoff * float(2 ** max(0, retry - 1)))
+        return base * (0.75 + 0.5 * random.random())
+
+    @classmethod
+    def from_env(cls) -> Retries:
+        """Retries from ``NBINFER_RETRIES`` (attempts) or the defaults."""
+        return cls(attempts=max(1, env_int("RETRIES", cls().attempts)))
+
+
+@dataclass(frozen=True, slots=True)
+class TLSConfig:
+    """TLS settings (used for ``https://`` and ``grpcs://`` URLs).
+
+    Attributes:
+        verify: Verify the server certificate (HTTP only: gRPC always verifies).
+        ca_file: PEM bundle of trusted CAs (``None``: the system / grpc default roots).
+        cert_file: Client certificate (PEM) for mutual TLS.
+        key_file: Client private key (PEM) for mutual TLS.
+        server_hostname: Override the name checked against the certificate (gRPC).
+    """
+
+    verify: bool = True
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    server_hostname: str | None = None
+
+    def read(self) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """Return ``(root CAs, private key, certificate chain)`` file contents for grpc."""
+
+        def load(path: str | None) -> bytes | None:
+            if path is None:
+                return None
+            with open(path, "rb") as fh:
+                return fh.read()
+
+        return load(self.ca_file), load(self.key_file), load(self.cert_file)
+
+    @classmethod
+    def from_env(cls) -> TLSConfig:
+        """TLS settings from ``NBINFER_{CA,CERT,KEY}_FILE`` and ``NBINFER_TLS_VERIFY``."""
+        return cls(
+            verify=_env_bool("TLS_VERIFY", True),
+            ca_file=env_str("CA_FILE"),
+            cert_file=env_str("CERT_FILE"),
+            key_file=env_str("KEY_FILE"),
+        )
+
+
+class Auth:
+    """Credentials sent with every call, as request headers (HTTP) or call metadata (gRPC)."""
+
+    def headers(self) -> dict[str, str]:
+        """The headers carrying the credentials (lower-case names)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class BasicAuth(Auth):
+    """HTTP basic authentication."""
+
+    username: str
+    password: str = field(repr=False)
+
+    def headers(self) -> dict[str, str]:
+        """``authorization: Basic ...``."""
+        token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode("ascii")
+        return {"authorization": f"Basic {token}"}
+
+
+@dataclass(frozen=True, slots=True)
+class BearerAuth(Auth):
+    """Bearer token authentication (``authorization: Bearer <token>``)."""
+
+    token: str = field(repr=False)
+
+    def headers(self) -> dict[str, str]:
+        """``authorization: Bearer <token>``."""
+        return {"authorization": f"Bearer {self.token}"}
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderAuth(Auth):
+    """Credentials in an arbitrary header (API keys, ``x-api-key: ...``)."""
+
+    name: str
+    value: str = field(repr=False)
+
+    def headers(self) -> dict[str, str]:
+        """The one header."""
+        return {self.name.lower(): self.value}
+
+
+def as_auth(value: Auth | tuple[str, str] | str | None) -> Auth | None:
+    """Normalise ``auth=``: an :class:`Auth`, a ``(user, password)`` pair or a bearer token."""
+    if value is None or isinstance(value, Auth):
+        return value
+    if isinstance(value, str):
+        return BearerAuth(value)
+    if isinstance(value, tuple) and len(value) == 2:
+        return BasicAuth(str(value[0]), str(value[1]))
+    raise InvalidInputError(
+        f"auth must be an Auth, a (username, password) pair or a bearer token, not {value!r}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Everything a :class:`nbinfer.Client` needs besides its URL.
+
+    Attributes:
+        timeouts: Connect / call / stream timeouts.
+        retries: Retry policy.
+        tls: TLS settings (``None``: defaults; only used for https / grpcs).
+        auth: Credentials sent with every call.
+        headers: Extra headers (HTTP) / metadata (gRPC) sent with every call.
+        binary: HTTP only: ``True`` / ``False`` forces binary tensor data on or off; ``None``
+            uses it when the server lists the ``binary_tensor_data`` extension.
+        compression: ``"gzip"`` compresses request bodies / gRPC messages (``None``: off).
+        http2: Sync HTTP only (aiohttp has no HTTP/2): ALPN for https, prior knowledge (h2c)
+            for http, which needs an h2c-capable server.
+        max_message_bytes: gRPC send / receive message limit.
+        keepalive_seconds: TCP / gRPC keepalive ping interval (``None``: engine default).
+        user_agent: ``User-Agent`` sent over HTTP.
+    """
+
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    retries: Retries = field(default_factory=Retries)
+    tls: TLSConfig | None = None
+    auth: Auth | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    binary: bool | None = None
+    compression: str | None = None
+    http2: bool = False
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    keepalive_seconds: float | None = 30.0
+    user_agent: str = "nbinfer"
+
+    def __post_init__(self) -> None:
+        if self.compression not in (None, "gzip"):
+            raise InvalidInputError(
+                f"unsupported compression {self.compression!r}; supported: 'gzip' or None"
+            )
+        if self.retries.attempts < 1:
+            raise InvalidInputError(f"retries.attempts must be >= 1, not {self.retries.attempts}")
+
+    def replace(self, **changes: Any) -> ClientConfig:
+        """A copy with some fields changed (``None`` values are ignored)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @classmethod
+    def from_env(cls) -> ClientConfig:
+        """Defaults overridden by ``NBINFER_*`` environment variables.
+
+        Reads ``NBINFER_TIMEOUT``, ``NBINFER_CONNECT_TIMEOUT``, ``NBINFER_RETRIES``,
+        ``NBINFER_CA_FILE`` / ``NBINFER_CERT_FILE`` / ``NBINFER_KEY_FILE`` / ``NBINFER_TLS_VERIFY``,
+        ``NBINFER_TOKEN`` (bearer token), ``NBINFER_BINARY`` and ``NBINFER_HTTP2``.
+        """
+        token = env_str("TOKEN")
+        binary_raw = env_str("BINARY")
+        return cls(
+            timeouts=Timeouts.from_env(),
+            retries=Retries.from_env(),
+            tls=TLSConfig.from_env(),
+            auth=BearerAuth(token) if token else None,
+            binary=None if not binary_raw else _env_bool("BINARY", True),
+            http2=_env_bool("HTTP2", False),
+        )
+
+    @classmethod
+    def from_rest_config(cls, rest_config: Any) -> ClientConfig:
+        """Translate a KServe ``RESTConfig`` (object or mapping) into a :class:`ClientConfig`.
+
+        Understands its ``retries``, ``http2``, ``timeout``, ``verify`` (bool or CA path),
+        ``cert`` (path or ``(cert, key)``) and ``auth`` (``(user, password)``, token or
+        :class:`Auth`) fields; ``transport`` / ``protocol`` / ``verbose`` are ignored.
+        """
+
+        def get(name: str, default: Any = None) -> Any:
+            if isinstance(rest_config, Mapping):
+                return rest_config.get(name, default)
+            return getattr(rest_config, name, default)
+
+        base = cls.from_env()
+        timeout = get("timeout", base.timeouts.total)
+        retries = get("retries", None)
+        verify = get("verify", True)
+        cert = get("cert", None)
+        cert_file, key_file = (cert, None) if not isinstance(cert, (tuple, list)) else cert[:2]
+        tls = TLSConfig(
+            verify=bool(verify),
+            ca_file=verify if isinstance(verify, str) else None,
+            cert_file=cert_file,
+            key_file=key_file,
+        )
+        return dataclasses.replace(
+            base,
+            timeouts=dataclasses.replace(
+                base.timeouts, total=None if timeout is None else float(timeout)
+            ),
+            retries=base.retries
+            if retries is None
+            else dataclasses.replace(base.retries, attempts=int(retries) + 1),
+            http2=bool(get("http2", False)),
+            tls=tls,
+            auth=as_auth(get("auth", None)) or base.auth,
+        )

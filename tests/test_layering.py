@@ -29,6 +29,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "nbinfer.interop": ("nbinfer.errors", "nbinfer.protocol", "nbinfer.interop"),
     "nbinfer.server": (*_BASE, "nbinfer.server"),
+    "nbinfer.session": (
+        *_BASE,
+        "nbinfer.transports",
+        "nbinfer.client",
+        "nbinfer.interop",
+        "nbinfer.server",
+    ),
 }
 
 # Third-party modules each area must never import (even lazily).

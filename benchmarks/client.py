@@ -1,0 +1,295 @@
+"""nbinfer's client vs tritonclient against the embedded server, measured in the same run.
+
+Drives the demo ``add_sub`` model (FP32 [1, 16] x 2 -> [1, 16] x 2) over HTTP and gRPC with
+sync threads (concurrency 1 and 8) and asyncio tasks (concurrency 1 and 8), then moves 16 MB
+each way (two 8 MB FP32 inputs in, two 8 MB outputs back). Both clients request and read both
+outputs. Prints req/s, MB/s and the ratio nbinfer / tritonclient for every row; each figure is
+the best of ``--rounds`` alternating runs (the machine is shared: best-of damps the noise).
+
+Usage::
+
+    python benchmarks/client.py [--seconds 2] [--rounds 3] [--json out.json] [--only http,grpc]
+
+Notes: tritonclient's sync HTTP client is gevent based and must stay on one thread, so each of
+its threads gets its own client; nbinfer's clients are shared by all threads / tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+
+import nbinfer.client as nbc
+from nbinfer.server.launcher import LocalServer
+
+SMALL = {
+    "INPUT0": np.arange(16, dtype=np.float32).reshape(1, 16),
+    "INPUT1": np.ones((1, 16), dtype=np.float32),
+}
+BIG_ROWS = 8 * 1024 * 1024 // (16 * 4)  # 8 MB per tensor
+BIG = {
+    "INPUT0": np.random.default_rng(0).standard_normal((BIG_ROWS, 16)).astype(np.float32),
+    "INPUT1": np.random.default_rng(1).standard_normal((BIG_ROWS, 16)).astype(np.float32),
+}
+BIG_MB = 2 * sum(a.nbytes for a in BIG.values()) / 1e6  # in + out
+
+#: (calls per second, client CPU microseconds per call)
+Measured = tuple[float, float]
+
+
+# -- tritonclient adapters -------------------------------------------------------------------
+
+
+def triton_inputs(mod: Any, data: dict[str, np.ndarray], http: bool) -> tuple[list[Any], list[Any]]:
+    inputs = []
+    for name, arr in data.items():
+        inp = mod.InferInput(name, list(arr.shape), "FP32")
+        if http:
+            inp.set_data_from_numpy(arr, binary_data=True)
+        else:
+            inp.set_data_from_numpy(arr)
+        inputs.append(inp)
+    if http:
+        outputs = [mod.InferRequestedOutput(n, binary_data=True) for n in ("OUTPUT0", "OUTPUT1")]
+    else:
+        outputs = [mod.InferRequestedOutput(n) for n in ("OUTPUT0", "OUTPUT1")]
+    return inputs, outputs
+
+
+def triton_sync(protocol: str, address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
+    """A factory of per-thread tritonclient infer functions."""
+    if protocol == "http":
+        import tritonclient.http as mod
+    else:
+        import tritonclient.grpc as mod  # type: ignore[no-redef]
+
+    def make() -> Callable[[dict[str, Any]], Any]:
+        client = mod.InferenceServerClient(address)
+
+        def infer(data: dict[str, Any]) -> Any:
+            inputs, outputs = triton_inputs(mod, data, protocol == "http")
+            result = client.infer("add_sub", inputs, outputs=outputs)
+            return result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1")
+
+        return infer
+
+    return make
+
+
+def triton_async(protocol: str, address: str) -> tuple[Any, Callable[..., Awaitable[Any]]]:
+    if protocol == "http":
+        import tritonclient.http as base
+        import tritonclient.http.aio as mod
+    else:
+        import tritonclient.grpc as base  # type: ignore[no-redef]
+        import tritonclient.grpc.aio as mod  # type: ignore[no-redef]
+    client = mod.InferenceServerClient(address)
+
+    async def infer(data: dict[str, Any]) -> Any:
+        inputs, outputs = triton_inputs(base, data, protocol == "http")
+        result = await client.infer("add_sub", inputs, outputs=outputs)
+        return result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1")
+
+    return client, infer
+
+
+# -- drivers ---------------------------------------------------------------------------------
+
+
+def run_threads(
+    make: Callable[[], Callable[[dict[str, Any]], Any]],
+    data: dict[str, Any],
+    threads: int,
+    seconds: float,
+) -> Measured:
+    """``(calls/s, client CPU us/call)`` of ``threads`` threads looping ``make()(data)``."""
+    counts = [0] * threads
+    times = [0.0, 0.0, 0.0]  # begin, stop_at, process CPU at begin
+
+    def set_times() -> None:
+        times[0] = time.perf_counter()
+        times[1] = times[0] + seconds
+        times[2] = time.process_time()
+
+    start_gate = threading.Barrier(threads + 1, action=set_times)
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            infer = make()
+            infer(data)  # warm up (connection, metadata)
+            start_gate.wait()
+            n = 0
+            stop_at = times[1]
+            while time.perf_counter() < stop_at:
+                infer(data)
+                n += 1
+            counts[i] = n
+        except BaseException as exc:
+            errors.append(exc)
+            start_gate.abort()
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    with contextlib.suppress(threading.BrokenBarrierError):
+        start_gate.wait()
+    for t in pool:
+        t.join()
+    if errors:
+        raise errors[0]
+    calls = sum(counts)
+    cpu_us = (time.process_time() - times[2]) / max(calls, 1) * 1e6
+    return calls / (time.perf_counter() - times[0]), cpu_us
+
+
+def run_async_client(
+    factory: Callable[[], tuple[Any, Callable[..., Awaitable[Any]]]],
+    data: dict[str, Any],
+    tasks: int,
+    seconds: float,
+) -> Measured:
+    """Like :func:`run_threads` with ``tasks`` asyncio tasks sharing one client."""
+
+    async def main() -> Measured:
+        client, infer = factory()
+        try:
+            await infer(data)
+            stop_at = time.perf_counter() + seconds
+
+            async def loop() -> int:
+                n = 0
+                while time.perf_counter() < stop_at:
+                    await infer(data)
+                    n += 1
+                return n
+
+            begin, cpu = time.perf_counter(), time.process_time()
+            calls = sum(await asyncio.gather(*(loop() for _ in range(tasks))))
+            cpu_us = (time.process_time() - cpu) / max(calls, 1) * 1e6
+            return calls / (time.perf_counter() - begin), cpu_us
+        finally:
+            closer = getattr(client, "aclose", None) or client.close
+            await closer()
+
+    return asyncio.run(main())
+
+
+def nb_async_factory(url: str) -> Callable[[], tuple[Any, Callable[..., Awaitable[Any]]]]:
+    def factory() -> tuple[Any, Callable[..., Awaitable[Any]]]:
+        client = nbc.AsyncClient(url)
+
+        async def infer(data: dict[str, Any]) -> Any:
+            result = await client.infer("add_sub", data)
+            return result["OUTPUT0"], result["OUTPUT1"]
+
+        return client, infer
+
+    return factory
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="http,grpc")
+    parser.add_argument("--json", default=None, help="write the rows as JSON here")
+    args = parser.parse_args(argv)
+    protocols = [p for p in args.only.split(",") if p]
+    rows: list[dict[str, Any]] = []
+
+    def row(name: str, unit: str, ours: Measured, theirs: Measured, scale: float = 1.0) -> None:
+        (rate_a, cpu_a), (rate_b, cpu_b) = ours, theirs
+        rate_a, rate_b = rate_a * scale, rate_b * scale
+        ratio = rate_a / rate_b if rate_b else float("inf")
+        rows.append(
+            {
+                "scenario": name,
+                "unit": unit,
+                "nbinfer": rate_a,
+                "tritonclient": rate_b,
+                "ratio": ratio,
+                "nbinfer_cpu_us_per_call": cpu_a,
+                "tritonclient_cpu_us_per_call": cpu_b,
+            }
+        )
+        print(
+            f"{name:<28} {rate_a:>9.1f} {rate_b:>12.1f} {unit:<6} {ratio:>6.2f}x"
+            f" {cpu_a:>9.0f} {cpu_b:>9.0f}",
+            flush=True,
+        )
+
+    def best_of(
+        ours: Callable[[], Measured], theirs: Callable[[], Measured]
+    ) -> tuple[Measured, Measured]:
+        """Alternate the two measurements ``--rounds`` times; keep each one's best round."""
+        a: list[Measured] = []
+        b: list[Measured] = []
+        for _ in range(args.rounds):
+            a.append(ours())
+            b.append(theirs())
+        return max(a), max(b)
+
+    def run_protocol(proto: str, http_url: str, grpc_url: str) -> None:
+        address = http_url if proto == "http" else grpc_url
+        address = address.split("://", 1)[-1]
+        url = f"{proto}://{address}"
+        shared = nbc.Client(url)
+
+        def nb_make(client: nbc.Client = shared) -> Callable[[dict[str, Any]], Any]:
+            def infer(data: dict[str, Any]) -> Any:
+                result = client.infer("add_sub", data)
+                return result["OUTPUT0"], result["OUTPUT1"]
+
+            return infer
+
+        tc_make = triton_sync(proto, address)
+        secs = args.seconds
+        for conc in (1, 8):
+            ours, theirs = best_of(
+                lambda c=conc: run_threads(nb_make, SMALL, c, secs),
+                lambda c=conc: run_threads(tc_make, SMALL, c, secs),
+            )
+            row(f"{proto} sync  c={conc} add_sub", "req/s", ours, theirs)
+        for conc in (1, 8):
+            ours, theirs = best_of(
+                lambda c=conc: run_async_client(nb_async_factory(url), SMALL, c, secs),
+                lambda c=conc: run_async_client(
+                    lambda: triton_async(proto, address), SMALL, c, secs
+                ),
+            )
+            row(f"{proto} async c={conc} add_sub", "req/s", ours, theirs)
+        ours, theirs = best_of(
+            lambda: run_threads(nb_make, BIG, 1, secs),
+            lambda: run_threads(tc_make, BIG, 1, secs),
+        )
+        row(f"{proto} sync  16MB each way", "MB/s", ours, theirs, scale=BIG_MB)
+        shared.close()
+
+    with LocalServer(demo=True) as server:
+        print(f"server: {server.http_url} {server.grpc_url}")
+        print(f"best of {args.rounds} alternating rounds of {args.seconds:g}s each")
+        print("cpu = client process CPU microseconds per call (lower is better)")
+        print(
+            f"{'scenario':<28} {'nbinfer':>9} {'tritonclient':>12} {'unit':<6} {'ratio':>7}"
+            f" {'cpu nb':>9} {'cpu tc':>9}"
+        )
+        for proto in protocols:
+            run_protocol(proto, server.http_url, server.grpc_url)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,519 @@
+"""Session: the one object a notebook needs.
+
+A :class:`Session` owns a client (and, for ``Session()`` with no URL, the embedded local server
+it started) and speaks DataFrames: ``session.infer("iris", df)`` returns a DataFrame.
+
+Example::
+
+    import nbinfer
+
+    session = nbinfer.Session()                 # starts the local server with its demo models
+    session.models                              # DataFrame: name, version, state, reason
+    session.infer("iris", iris_frame)           # DataFrame of class probabilities
+    session.close()
+
+    remote = nbinfer.Session("localhost:8000")  # any v2 server: Triton, KServe, MLServer, ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from nbinfer.client import AsyncClient, Client, InferResult
+from nbinfer.errors import InvalidInputError, NbinferError
+from nbinfer.protocol.types import InferInput, ModelMetadata, RequestedOutput
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbinfer.server.launcher import LocalServer
+
+__all__ = ["ModelHandle", "Session"]
+
+#: Config parameter prefix under which the nbinfer server publishes an output's class labels.
+LABELS_PARAMETER = "nbinfer.labels."
+
+_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
+_ATEXIT_LOCK = threading.Lock()
+_ATEXIT_DONE = False
+
+
+def _close_all() -> None:
+    for session in list(_OPEN):
+        session.close()
+
+
+def _register_atexit() -> None:
+    global _ATEXIT_DONE
+    with _ATEXIT_LOCK:
+        if not _ATEXIT_DONE:
+            atexit.register(_close_all)
+            _ATEXIT_DONE = True
+
+
+def _is_frame(data: Any) -> bool:
+    try:
+        import pandas
+    except ImportError:  # pragma: no cover - pandas is a runtime dependency
+        return False
+    return isinstance(data, pandas.DataFrame)
+
+
+class ModelHandle:
+    """One model of a session: metadata, config, statistics and ``infer``.
+
+    Obtained with ``session.model("name")``.
+    """
+
+    def __init__(self, session: Session, name: str, version: str = "") -> None:
+        self._session = session
+        self.name = name
+        self.version = version
+
+    @property
+    def metadata(self) -> ModelMetadata:
+        """The model's metadata (inputs, outputs, versions, platform)."""
+        return self._session.client.get_model_metadata(self.name, self.version)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The model's configuration (Triton-shaped JSON)."""
+        return self._session.client.get_model_config(self.name, self.version)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the server reports the model ready."""
+        return self._session.client.is_model_ready(self.name, self.version)
+
+    @property
+    def labels(self) -> dict[str, list[str]]:
+        """Class labels per output, where the server publishes them."""
+        return self._session._labels(self.name, self.version)
+
+    def stats(self) -> pd.DataFrame:
+        """This model's inference statistics as a DataFrame."""
+        return self._session.stats(self.name)
+
+    def infer(self, data: Any, **kwargs: Any) -> Any:
+        """Run inference; see :meth:`Session.infer`."""
+        kwargs.setdefault("model_version", self.version)
+        return self._session.infer(self.name, data, **kwargs)
+
+    async def ainfer(self, data: Any, **kwargs: Any) -> Any:
+        """Run inference from a coroutine; see :meth:`Session.ainfer`."""
+        kwargs.setdefault("model_version", self.version)
+        return await self._session.ainfer(self.name, data, **kwargs)
+
+    def __repr__(self) -> str:
+        version = f" version={self.version!r}" if self.version else ""
+        return f"<ModelHandle {self.name!r}{version} at {self._session.url}>"
+
+
+class Session:
+    """Clients plus (optionally) the embedded local server, with DataFrames in and out.
+
+    Args:
+        url: A v2 server (``"localhost:8000"``, ``"http://..."``, ``"grpc://..."``). ``None``
+            starts the embedded local server (with the demo models, unless ``demo=False``).
+        protocol: ``"http"`` or ``"grpc"``; default from the URL (HTTP for a local server).
+        model_repository: Local server only: a Triton-layout model repository to serve.
+        device: Local server only: ``"auto"``, ``"cpu"`` or ``"cuda:N"``.
+        demo: Local server only: also serve the demo models.
+        **client_options: Passed to :class:`~nbinfer.Client` (timeout, retries, ssl, auth,
+            headers, binary, ...).
+
+    Example::
+
+        with nbinfer.Session() as session:
+            frame = session.infer("iris", df)
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        protocol: str | None = None,
+        model_repository: str | None = None,
+        device: str = "auto",
+        demo: bool = True,
+        **client_options: Any,
+    ) -> None:
+        self._server: LocalServer | None = None
+        if url is None:
+            from nbinfer.server.launcher import LocalServer
+
+            self._server = LocalServer(
+                model_repository=model_repository, demo=demo, device=device, control=True
+            ).start()
+            url = f"grpc://{self._server.grpc_url}" if protocol == "grpc" else self._server.http_url
+        elif model_repository is not None:
+            raise ValueError("model_repository only applies to a local server (url=None)")
+        self.url = url
+        self._client_options = dict(client_options)
+        try:
+            self.client = Client(url, protocol=protocol, **client_options)
+        except BaseException:
+            if self._server is not None:
+                self._server.stop()
+            raise
+        self.protocol = self.client.protocol
+        self._aclients: dict[int, AsyncClient] = {}
+        self._labels_cache: dict[tuple[str, str], dict[str, list[str]]] = {}
+        self._closed = False
+        _OPEN.add(self)
+        _register_atexit()
+
+    @classmethod
+    def local(
+        cls,
+        *,
+        model_repository: str | None = None,
+        device: str = "auto",
+        demo: bool = True,
+        protocol: str = "http",
+        **client_options: Any,
+    ) -> Session:
+        """Start the embedded local server and connect to it.
+
+        Args:
+            model_repository: A Triton-layout model repository to serve.
+            device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda:N"``.
+            demo: Also serve the demo models (``add_sub``, ``echo``, ``iris``, ``digits``).
+            protocol: ``"http"`` or ``"grpc"`` for the session's client.
+            **client_options: Passed to :class:`~nbinfer.Client`.
+        """
+        return cls(
+            None,
+            protocol=protocol,
+            model_repository=model_repository,
+            device=device,
+            demo=demo,
+            **client_options,
+        )
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def server(self) -> LocalServer | None:
+        """The embedded server this session started, if any."""
+        return self._server
+
+    @property
+    def models(self) -> pd.DataFrame:
+        """The model repository index: one row per model (name, version, state, reason)."""
+        import pandas
+
+        rows = self.client.get_model_repository_index()
+        return pandas.DataFrame(
+            [(m.name, m.version, m.state, m.reason) for m in rows],
+            columns=["name", "version", "state", "reason"],
+        )
+
+    def model(self, name: str, version: str = "") -> ModelHandle:
+        """A handle on one model (metadata, config, stats, infer).
+
+        Raises:
+            ModelNotFoundError: The server does not know the model.
+        """
+        self.client.get_model_metadata(name, version)  # fail loudly on unknown names
+        return ModelHandle(self, name, version)
+
+    # -- inference -------------------------------------------------------------------------
+
+    def _labels(self, name: str, version: str) -> dict[str, list[str]]:
+        key = (name, version)
+        if key not in self._labels_cache:
+            labels: dict[str, list[str]] = {}
+            try:
+                config = self.client.get_model_config(name, version)
+            except NbinferError:
+                config = {}
+            params = config.get("parameters") or {}
+            for pname, value in params.items():
+                if pname.startswith(LABELS_PARAMETER) and isinstance(value, Mapping):
+                    try:
+                        labels[pname[len(LABELS_PARAMETER) :]] = list(
+                            json.loads(value.get("string_value", "[]"))
+                        )
+                    except ValueError:
+                        continue
+            self._labels_cache[key] = labels
+        return self._labels_cache[key]
+
+    def _frame_inputs(self, model: str, version: str, frame: pd.DataFrame) -> list[InferInput]:
+        from nbinfer.interop.pandas import dataframe_to_inputs
+
+        metadata = self.client.get_model_metadata(model, version)
+        return dataframe_to_inputs(frame, metadata)
+
+    def _frame_of(self, result: InferResult, model: str, version: str, index: Any) -> Any:
+        from nbinfer.interop.pandas import outputs_to_dataframe
+
+        return outputs_to_dataframe(
+            result.outputs, labels=self._labels(model, version), index=index
+        )
+
+    def infer(
+        self,
+        model: str,
+        data: Any,
+        *,
+        outputs: Sequence[str | RequestedOutput] | str | None = None,
+        model_version: str = "",
+        as_frame: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run inference on ``model``.
+
+        Args:
+            model: The model name.
+            data: A DataFrame (columns named after the inputs, or the feature columns of a
+                single ``[-1, k]`` input), a dict ``{input: array}``, a list of
+                :class:`~nbinfer.InferInput` or an :class:`~nbinfer.InferRequest`.
+            outputs: Output names or :class:`~nbinfer.RequestedOutput`; default all.
+            model_version: A specific version.
+            as_frame: Return a DataFrame (default: when ``data`` is a DataFrame).
+            **kwargs: Passed to :meth:`nbinfer.Client.infer` (request_id, parameters,
+                timeout, sequence_id, ...).
+
+        Returns:
+            A DataFrame (one row per input row) or an :class:`~nbinfer.InferResult`.
+
+        Raises:
+            InvalidInputError: The data does not fit the model's inputs.
+            ModelNotFoundError: Unknown model or version.
+        """
+        frame_in = _is_frame(data)
+        inputs = self._frame_inputs(model, model_version, data) if frame_in else data
+        result = self.client.infer(
+            model, inputs, outputs=outputs, model_version=model_version, **kwargs
+        )
+        if as_frame or (as_frame is None and frame_in):
+            return self._frame_of(result, model, model_version, data.index if frame_in else None)
+        return result
+
+    def _aclient(self) -> AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(id(loop))
+        if client is None:
+            client = AsyncClient(self.url, protocol=self.protocol, **self._client_options)
+            self._aclients[id(loop)] = client
+        return client
+
+    async def ainfer(
+        self,
+        model: str,
+        data: Any,
+        *,
+        outputs: Sequence[str | RequestedOutput] | str | None = None,
+        model_version: str = "",
+        as_frame: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Like :meth:`infer`, from a coroutine (``await session.ainfer(...)``)."""
+        frame_in = _is_frame(data)
+        inputs = self._frame_inputs(model, model_version, data) if frame_in else data
+        result = await self._aclient().infer(
+            model, inputs, outputs=outputs, model_version=model_version, **kwargs
+        )
+        if as_frame or (as_frame is None and frame_in):
+            return self._frame_of(result, model, model_version, data.index if frame_in else None)
+        return result
+
+    # -- repository and statistics ---------------------------------------------------------
+
+    def load(
+        self,
+        model: str,
+        *,
+        config: str | Mapping[str, Any] | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> ModelHandle:
+        """Load (or reload) ``model`` from the server's repository; returns its handle."""
+        self.client.load_model(model, config=config, files=files)
+        self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
+        return ModelHandle(self, model)
+
+    def unload(self, model: str) -> None:
+        """Unload ``model``."""
+        self.client.unload_model(model)
+        self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
+
+    def stats(self, model: str = "") -> pd.DataFrame:
+        """Inference statistics as a DataFrame: one row per model version.
+
+        Columns: name, version, inference_count, execution_count, success/fail counts, and
+        mean success / queue / compute_infer times in milliseconds.
+        """
+        import pandas
+
+        raw = self.client.get_inference_statistics(model)
+        rows = []
+        for entry in raw.get("model_stats", []):
+            stats = entry.get("inference_stats", {})
+
+            def mean_ms(key: str, stats: Mapping[str, Any] = stats) -> float:
+                item = stats.get(key) or {}
+                count = int(item.get("count", 0))
+                return float(item.get("ns", 0)) / count / 1e6 if count else 0.0
+
+            rows.append(
+                {
+                    "name": entry.get("name", ""),
+                    "version": entry.get("version", ""),
+                    "inference_count": int(entry.get("inference_count", 0)),
+                    "execution_count": int(entry.get("execution_count", 0)),
+                    "success": int((stats.get("success") or {}).get("count", 0)),
+                    "fail": int((stats.get("fail") or {}).get("count", 0)),
+                    "success_ms": mean_ms("success"),
+                    "queue_ms": mean_ms("queue"),
+                    "compute_infer_ms": mean_ms("compute_infer"),
+                }
+            )
+        columns = [
+            "name",
+            "version",
+            "inference_count",
+            "execution_count",
+            "success",
+            "fail",
+            "success_ms",
+            "queue_ms",
+            "compute_infer_ms",
+        ]
+        return pandas.DataFrame(rows, columns=columns)
+
+    # -- notebook-defined models -----------------------------------------------------------
+
+    def serve(
+        self,
+        model: Any,
+        *,
+        name: str | None = None,
+        inputs: Sequence[Any] | None = None,
+        outputs: Sequence[Any] | None = None,
+        **options: Any,
+    ) -> ModelHandle:
+        """Add a notebook-defined model to the running local server.
+
+        ``model`` may be an :class:`nbinfer.Model`, a plain function (NumPy in, NumPy out;
+        specs from ``inputs`` / ``outputs`` or its type hints) or a ``torch.nn.Module``
+        (``inputs`` / ``outputs`` required). The server is another process: the model is
+        shipped over the launcher's private channel with cloudpickle — never through the
+        network API.
+
+        Raises:
+            InvalidInputError: This session has no local server, or the model cannot be built.
+        """
+        if self._server is None:
+            raise InvalidInputError(
+                "session.serve() needs the embedded local server (Session() or Session.local()); "
+                f"this session talks to {self.url}"
+            )
+        built = _as_model(model, name=name, inputs=inputs, outputs=outputs, **options)
+        self._server.add_model(built)
+        self.client.get_model_metadata(built.name)  # refresh the client's metadata cache
+        self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != built.name}
+        return ModelHandle(self, built.name)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the clients and stop the local server this session started (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        _OPEN.discard(self)
+        try:
+            self.client.close()
+            for aclient in self._aclients.values():
+                _close_async_client(aclient)
+            self._aclients.clear()
+        finally:
+            if self._server is not None:
+                self._server.stop()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = "local server" if self._server is not None else "remote"
+        state = "closed" if self._closed else self.protocol
+        return f"<Session {self.url} ({where}, {state})>"
+
+
+def _close_async_client(client: AsyncClient) -> None:
+    """Close an AsyncClient from sync code, whether or not a loop is running here."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None:
+        asyncio.run(client.aclose())
+    else:
+        loop.create_task(client.aclose())
+
+
+def _as_model(
+    model: Any,
+    *,
+    name: str | None,
+    inputs: Sequence[Any] | None,
+    outputs: Sequence[Any] | None,
+    **options: Any,
+) -> Any:
+    """Turn a function, torch module or Model into an nbinfer Model (in this process)."""
+    from nbinfer.server.model import FunctionModel, Model
+
+    if isinstance(model, Model):
+        if name is not None:
+            model.name = name
+        return model
+    module_type = _torch_module_type()
+    if module_type is not None and isinstance(model, module_type):
+        from nbinfer.server.backends.torch import TorchModel
+
+        if inputs is None or outputs is None:
+            raise InvalidInputError("serving a torch module needs inputs= and outputs= specs")
+        return TorchModel(
+            model,
+            name=name or type(model).__name__.lower(),
+            inputs=list(inputs),
+            outputs=list(outputs),
+            **options,
+        )
+    if callable(model):
+        fn: Callable[..., Any] = model
+        kwargs: dict[str, Any] = dict(options)
+        if inputs is not None:
+            kwargs["inputs"] = list(inputs)
+        if outputs is not None:
+            kwargs["outputs"] = list(outputs)
+        return FunctionModel(fn, name=name or getattr(fn, "__name__", "model"), **kwargs)
+    raise InvalidInputError(
+        f"cannot serve {type(model).__name__}: pass an nbinfer.Model, a function or a "
+        "torch.nn.Module"
+    )
+
+
+def _torch_module_type() -> type | None:
+    import sys
+
+    torch = sys.modules.get("torch")  # only if the user already imported torch
+    module: type | None = None if torch is None else torch.nn.Module
+    return module

@@ -1,0 +1,507 @@
+"""v2 gRPC: the message binding (no I/O) and two engines (grpcio sync, grpc.aio async).
+
+Method callables are built from nbinfer's own (private descriptor pool) message classes, so
+nbinfer, tritonclient and kserve can live in one process. Engines map ``grpc.RpcError`` onto
+:mod:`nbinfer.errors` with ``raise ... from exc``, keeping the server's message, the status and the
+request id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from typing import Any
+
+from nbinfer.config import ClientConfig
+from nbinfer.errors import (
+    ConnectError,
+    InferenceError,
+    NbinferError,
+    TimeoutError,
+    TransportError,
+    error_for_grpc_code,
+)
+from nbinfer.protocol import grpc as pgrpc
+from nbinfer.protocol.types import InferRequest, InferResponse, ModelMetadata, RepositoryModel
+from nbinfer.protocol.types import ServerMetadata as ServerMetadataT
+from nbinfer.transports import CallOptions, GrpcCall, Op
+
+__all__ = [
+    "AsyncGrpcEngine",
+    "GrpcBinding",
+    "GrpcEngine",
+    "grpc_target",
+    "map_rpc_error",
+]
+
+logger = logging.getLogger("nbinfer")
+
+_CONNECT_HINTS = (
+    "failed to connect",
+    "connection refused",
+    "dns resolution failed",
+    "connections to all backends failing",
+    "name resolution",
+    "handshake",
+    "ssl",
+    "connection reset",
+    "socket closed",
+    "empty address list",
+)
+
+
+def _grpc() -> Any:
+    import grpc
+
+    return grpc
+
+
+def grpc_target(url: str) -> tuple[str, bool]:
+    """``grpc://host:port`` / ``grpcs://host:port`` / ``host:port`` -> ``(target, secure)``."""
+    secure = url.startswith(("grpcs://", "https://"))
+    target = url.split("://", 1)[1] if "://" in url else url
+    return target.rstrip("/"), secure
+
+
+def map_rpc_error(exc: Any, target: str, request_id: str | None = None) -> NbinferError:
+    """Translate a ``grpc.RpcError`` into the most specific :mod:`nbinfer.errors` class."""
+    code = exc.code() if hasattr(exc, "code") else None
+    name = getattr(code, "name", "UNKNOWN")
+    details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
+    if name == "DEADLINE_EXCEEDED":
+        return TimeoutError(f"gRPC call to {target} timed out: {details}", url=target)
+    if name == "UNAVAILABLE" and any(h in details.lower() for h in _CONNECT_HINTS):
+        return ConnectError(f"cannot connect to {target}: {details}", url=target)
+    if name == "CANCELLED":
+        return TransportError(f"gRPC call to {target} was cancelled: {details}", url=target)
+    return error_for_grpc_code(name, details, request_id=request_id)
+
+
+def _options(config: ClientConfig) -> list[tuple[str, Any]]:
+    size = int(config.max_message_bytes)
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_send_message_length", size),
+        ("grpc.max_receive_message_length", size),
+        ("grpc.primary_user_agent", config.user_agent),
+    ]
+    if config.keepalive_seconds:
+        options += [
+            ("grpc.keepalive_time_ms", int(config.keepalive_seconds * 1000)),
+            ("grpc.keepalive_timeout_ms", 20000),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.keepalive_permit_without_calls", 1),
+        ]
+    if config.tls is not None and config.tls.server_hostname:
+        options.append(("grpc.ssl_target_name_override", config.tls.server_hostname))
+    return options
+
+
+class _AuthPlugin:
+    """A grpc metadata plugin adding the configured credentials to each call."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._metadata = metadata
+
+    def __call__(self, context: Any, callback: Any) -> None:
+        callback(self._metadata, None)
+
+
+def _channel_parts(
+    config: ClientConfig, secure: bool
+) -> tuple[Any, tuple[tuple[str, str], ...], Any]:
+    """Return ``(credentials or None, per-call metadata, compression)``."""
+    grpc = _grpc()
+    metadata = tuple((k.lower(), v) for k, v in config.headers.items())
+    auth = tuple(config.auth.headers().items()) if config.auth is not None else ()
+    creds = None
+    if secure:
+        tls = config.tls
+        root, key, chain = tls.read() if tls is not None else (None, None, None)
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=root, private_key=key, certificate_chain=chain
+        )
+        if auth:
+            creds = grpc.composite_channel_credentials(
+                creds, grpc.metadata_call_credentials(_AuthPlugin(auth))
+            )
+    else:
+        metadata += auth  # call credentials need a secure channel: send them as metadata
+    compression = grpc.Compression.Gzip if config.compression == "gzip" else None
+    return creds, metadata, compression
+
+
+def _codecs(rpc: str) -> tuple[str, Any, Any, bool]:
+    spec = pgrpc.RPCS[rpc]
+    streaming = spec.kind == "stream_stream"
+    return spec.path, spec.request.SerializeToString, spec.response.FromString, streaming
+
+
+class GrpcEngine:
+    """Sync gRPC engine over one grpcio channel (thread-safe).
+
+    Args:
+        url: ``grpc://host:port``, ``grpcs://host:port`` or ``host:port``.
+        config: Timeouts, TLS, auth, compression, message size, keepalive.
+    """
+
+    def __init__(self, url: str, config: ClientConfig) -> None:
+        grpc = _grpc()
+        self.target, secure = grpc_target(url)
+        self._config = config
+        creds, self._metadata, compression = _channel_parts(config, secure)
+        options = _options(config)
+        if creds is not None:
+            self._channel = grpc.secure_channel(self.target, creds, options, compression)
+        else:
+            self._channel = grpc.insecure_channel(self.target, options, compression)
+        self._stubs: dict[str, Any] = {}
+        self._closed = False
+
+    def _stub(self, rpc: str) -> Any:
+        stub = self._stubs.get(rpc)
+        if stub is None:
+            path, ser, de, streaming = _codecs(rpc)
+            factory = self._channel.stream_stream if streaming else self._channel.unary_unary
+            stub = self._stubs[rpc] = factory(
+                path, request_serializer=ser, response_deserializer=de, _registered_method=True
+            )
+        return stub
+
+    def _timeout(self, timeout: float | None) -> float | None:
+        return timeout if timeout is not None else self._config.timeouts.total
+
+    def call(self, call: GrpcCall) -> Any:
+        """Perform one unary call and return the response message.
+
+        Raises:
+            ConnectError: The server could not be reached.
+            TimeoutError: The deadline passed.
+            ServerError: The server answered with an error status (most specific subclass).
+        """
+        if self._closed:
+            raise TransportError("the client is closed")
+        try:
+            return self._stub(call.rpc)(
+                call.message,
+                timeout=self._timeout(call.timeout),
+                metadata=self._metadata + call.metadata,
+            )
+        except _grpc().RpcError as exc:
+            raise map_rpc_error(exc, self.target, call.request_id) from exc
+
+    def stream(
+        self,
+        requests: Iterator[Any],
+        *,
+        timeout: float | None,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> Any:
+        """Open a ``ModelStreamInfer`` stream; returns the grpc call (an iterator, cancellable)."""
+        if self._closed:
+            raise TransportError("the client is closed")
+        return self._stub("ModelStreamInfer")(
+            requests,
+            timeout=timeout if timeout is not None else self._config.timeouts.stream,
+            metadata=self._metadata + metadata,
+        )
+
+    def close(self) -> None:
+        """Close the channel (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._channel.close()
+
+
+class AsyncGrpcEngine:
+    """Asyncio gRPC engine over a grpc.aio channel created lazily in the running loop."""
+
+    def __init__(self, url: str, config: ClientConfig) -> None:
+        self.target, self._secure = grpc_target(url)
+        self._config = config
+        self._channel: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stubs: dict[str, Any] = {}
+        self._metadata: tuple[tuple[str, str], ...] = ()
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def _stub(self, rpc: str) -> Any:
+        grpc = _grpc()
+        loop = asyncio.get_running_loop()
+        if self._channel is None or self._loop is not loop:
+            creds, self._metadata, compression = _channel_parts(self._config, self._secure)
+            options = _options(self._config)
+            if creds is not None:
+                self._channel = grpc.aio.secure_channel(self.target, creds, options, compression)
+            else:
+                self._channel = grpc.aio.insecure_channel(self.target, options, compression)
+            self._loop = loop
+            self._stubs = {}
+        stub = self._stubs.get(rpc)
+        if stub is None:
+            path, ser, de, streaming = _codecs(rpc)
+            factory = self._channel.stream_stream if streaming else self._channel.unary_unary
+            stub = self._stubs[rpc] = factory(
+                path, request_serializer=ser, response_deserializer=de, _registered_method=True
+            )
+        return stub
+
+    async def call(self, call: GrpcCall) -> Any:
+        """Perform one unary call; same contract as :meth:`GrpcEngine.call`."""
+        if self._closed:
+            raise TransportError("the client is closed")
+        stub = self._stub(call.rpc)
+        timeout = call.timeout if call.timeout is not None else self._config.timeouts.total
+        try:
+            return await stub(
+                call.message, timeout=timeout, metadata=self._metadata + call.metadata
+            )
+        except _grpc().RpcError as exc:
+            raise map_rpc_error(exc, self.target, call.request_id) from exc
+
+    def stream(
+        self,
+        requests: Any,
+        *,
+        timeout: float | None,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> Any:
+        """Open a ``ModelStreamInfer`` stream (an async iterator of replies, cancellable)."""
+        if self._closed:
+            raise TransportError("the client is closed")
+        stub = self._stub("ModelStreamInfer")
+        return stub(
+            requests,
+            timeout=timeout if timeout is not None else self._config.timeouts.stream,
+            metadata=self._metadata + metadata,
+        )
+
+    async def aclose(self) -> None:
+        """Close the channel (idempotent)."""
+        self._closed = True
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            try:
+                await channel.close()
+            except RuntimeError:  # pragma: no cover - channel bound to a closed loop
+                logger.debug("grpc.aio channel closed outside its loop", exc_info=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The v2 gRPC binding (no I/O)
+
+
+def _metadata(opts: CallOptions) -> tuple[tuple[str, str], ...]:
+    return tuple((k.lower(), str(v)) for k, v in opts.headers.items())
+
+
+def _trace_value(values: Iterable[str], key: str) -> Any:
+    out = list(values)
+    if len(out) == 1 and key != "trace_level":
+        return out[0]
+    return out
+
+
+def _oneof(msg: Any) -> Any:
+    which = msg.WhichOneof("parameter_choice")
+    return None if which is None else getattr(msg, which)
+
+
+class GrpcBinding:
+    """The v2 gRPC RPCs and messages, as ops (generators of :class:`GrpcCall`)."""
+
+    protocol = "grpc"
+
+    def _call(self, rpc: str, message: Any, opts: CallOptions, *, idempotent: bool = True) -> Any:
+        return GrpcCall(
+            rpc, message, _metadata(opts), opts.timeout, idempotent, request_id=opts.request_id
+        )
+
+    def server_live(self, opts: CallOptions) -> Op[bool]:
+        """``ServerLive``."""
+        reply = yield self._call("ServerLive", pgrpc.pb.ServerLiveRequest(), opts)
+        return bool(reply.live)
+
+    def server_ready(self, opts: CallOptions) -> Op[bool]:
+        """``ServerReady``."""
+        reply = yield self._call("ServerReady", pgrpc.pb.ServerReadyRequest(), opts)
+        return bool(reply.ready)
+
+    def model_ready(self, name: str, version: str, opts: CallOptions) -> Op[bool]:
+        """``ModelReady``."""
+        msg = pgrpc.pb.ModelReadyRequest(name=name, version=version)
+        reply = yield self._call("ModelReady", msg, opts)
+        return bool(reply.ready)
+
+    def server_metadata(self, opts: CallOptions) -> Op[ServerMetadataT]:
+        """``ServerMetadata``."""
+        reply = yield self._call("ServerMetadata", pgrpc.pb.ServerMetadataRequest(), opts)
+        return pgrpc.server_metadata_from_proto(reply)
+
+    def model_metadata(self, name: str, version: str, opts: CallOptions) -> Op[ModelMetadata]:
+        """``ModelMetadata``."""
+        msg = pgrpc.pb.ModelMetadataRequest(name=name, version=version)
+        reply = yield self._call("ModelMetadata", msg, opts)
+        return pgrpc.model_metadata_from_proto(reply)
+
+    def model_config(self, name: str, version: str, opts: CallOptions) -> Op[dict[str, Any]]:
+        """``ModelConfig`` (returned as Triton-shaped JSON)."""
+        msg = pgrpc.pb.ModelConfigRequest(name=name, version=version)
+        reply = yield self._call("ModelConfig", msg, opts)
+        return dict(pgrpc.config_proto_to_json(reply.config))
+
+    def infer(
+        self,
+        request: InferRequest,
+        opts: CallOptions,
+        *,
+        binary: bool | None = None,
+        retry: bool = False,
+    ) -> Op[tuple[InferResponse, dict[str, str]]]:
+        """``ModelInfer`` with raw tensor contents."""
+        msg = pgrpc.request_to_proto(request, raw=True)
+        call = GrpcCall(
+            "ModelInfer", msg, _metadata(opts), opts.timeout, retry, request_id=request.id or None
+        )
+        reply = yield call
+        return pgrpc.response_from_proto(reply), {}
+
+    def stream_request(self, request: InferRequest) -> Any:
+        """The ``ModelInferRequest`` sent on a stream."""
+        return pgrpc.request_to_proto(request, raw=True)
+
+    def stream_reply(self, reply: Any) -> InferResponse:
+        """Decode one ``ModelStreamInferResponse``.
+
+        Raises:
+            InferenceError: The reply carries an error message.
+        """
+        if reply.error_message:
+            request_id = reply.infer_response.id if reply.HasField("infer_response") else None
+            raise InferenceError(reply.error_message, request_id=request_id or None)
+        return pgrpc.response_from_proto(reply.infer_response)
+
+    def repository_index(self, ready_only: bool, opts: CallOptions) -> Op[list[RepositoryModel]]:
+        """``RepositoryIndex``."""
+        msg = pgrpc.pb.RepositoryIndexRequest(ready=ready_only)
+        reply = yield self._call("RepositoryIndex", msg, opts)
+        return list(pgrpc.repository_index_from_proto(reply))
+
+    def load_model(
+        self,
+        name: str,
+        config: str | None,
+        files: Mapping[str, bytes] | None,
+        opts: CallOptions,
+    ) -> Op[None]:
+        """``RepositoryModelLoad`` with an optional config and file overrides."""
+        msg = pgrpc.load_request_to_proto(name, config=config, files=files)
+        yield self._call("RepositoryModelLoad", msg, opts, idempotent=False)
+        return None
+
+    def unload_model(self, name: str, unload_dependents: bool, opts: CallOptions) -> Op[None]:
+        """``RepositoryModelUnload``."""
+        msg = pgrpc.pb.RepositoryModelUnloadRequest(model_name=name)
+        msg.parameters["unload_dependents"].bool_param = unload_dependents
+        yield self._call("RepositoryModelUnload", msg, opts, idempotent=False)
+        return None
+
+    def statistics(self, name: str, version: str, opts: CallOptions) -> Op[dict[str, Any]]:
+        """``ModelStatistics`` (returned as Triton-shaped JSON)."""
+        msg = pgrpc.pb.ModelStatisticsRequest(name=name, version=version)
+        reply = yield self._call("ModelStatistics", msg, opts)
+        return dict(pgrpc.statistics_proto_to_json(reply))
+
+    def trace_settings(
+        self, name: str, settings: Mapping[str, Any] | None, opts: CallOptions
+    ) -> Op[dict[str, Any]]:
+        """``TraceSetting`` (get when ``settings`` is None)."""
+        msg = pgrpc.pb.TraceSettingRequest(model_name=name)
+        for key, value in (settings or {}).items():
+            entry = msg.settings[key]
+            if value is None:
+                continue  # an empty value resets the setting
+            values = value if isinstance(value, (list, tuple)) else [value]
+            entry.value.extend(str(v) for v in values)
+        reply = yield self._call("TraceSetting", msg, opts, idempotent=settings is None)
+        return {k: _trace_value(v.value, k) for k, v in reply.settings.items()}
+
+    def log_settings(
+        self, settings: Mapping[str, Any] | None, opts: CallOptions
+    ) -> Op[dict[str, Any]]:
+        """``LogSettings`` (get when ``settings`` is None)."""
+        msg = pgrpc.pb.LogSettingsRequest()
+        for key, value in (settings or {}).items():
+            entry = msg.settings[key]
+            if isinstance(value, bool):
+                entry.bool_param = value
+            elif isinstance(value, int):
+                entry.uint32_param = value
+            else:
+                entry.string_param = str(value)
+        reply = yield self._call("LogSettings", msg, opts, idempotent=settings is None)
+        return {k: _oneof(v) for k, v in reply.settings.items()}
+
+    def shm_status(self, kind: str, name: str, opts: CallOptions) -> Op[list[dict[str, Any]]]:
+        """``{System,Cuda}SharedMemoryStatus`` as a list of region dicts."""
+        rpc = "SystemSharedMemoryStatus" if kind == "system" else "CudaSharedMemoryStatus"
+        msg = getattr(pgrpc.pb, rpc + "Request")(name=name)
+        reply = yield self._call(rpc, msg, opts)
+        rows: list[dict[str, Any]] = []
+        for region in reply.regions.values():
+            if kind == "system":
+                rows.append(
+                    {
+                        "name": region.name,
+                        "key": region.key,
+                        "offset": int(region.offset),
+                        "byte_size": int(region.byte_size),
+                    }
+                )
+            else:
+                rows.append(
+                    {
+                        "name": region.name,
+                        "device_id": int(region.device_id),
+                        "byte_size": int(region.byte_size),
+                    }
+                )
+        return rows
+
+    def shm_register(
+        self, kind: str, name: str, body: Mapping[str, Any], opts: CallOptions
+    ) -> Op[None]:
+        """``{System,Cuda}SharedMemoryRegister``."""
+        rpc = "SystemSharedMemoryRegister" if kind == "system" else "CudaSharedMemoryRegister"
+        msg = getattr(pgrpc.pb, rpc + "Request")(name=name, **dict(body))
+        yield self._call(rpc, msg, opts, idempotent=False)
+        return None
+
+    def shm_unregister(self, kind: str, name: str, opts: CallOptions) -> Op[None]:
+        """``{System,Cuda}SharedMemoryUnregister`` (empty name: all regions)."""
+        rpc = "SystemSharedMemoryUnregister" if kind == "system" else "CudaSharedMemoryUnregister"
+        msg = getattr(pgrpc.pb, rpc + "Request")(name=name)
+        yield self._call(rpc, msg, opts, idempotent=False)
+        return None
+
+    def v1_call(self, name: str, verb: str, instances: Any, opts: CallOptions) -> Op[Any]:
+        """KServe v1 has no gRPC binding.
+
+        Raises:
+            NbinferError: always.
+        """
+        raise NbinferError(
+            f"KServe v1 {verb} is REST only; use an http:// client for model {name!r}"
+        )
+        yield  # pragma: no cover - makes this a generator
+
+
+async def aiter_replies(call: Any) -> AsyncIterator[Any]:
+    """Iterate a grpc.aio stream call, mapping errors (helper for the async client)."""
+    try:
+        async for reply in call:
+            yield reply
+    except _grpc().RpcError as exc:
+        raise map_rpc_error(exc, "stream") from exc

@@ -1,0 +1,158 @@
+"""TLS and credentials: real HTTPS and gRPC-over-TLS servers on 127.0.0.1 with a throwaway cert."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from nbinfer.client import AsyncClient, Client
+from nbinfer.config import TLSConfig
+from nbinfer.errors import ConnectError, UnauthenticatedError
+from nbinfer.protocol.grpc import SERVICE_NAME, pb
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not available")
+    d = tmp_path_factory.mktemp("tls")
+    key, crt = d / "key.pem", d / "cert.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(key), "-out", str(crt), "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return str(crt), str(key)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        ok = self.headers.get("authorization") in (None, "Bearer good")
+        body = b"{}" if ok else b'{"error": "bad token"}'
+        self.send_response(200 if ok else 401)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def https_url(cert: tuple[str, str]) -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(*cert)
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"https://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _grpc_server(creds: Any | None) -> tuple[Any, int, list[dict[str, str]]]:
+    seen: list[dict[str, str]] = []
+
+    def live(request: Any, context: Any) -> Any:
+        metadata = dict(context.invocation_metadata())
+        seen.append(metadata)
+        if metadata.get("authorization") == "Bearer bad":
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad token")
+        return pb.ServerLiveResponse(live=True)
+
+    handler = grpc.method_handlers_generic_handler(
+        SERVICE_NAME,
+        {
+            "ServerLive": grpc.unary_unary_rpc_method_handler(
+                live,
+                request_deserializer=pb.ServerLiveRequest.FromString,
+                response_serializer=pb.ServerLiveResponse.SerializeToString,
+            )
+        },
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((handler,))
+    if creds is None:
+        port = server.add_insecure_port("127.0.0.1:0")
+    else:
+        port = server.add_secure_port("127.0.0.1:0", creds)
+    server.start()
+    return server, port, seen
+
+
+def test_https_verifies_the_server_with_the_given_ca(https_url: str, cert: tuple[str, str]) -> None:
+    with Client(https_url, ssl=TLSConfig(ca_file=cert[0]), auth="good") as client:
+        assert client.is_server_live()
+    with Client(https_url, ssl=TLSConfig(verify=False)) as client:
+        assert client.is_server_live()
+    with Client(https_url, retries=0) as client, pytest.raises(ConnectError):
+        client.is_server_live()  # self-signed: not trusted by default
+
+
+def test_https_async_client(https_url: str, cert: tuple[str, str]) -> None:
+    async def main() -> bool:
+        async with AsyncClient(https_url, ssl=TLSConfig(ca_file=cert[0])) as client:
+            return await client.is_server_live()
+
+    assert asyncio.run(main())
+
+
+def test_wrong_token_raises_unauthenticated_over_http(https_url: str) -> None:
+    with (
+        Client(https_url, ssl=TLSConfig(verify=False), auth="bad") as client,
+        pytest.raises(UnauthenticatedError, match="bad token"),
+    ):
+        client.get_server_metadata()
+
+
+def test_grpc_over_tls_with_call_credentials(cert: tuple[str, str]) -> None:
+    crt, key = Path(cert[0]).read_bytes(), Path(cert[1]).read_bytes()
+    server, port, seen = _grpc_server(grpc.ssl_server_credentials([(key, crt)]))
+    try:
+        tls = TLSConfig(ca_file=cert[0], server_hostname="localhost")
+        with Client(f"grpcs://127.0.0.1:{port}", ssl=tls, auth="good") as client:
+            assert client.is_server_live()
+        assert seen[-1]["authorization"] == "Bearer good"
+
+        async def main() -> bool:
+            async with AsyncClient(f"grpcs://127.0.0.1:{port}", ssl=tls, auth="good") as client:
+                return await client.is_server_live()
+
+        assert asyncio.run(main())
+        with (
+            Client(f"grpcs://127.0.0.1:{port}", ssl=tls, auth="bad") as client,
+            pytest.raises(UnauthenticatedError, match="bad token"),
+        ):
+            client.is_server_live()
+    finally:
+        server.stop(None)
+
+
+def test_grpc_plaintext_sends_credentials_as_metadata() -> None:
+    server, port, seen = _grpc_server(None)
+    try:
+        with Client(f"grpc://127.0.0.1:{port}", auth=("u", "p"), headers={"x-team": "a"}) as c:
+            assert c.is_server_live(headers={"x-call": "1"})
+    finally:
+        server.stop(None)
+    assert seen[-1]["authorization"] == "Basic dTpw"
+    assert seen[-1]["x-team"] == "a"
+    assert seen[-1]["x-call"] == "1"
