@@ -7,6 +7,15 @@ The public API is exactly ``__all__`` (a test checks it). IPython is never impor
 from __future__ import annotations
 
 from nbinfer.client import AsyncClient, Client, InferResult, Sequence
+from nbinfer.config import (
+    BasicAuth,
+    BearerAuth,
+    ClientConfig,
+    HeaderAuth,
+    Retries,
+    Timeouts,
+    TLSConfig,
+)
 from nbinfer.errors import (
     ConnectError,
     DataTypeError,
@@ -44,6 +53,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncClient",
+    "BasicAuth",
+    "BearerAuth",
+    "ClientConfig",
+    "HeaderAuth",
+    "Retries",
+    "TLSConfig",
+    "Timeouts",
     "ClassificationResult",
     "Client",
     "FunctionModel",
