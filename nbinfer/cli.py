@@ -2,6 +2,8 @@
 
 ``nbinfer serve [--demo] [--model-repository DIR] ...`` runs the embedded inference server in the
 foreground (the same process and options as ``python -m nbinfer.server``).
+``nbinfer export --model-repository DIR --model NAME --out DIR`` writes a Triton repository entry
+(and ``--kserve-manifest FILE --storage-uri URI`` a KServe InferenceService).
 ``nbinfer version`` prints the version. Nothing is parsed at import time.
 """
 
@@ -37,6 +39,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "'NBINFER READY http=... grpc=...' once both listen; stops on Ctrl-C / SIGTERM.",
     )
     add_server_arguments(serve)
+    export = sub.add_parser(
+        "export",
+        help="write a model as a Triton repository entry (+ a KServe InferenceService manifest)",
+        description="Export one model of a model repository as a Triton model repository entry "
+        "and, optionally, a KServe InferenceService manifest.",
+    )
+    from nbinfer.server.export import add_export_arguments
+
+    add_export_arguments(export)
     sub.add_parser("version", help="print the nbinfer version")
 
     args = parser.parse_args(argv)
@@ -48,6 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from nbinfer.server.app import ServerOptions, run
 
         return run(ServerOptions.from_namespace(args))
+    if args.command == "export":
+        from nbinfer.server.export import run_export
+
+        return run_export(args)
     if args.command == "version":
         print(f"nbinfer {_version()}")
         return 0

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -142,3 +143,60 @@ def test_server_process_imports_no_heavy_notebook_libraries() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_nbinfer_export_writes_a_repository_our_server_loads_back(tmp_path: Path) -> None:
+    import asyncio
+
+    import numpy as np
+
+    from nbinfer.cli import main
+    from nbinfer.protocol.types import InferInput, InferRequest
+    from nbinfer.server.dataplane import DataPlane
+    from nbinfer.server.repository import ModelRepository
+
+    src = tmp_path / "src" / "triple" / "1"
+    src.mkdir(parents=True)
+    (src / "model.py").write_text(
+        "import nbinfer\n\n"
+        "class Triple(nbinfer.Model):\n"
+        "    name = 'triple'\n"
+        "    inputs = [('x', 'FP32', [-1])]\n"
+        "    outputs = [('y', 'FP32', [-1])]\n\n"
+        "    def predict(self, inputs):\n"
+        "        return {'y': inputs['x'] * 3}\n"
+    )
+    out = tmp_path / "exported"
+    manifest = tmp_path / "isvc.yaml"
+    code = main(
+        [
+            "export",
+            "--model-repository",
+            str(tmp_path / "src"),
+            "--model",
+            "triple",
+            "--out",
+            str(out),
+            "--kserve-manifest",
+            str(manifest),
+            "--storage-uri",
+            "s3://bucket/models",
+        ]
+    )
+    assert code == 0
+    assert (out / "triple" / "config.pbtxt").is_file()
+    assert "InferenceService" in manifest.read_text()
+
+    async def roundtrip() -> np.ndarray:
+        dp = DataPlane(ModelRepository(str(out)))
+        try:
+            x = np.array([1, 2], dtype=np.float32)
+            resp = await dp.infer(
+                InferRequest([InferInput("x", "FP32", [2], x)], model_name="triple")
+            )
+            assert resp.outputs[0].data is not None
+            return resp.outputs[0].data
+        finally:
+            await dp.close()
+
+    np.testing.assert_array_equal(asyncio.run(roundtrip()), [3, 6])
