@@ -13,7 +13,8 @@ classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC
     ├── ServerError(status)              the server answered with an error
     │   ├── ModelNotFoundError  (404)    unknown model, version or route
     │   ├── ModelNotReadyError  (503)    model known but not ready / failed to load
-    │   ├── ServerUnavailableError (503) server not ready, overloaded (queue full)
+    │   ├── ServerUnavailableError (503) server not ready, overloaded, request timed out in queue
+    │   │   └── QueueFullError (503)     a model's request queue is full (gRPC RESOURCE_EXHAUSTED)
     │   ├── PayloadTooLargeError (413)   request body above the server's limit
     │   ├── UnauthenticatedError (401)   missing / wrong credentials
     │   └── InferenceError  (500)        the model raised while running
@@ -40,6 +41,7 @@ __all__ = [
     "ModelNotReadyError",
     "NbinferError",
     "PayloadTooLargeError",
+    "QueueFullError",
     "RemoteInvalidInputError",
     "ServerError",
     "ServerStartError",
@@ -128,6 +130,12 @@ class ServerUnavailableError(ServerError):
     default_status = 503
 
 
+class QueueFullError(ServerUnavailableError):
+    """A model's request queue is full; the request was rejected without waiting."""
+
+    default_status = 503
+
+
 class PayloadTooLargeError(ServerError):
     """The request body is larger than the server accepts."""
 
@@ -162,6 +170,7 @@ HTTP_STATUS: dict[type[NbinferError], int] = {
     InvalidInputError: 400,
     ModelNotFoundError: 404,
     ModelNotReadyError: 503,
+    QueueFullError: 503,
     ServerUnavailableError: 503,
     PayloadTooLargeError: 413,
     UnauthenticatedError: 401,
@@ -175,6 +184,7 @@ GRPC_CODE: dict[type[NbinferError], str] = {
     InvalidInputError: "INVALID_ARGUMENT",
     ModelNotFoundError: "NOT_FOUND",
     ModelNotReadyError: "UNAVAILABLE",
+    QueueFullError: "RESOURCE_EXHAUSTED",
     ServerUnavailableError: "UNAVAILABLE",
     PayloadTooLargeError: "RESOURCE_EXHAUSTED",
     UnauthenticatedError: "UNAUTHENTICATED",

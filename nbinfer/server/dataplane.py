@@ -18,7 +18,7 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -41,8 +41,16 @@ from nbinfer.protocol.types import (
     RepositoryModel,
     ServerMetadata,
 )
+from nbinfer.server.batcher import (
+    PendingRequest,
+    Scheduler,
+    SchedulingPolicy,
+    concat_inputs,
+    scheduling_policy,
+    split_rows,
+)
 from nbinfer.server.model import InferContext, Model, TensorDef, coerce_output, to_bytes_array
-from nbinfer.server.repository import READY, ModelRepository, ModelVersion
+from nbinfer.server.repository import READY, UNAVAILABLE, ModelRepository, ModelVersion
 
 __all__ = ["DEFAULT_EXTENSIONS", "DataPlane"]
 
@@ -115,6 +123,11 @@ def _run_sync_pipeline(
 class DataPlane:
     """Transport-neutral server core over a :class:`ModelRepository`.
 
+    Models with ``dynamic_batching``, an ``instance_group`` count or a queue limit are served
+    through a :class:`~nbinfer.server.batcher.Scheduler` (merged batches, N executions in
+    flight, ``priority`` / ``timeout`` request parameters, queue limits); the others run each
+    request as it comes.
+
     Args:
         repository: The models to serve.
         server_name: Name reported by server metadata.
@@ -141,6 +154,9 @@ class DataPlane:
         self._max_workers = max_workers
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
+        self._policies: dict[ModelVersion, SchedulingPolicy | None] = {}
+        self._schedulers: dict[ModelVersion, Scheduler] = {}
+        self._check_scheduling()
 
     # -- health / metadata -------------------------------------------------------------------
     def live(self) -> bool:
@@ -210,7 +226,22 @@ class DataPlane:
             ModelNotReadyError: the model is not loaded.
         """
         mv = self._resolve(name, version)
-        return dict(mv.config)
+        cfg = dict(mv.config)
+        try:
+            policy = self._policy_for(mv)
+        except NbinferError:
+            policy = None
+        if policy is not None and policy.batching:
+            # the effective settings, in Triton's JSON shape (also when a config.pbtxt wrote
+            # priority_queue_policy as key/value entries)
+            given = cfg.get("dynamic_batching")
+            merged = dict(given) if isinstance(given, Mapping) else {}
+            effective = policy.to_config()
+            if "preserve_ordering" in merged:
+                effective["preserve_ordering"] = bool(merged["preserve_ordering"])
+            merged.update(effective)
+            cfg["dynamic_batching"] = merged
+        return cfg
 
     # -- inference ---------------------------------------------------------------------------
     def _executor_for(self) -> ThreadPoolExecutor:
@@ -336,25 +367,187 @@ class DataPlane:
             names.append(ro.name)
         return names
 
+    # -- scheduling (dynamic batching, instances, queue policies: see batcher.py) --------------
+    def _policy_for(self, mv: ModelVersion) -> SchedulingPolicy | None:
+        """The model version's scheduling policy (None: unscheduled), cached.
+
+        Raises:
+            InvalidInputError: the model's ``dynamic_batching`` settings are malformed.
+        """
+        try:
+            return self._policies[mv]
+        except KeyError:
+            pass
+        model = mv.model
+        assert model is not None
+        policy = scheduling_policy(
+            model.name,
+            max_batch_size=int(model.max_batch_size),
+            config=mv.config,
+            dynamic_batching=getattr(model, "dynamic_batching", None),
+            max_queue_size=getattr(model, "max_queue_size", None),
+            instances=model.max_concurrency,
+        )
+        self._policies[mv] = policy
+        return policy
+
+    def _check_scheduling(self, name: str | None = None) -> str:
+        """Validate the scheduling settings of newly loaded versions.
+
+        A version whose settings are malformed is marked UNAVAILABLE with the reason; returns
+        the reason for model ``name`` ("" when fine).
+        """
+        self._purge_schedulers()
+        problem = ""
+        for mv in self.repository.ready_versions():
+            if mv in self._policies:
+                continue
+            try:
+                self._policy_for(mv)
+            except NbinferError as exc:
+                mv.state = UNAVAILABLE
+                mv.reason = str(exc)
+                logger.warning("model %r version %s cannot serve: %s", mv.name, mv.version, exc)
+                if mv.name == name:
+                    problem = str(exc)
+        return problem
+
+    def _purge_schedulers(self) -> None:
+        """Forget the policies and schedulers of retired model versions."""
+        for mv in [v for v in self._policies if v.model is None]:
+            self._policies.pop(mv, None)
+            scheduler = self._schedulers.pop(mv, None)
+            if scheduler is not None:
+                scheduler.discard()
+
+    def _scheduler_for(self, mv: ModelVersion) -> Scheduler | None:
+        policy = self._policy_for(mv)
+        if policy is None:
+            return None
+        scheduler = self._schedulers.get(mv)
+        loop = asyncio.get_running_loop()
+        if scheduler is not None and scheduler.loop is loop and not scheduler.closed:
+            return scheduler
+        if scheduler is not None:  # made on another (finished) event loop
+            scheduler.discard()
+        self._purge_schedulers()
+        model = mv.model
+        assert model is not None
+        box: list[Scheduler] = []
+
+        async def runner(items: list[PendingRequest]) -> list[Any]:
+            return await self._run_batch(mv, box[0], items)
+
+        scheduler = Scheduler(policy, runner, use_threads=model.run_in_thread)
+        box.append(scheduler)
+        self._schedulers[mv] = scheduler
+        return scheduler
+
+    async def _schedule(
+        self,
+        scheduler: Scheduler,
+        request: InferRequest,
+        inputs: dict[str, Any],
+        batch: int,
+        ctx: InferContext,
+        t: _Timings,
+    ) -> Any:
+        """Queue a validated request and wait for its share of an execution."""
+        priority = _uint_param(request, "priority")
+        timeout_us = _uint_param(request, "timeout")
+        group = _params_key(request.parameters) if scheduler.policy.batching else None
+        value, bt, queue_ns = await scheduler.submit(
+            inputs, batch, ctx, priority=priority, timeout_us=timeout_us, group=group
+        )
+        t.queue = queue_ns
+        t.input += bt.input
+        t.infer = bt.infer
+        t.output += bt.output
+        return value
+
+    async def _run_batch(
+        self, mv: ModelVersion, scheduler: Scheduler, items: list[PendingRequest]
+    ) -> list[tuple[Any, _Timings, int]]:
+        """Run one execution for ``items`` (merged when several) and split the results."""
+        model = mv.model
+        if model is None:
+            raise ServerUnavailableError(f"model {mv.name!r} was unloaded", model=mv.name)
+        t = _Timings()
+        start = time.perf_counter_ns()
+        ctx: InferContext
+        if len(items) == 1:
+            inputs = items[0].inputs
+            ctx = items[0].context
+        else:
+            inputs = concat_inputs([item.inputs for item in items])
+            ctx = _batch_context(model, items)
+        merged = time.perf_counter_ns()
+        t.input = merged - start
+        result = await self._run_hooks(model, inputs, ctx, t, merged, scheduler.executor)
+        total = sum(item.batch_size for item in items)
+        values: list[Any]
+        if len(items) == 1:
+            values = [result]
+        else:
+            out_start = time.perf_counter_ns()
+            produced = self._batch_outputs(model, result, ctx.requested_outputs)
+            values = split_rows(
+                produced, [item.batch_size for item in items], model_name=model.name
+            )
+            for item in items:
+                item.context.response_parameters.update(ctx.response_parameters)
+            t.output += time.perf_counter_ns() - out_start
+        mv.stats.record_execution(
+            batch_size=total if model.max_batch_size > 0 else 1,
+            input_ns=t.input,
+            infer_ns=t.infer,
+            output_ns=t.output,
+        )
+        return [
+            (value, t, item.dispatched_ns - item.enqueued_ns + t.queue)
+            for value, item in zip(values, items, strict=True)
+        ]
+
+    def _batch_outputs(
+        self, model: Model, result: Any, wanted: list[str]
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        """A batch's outputs as arrays by name (the wanted ones, typed as declared)."""
+        produced = self._produced(model, result, wanted)
+        defs = {d.name: d for d in model.output_defs()}
+        names = [n for n in wanted if n in produced] if wanted else list(produced)
+        arrays: dict[str, np.ndarray[Any, Any]] = {}
+        for out_name in names:
+            spec = defs.get(out_name)
+            what = f"output {out_name!r} of model {model.name!r}"
+            try:
+                arrays[out_name] = coerce_output(
+                    produced[out_name], spec.datatype if spec else None, what=what
+                )
+            except NbinferError as exc:
+                raise InferenceError(str(exc), model=model.name) from exc
+            except (TypeError, ValueError) as exc:
+                raise InferenceError(f"{what}: {exc}", model=model.name) from exc
+        return arrays
+
     async def _execute(
         self, mv: ModelVersion, inputs: dict[str, Any], ctx: InferContext, t: _Timings
     ) -> Any:
-        """Run the hooks, at most ``model.max_concurrency`` requests at a time."""
+        """Run the hooks of an unscheduled model right away."""
         model = mv.model
         assert model is not None
-        limit = model.max_concurrency
-        if not limit:
-            return await self._run_hooks(model, inputs, ctx, t, time.perf_counter_ns())
-        if mv.semaphore is None:
-            mv.semaphore = asyncio.Semaphore(limit)
-        waited = time.perf_counter_ns()
-        async with mv.semaphore:
-            return await self._run_hooks(model, inputs, ctx, t, waited)
+        return await self._run_hooks(model, inputs, ctx, t, time.perf_counter_ns())
 
     async def _run_hooks(
-        self, model: Model, inputs: dict[str, Any], ctx: InferContext, t: _Timings, queued: int
+        self,
+        model: Model,
+        inputs: dict[str, Any],
+        ctx: InferContext,
+        t: _Timings,
+        queued: int,
+        executor: ThreadPoolExecutor | None = None,
     ) -> Any:
         loop = asyncio.get_running_loop()
+        pool = executor or self._executor_for()
         hooks = ("preprocess", "predict", "postprocess")
         any_async: bool | None = model.__dict__.get("_nbinfer_any_async")
         if any_async is None:
@@ -364,7 +557,7 @@ class DataPlane:
         if not any_async:
             if model.run_in_thread:
                 return await loop.run_in_executor(
-                    self._executor_for(), _run_sync_pipeline, model, inputs, ctx, queued, t
+                    pool, _run_sync_pipeline, model, inputs, ctx, queued, t
                 )
             return _run_sync_pipeline(model, inputs, ctx, queued, t)
         t.queue = time.perf_counter_ns() - queued
@@ -378,7 +571,7 @@ class DataPlane:
             if inspect.iscoroutinefunction(fn):
                 value = await fn(*args)
             elif model.run_in_thread:
-                value = await loop.run_in_executor(self._executor_for(), fn, *args)
+                value = await loop.run_in_executor(pool, fn, *args)
             else:
                 value = fn(*args)
             spent = time.perf_counter_ns() - start
@@ -390,16 +583,10 @@ class DataPlane:
                 t.output += spent
         return value
 
-    def _outputs(
-        self,
-        model: Model,
-        result: Any,
-        wanted: list[str],
-        request: InferRequest,
-        batch: int,
-    ) -> list[InferOutput]:
-        defs = {d.name: d for d in model.output_defs()}
-        order = list(defs)
+    @staticmethod
+    def _produced(model: Model, result: Any, wanted: list[str]) -> dict[str, Any]:
+        """What the hooks returned, by output name."""
+        order = [d.name for d in model.output_defs()]
         if isinstance(result, Mapping):
             produced: dict[str, Any] = dict(result)
         elif isinstance(result, tuple) and len(order) > 1:
@@ -420,6 +607,18 @@ class DataPlane:
                 f"{', '.join(order)}; return a dict by output name",
                 model=model.name,
             )
+        return produced
+
+    def _outputs(
+        self,
+        model: Model,
+        result: Any,
+        wanted: list[str],
+        request: InferRequest,
+        batch: int,
+    ) -> list[InferOutput]:
+        defs = {d.name: d for d in model.output_defs()}
+        produced = self._produced(model, result, wanted)
         class_counts = {ro.name: ro.class_count for ro in request.outputs if ro.class_count > 0}
         outputs: list[InferOutput] = []
         for out_name in wanted or list(produced):
@@ -519,7 +718,11 @@ class DataPlane:
                     requested_outputs=list(wanted),
                 )
                 t.input = time.perf_counter_ns() - t0
-                result = await self._execute(mv, inputs, ctx, t)
+                scheduler = self._scheduler_for(mv)
+                if scheduler is None:
+                    result = await self._execute(mv, inputs, ctx, t)
+                else:
+                    result = await self._schedule(scheduler, request, inputs, batch, ctx, t)
                 out_start = time.perf_counter_ns()
                 outputs = self._outputs(model, result, wanted, request, batch)
                 t.output += time.perf_counter_ns() - out_start
@@ -535,14 +738,23 @@ class DataPlane:
                     request_id=request.id or None,
                 ) from exc
             total = time.perf_counter_ns() - t0
-            mv.stats.record_success(
-                batch_size=batch if model.max_batch_size > 0 else 1,
-                total_ns=total,
-                queue_ns=t.queue,
-                input_ns=t.input,
-                infer_ns=t.infer,
-                output_ns=t.output,
-            )
+            if scheduler is None:
+                mv.stats.record_success(
+                    batch_size=batch if model.max_batch_size > 0 else 1,
+                    total_ns=total,
+                    queue_ns=t.queue,
+                    input_ns=t.input,
+                    infer_ns=t.infer,
+                    output_ns=t.output,
+                )
+            else:  # the execution was counted by _run_batch
+                mv.stats.record_request(
+                    total_ns=total,
+                    queue_ns=t.queue,
+                    input_ns=t.input,
+                    infer_ns=t.infer,
+                    output_ns=t.output,
+                )
         finally:
             mv.inflight -= 1
         return InferResponse(
@@ -572,6 +784,9 @@ class DataPlane:
             InvalidInputError: bad overrides, or the model failed to load (reason included).
         """
         await self.repository.load(name, config=config, files=files)
+        problem = self._check_scheduling(name)
+        if problem:
+            raise InvalidInputError(f"failed to load model {name!r}: {problem}", model=name)
 
     async def add_model(self, model: Model) -> None:
         """Register (or replace) an in-memory model and load it without blocking the loop.
@@ -582,6 +797,7 @@ class DataPlane:
             InvalidInputError: the model has no name or invalid declarations.
         """
         await self.repository.add_async(model)
+        self._check_scheduling()
 
     async def unload_model(self, name: str) -> None:
         """Unload a model after its in-flight requests finish; others keep serving.
@@ -590,6 +806,7 @@ class DataPlane:
             ModelNotFoundError: unknown model.
         """
         await self.repository.unload(name)
+        self._purge_schedulers()
 
     def statistics(self, name: str = "", version: str = "") -> dict[str, Any]:
         """Triton-schema statistics ``{"model_stats": [...]}`` (all ready models when no name).
@@ -709,10 +926,69 @@ class DataPlane:
             return
         self._closed = True
         loop = asyncio.get_running_loop()
+        schedulers = list(self._schedulers.values())
+        self._schedulers.clear()
+        for scheduler in schedulers:
+            if scheduler.loop is loop:
+                await scheduler.close("is stopping: the server is shutting down")
+            else:
+                scheduler.discard()
         await loop.run_in_executor(None, self.repository.close)
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+
+
+def _uint_param(request: InferRequest, key: str) -> int:
+    """A non-negative integer request parameter (``priority``, ``timeout``); 0 when absent."""
+    value = request.parameters.get(key)
+    if value is None or value == "":
+        return 0
+    try:
+        number = int(value)
+        ok = number >= 0 and not isinstance(value, bool) and number == float(value)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise InvalidInputError(
+            f"request parameter {key!r} must be a non-negative integer, got {value!r}",
+            model=request.model_name,
+        )
+    return number
+
+
+#: Request parameters that do not keep requests from sharing a dynamic batch.
+_NOT_MODEL_PARAMETERS = frozenset(
+    {"priority", "timeout", "binary_data_output", "triton_enable_empty_final_response"}
+)
+
+
+def _params_key(parameters: Mapping[str, Any]) -> Hashable:
+    """The custom request parameters (which the model may read): equal keys may share a batch."""
+    if not parameters:
+        return None
+    items = []
+    for k, v in parameters.items():
+        if k not in _NOT_MODEL_PARAMETERS:
+            items.append((k, v if isinstance(v, str | int | float | bool | None) else repr(v)))
+    return tuple(sorted(items)) or None
+
+
+def _batch_context(model: Model, items: list[PendingRequest]) -> InferContext:
+    """The context of a merged execution: the shared parameters, all wanted outputs."""
+    first: InferContext = items[0].context
+    wanted: set[str] = set()
+    for item in items:
+        wanted.update(item.context.requested_outputs)
+    order = [d.name for d in model.output_defs()]
+    return InferContext(
+        model_name=first.model_name,
+        model_version=first.model_version,
+        request_id="",
+        parameters=dict(first.parameters),
+        input_parameters=first.input_parameters,
+        requested_outputs=[n for n in order if n in wanted] or sorted(wanted),
+    )
 
 
 def _datatype(arr: np.ndarray[Any, Any]) -> str:

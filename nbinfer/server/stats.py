@@ -1,7 +1,10 @@
 """Per model-version inference statistics in Triton's JSON schema.
 
 ``inference_count`` counts batch elements (1 per request for non-batching models),
-``execution_count`` model executions; durations are nanoseconds. Updated from the event loop only.
+``execution_count`` model executions (a dynamic batch is one execution, counted once in
+``batch_stats`` under its merged size); ``inference_stats`` count requests (each request of a
+batch gets the batch's compute durations and its own queue time); durations are nanoseconds.
+Updated from the event loop only.
 """
 
 from __future__ import annotations
@@ -58,15 +61,35 @@ class ModelStats:
         infer_ns: int,
         output_ns: int,
     ) -> None:
-        """Count one successful request executed on its own."""
+        """Count one successful request executed on its own (one execution of its batch)."""
+        self.record_request(
+            total_ns=total_ns,
+            queue_ns=queue_ns,
+            input_ns=input_ns,
+            infer_ns=infer_ns,
+            output_ns=output_ns,
+        )
+        self.record_execution(
+            batch_size=batch_size, input_ns=input_ns, infer_ns=infer_ns, output_ns=output_ns
+        )
+
+    def record_request(
+        self, *, total_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int
+    ) -> None:
+        """Count one successful request (its time in the queue and its execution's phases)."""
         self.last_inference = time.time_ns() // 1_000_000
-        self.inference_count += batch_size
-        self.execution_count += 1
         self.success.add(total_ns)
         self.queue.add(queue_ns)
         self.compute_input.add(input_ns)
         self.compute_infer.add(infer_ns)
         self.compute_output.add(output_ns)
+
+    def record_execution(
+        self, *, batch_size: int, input_ns: int, infer_ns: int, output_ns: int
+    ) -> None:
+        """Count one model execution of ``batch_size`` batch elements (``batch_stats``)."""
+        self.inference_count += batch_size
+        self.execution_count += 1
         b = self.batches.get(batch_size)
         if b is None:
             b = self.batches[batch_size] = _BatchStats()
