@@ -222,7 +222,7 @@ _BY_GRPC_CODE: dict[str, type[ServerError]] = {
     "INVALID_ARGUMENT": RemoteInvalidInputError,
     "NOT_FOUND": ModelNotFoundError,
     "UNAVAILABLE": ServerUnavailableError,
-    "RESOURCE_EXHAUSTED": ServerUnavailableError,
+    "RESOURCE_EXHAUSTED": QueueFullError,
     "UNAUTHENTICATED": UnauthenticatedError,
     "PERMISSION_DENIED": UnauthenticatedError,
     "INTERNAL": InferenceError,
@@ -233,7 +233,7 @@ _GRPC_TO_HTTP: dict[str, int] = {
     "INVALID_ARGUMENT": 400,
     "NOT_FOUND": 404,
     "UNAVAILABLE": 503,
-    "RESOURCE_EXHAUSTED": 429,
+    "RESOURCE_EXHAUSTED": 503,
     "UNAUTHENTICATED": 401,
     "PERMISSION_DENIED": 403,
     "INTERNAL": 500,
@@ -255,7 +255,13 @@ def error_for_status(
 def error_for_grpc_code(
     code: str, message: str, *, request_id: str | None = None, **context: Any
 ) -> ServerError:
-    """Build the most specific :class:`ServerError` for a gRPC status code name."""
+    """Build the most specific :class:`ServerError` for a gRPC status code name.
+
+    RESOURCE_EXHAUSTED means either a full model queue (retryable, 503) or a message above a
+    size limit (grpc's "larger than max" / "exceeds" wording: not retryable, 413).
+    """
     cls = _BY_GRPC_CODE.get(code, ServerError)
     status = _GRPC_TO_HTTP.get(code, 500)
+    if code == "RESOURCE_EXHAUSTED" and ("larger than max" in message or "exceeds" in message):
+        cls, status = PayloadTooLargeError, 413
     return cls(message, status=status, request_id=request_id, grpc_code=code, **context)

@@ -80,7 +80,6 @@ class ModelVersion:
     config: dict[str, Any] = field(default_factory=dict)
     stats: ModelStats = field(default_factory=ModelStats)
     inflight: int = 0
-    semaphore: asyncio.Semaphore | None = None
 
     def row(self) -> RepositoryModel:
         """This version as a repository index row."""

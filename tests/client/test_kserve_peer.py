@@ -31,8 +31,8 @@ from nbinfer.errors import (
     InferenceError,
     ModelNotFoundError,
     NbinferError,
+    PayloadTooLargeError,
     RemoteInvalidInputError,
-    ServerError,
 )
 from nbinfer.protocol.types import InferInput
 
@@ -392,11 +392,12 @@ def test_non_utf8_bytes_round_trip_over_grpc(face: str, kserve: KServePeer) -> N
     assert list(result.as_numpy("OUTPUT0")) == [b"\xff\xfe", b"OK"]
 
 
-def test_grpc_request_over_kserve_message_limit_is_a_server_error(
+def test_grpc_request_over_kserve_message_limit_is_payload_too_large_not_retried(
     face: str, kserve: KServePeer
 ) -> None:
     # KServe caps gRPC messages at 8 MiB unless raised; the request is 8 MiB of tensor + framing.
     x = np.ones((1 << 19, 4), np.float32)
-    with pytest.raises(ServerError, match="larger than max") as info:
-        run(face, kserve.grpc_url, lambda c: c.infer("add_one", {"INPUT0": x}))
+    with pytest.raises(PayloadTooLargeError, match="larger than max") as info:
+        run(face, kserve.grpc_url, lambda c: c.infer("add_one", {"INPUT0": x}, retry=True))
+    assert info.value.status == 413
     assert info.value.context.get("grpc_code") == "RESOURCE_EXHAUSTED"
