@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import pickle
 import struct
 from collections.abc import Sequence
 from itertools import islice, takewhile
@@ -43,12 +42,18 @@ __all__ = [
 _U4 = np.dtype("<u4")
 _LEN = struct.Struct("<I")
 #: Above this many wire bytes per element, BYTES decoding slices element by element (the copy
-#: dominates); below it, offsets are found with numpy and the objects built in one C call.
+#: dominates); below it, offsets are found with numpy and numpy builds the objects in C.
 _SHORT_ELEMENT_BYTES = 512
 #: Above these sizes the short-element decoder's temporaries (about 3 bytes per input byte when
-#: finding starts from candidates, 4 more when following the chain) are not worth it: slice.
+#: finding starts from candidates, 4 more when following the chain, up to 2 x 4 + 1 when
+#: gathering the elements into a matrix) are not worth it: slice.
 _SHORT_PATH_MAX_BYTES = 64 << 20
 _CHAIN_MAX_BYTES = 16 << 20
+#: Up to this size the numpy set-up costs more than slicing a few elements one by one.
+_LOOP_MAX_BYTES = 1024
+#: Up to this element width, the mask that zeroes each row past its element's length is taken
+#: from a small table (rows of k ones) instead of being computed by a broadcast comparison.
+_MASK_TABLE_WIDTH = 512
 
 
 def _tensor_label(name: str) -> str:
@@ -202,17 +207,27 @@ def _bytes_error(name: str, message: str, **context: Any) -> InvalidInputError:
     return InvalidInputError(f"BYTES {_tensor_label(name)}: {message}", tensor=name, **context)
 
 
-def _decode_uniform(data: bytes, count: int) -> list[bytes] | None:
+def _decode_uniform(data: bytes, count: int) -> np.ndarray[Any, Any] | None:
     """All elements the same length (a common case): decode with one structured view, or None."""
     first = _LEN.unpack_from(data, 0)[0]
     if len(data) != count * (4 + first):
         return None
     if first == 0:
-        return [b""] * count if not any(data) else None
+        return _empties(count) if not any(data) else None
     records = np.frombuffer(data, dtype=np.dtype([("n", "<u4"), ("b", f"V{first}")]))
     if not bool((records["n"] == first).all()):
         return None
-    return records["b"].tolist()  # type: ignore[no-any-return]
+    return records["b"].astype(object)  # void -> bytes, exact (no NUL stripping)
+
+
+def _empties(count: int) -> np.ndarray[Any, Any]:
+    out = np.empty(count, dtype=object)
+    out[:] = b""
+    return out
+
+
+def _object_array(items: list[bytes]) -> np.ndarray[Any, Any]:
+    return np.fromiter(items, dtype=object, count=len(items))
 
 
 def _starts_from_candidates(data: bytes, count: int | None) -> np.ndarray[Any, Any] | None:
@@ -281,54 +296,73 @@ def _starts_by_chain(data: bytes, count: int | None) -> np.ndarray[Any, Any]:
     return np.fromiter(starts_list, dtype=np.intp, count=len(starts_list))
 
 
-def _decode_short(data: bytes, count: int | None, name: str) -> list[bytes]:
+def _decode_short(data: bytes, count: int | None, name: str) -> np.ndarray[Any, Any]:
     """Many short elements: find the element starts with numpy, build the objects in C.
 
     The starts are validated: each is at least 4 bytes after the previous one and the last
     element ends exactly at the end of ``data``, so every element is a 4-byte length followed by
-    exactly that many bytes, ending where the next begins.
-
-    Only then is the buffer turned into a pickle stream in which every length prefix becomes a
-    bytes opcode (``N0C`` + the 1-byte length when all are < 256, in place; else ``B`` inserted
-    before the 4-byte length), between ``MARK`` and ``LIST``. The payload bytes are always inside
-    a length-checked bytes argument and are never read as opcodes, so :func:`pickle.loads` only
-    ever builds a list of ``bytes`` (at C speed).
+    exactly that many bytes, ending where the next begins. The elements are then copied out by
+    :func:`_gather_elements` (plain byte copies; nothing in ``data`` is interpreted further).
     """
     size = len(data)
     starts = _starts_from_candidates(data, count)
     if starts is None:
         if size > _CHAIN_MAX_BYTES:
-            return _decode_loop(data, count, name)
+            return _object_array(_decode_loop(data, count, name))
         starts = _starts_by_chain(data, count)
     n = int(starts.size)
-    step = np.diff(starts)
     last = int(starts[-1])
+    lengths = np.empty(n, dtype=np.intp)  # each start is followed by 4 + its length bytes
+    np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+    lengths[-1] = size - last
+    lengths -= 4
     if (
-        (n > 1 and int(step.min()) < 4)
+        (n > 1 and int(lengths[:-1].min()) < 0)
         or last > size - 4
         or last + 4 + _LEN.unpack_from(data, last)[0] != size
     ):
         raise _bytes_error(name, _truncation_message(data, count), expected=count)
-    longest = max(int(step.max()) if n > 1 else 0, size - last) - 4
-    if longest < 256:
-        stream = np.empty(size + 3, dtype=np.uint8)
-        stream[1:-2] = np.frombuffer(data, dtype=np.uint8)
-        opcodes = np.ndarray(shape=(size - 3,), dtype=_U4, buffer=stream, offset=1, strides=(1,))
-        prefix = int.from_bytes(pickle.NONE + pickle.POP + pickle.SHORT_BINBYTES, "little")
-        opcodes[starts] = opcodes[starts] << 24 | prefix  # "N0C" + length byte
+    return _gather_elements(data, starts + 4, lengths)
+
+
+def _gather_elements(
+    data: bytes, begins: np.ndarray[Any, Any], lengths: np.ndarray[Any, Any]
+) -> np.ndarray[Any, Any]:
+    """``data[b : b + l]`` for each begin and length, as an ``object`` array of ``bytes``.
+
+    The elements are copied into the rows of a zero-padded ``(n, width)`` byte matrix (one
+    fancy-indexed copy over a sliding window of ``data``, then the bytes past each length are
+    zeroed); viewed as numpy ``S{width}`` strings, ``astype(object)`` creates the ``bytes`` in
+    C. ``S`` drops trailing NUL bytes, and rows are cut at ``width``: the few elements that end
+    in a NUL byte or are longer than ``width`` are sliced from ``data`` again, one by one.
+    ``width`` is bounded so that the matrix stays within about 4x the size of ``data``; at
+    most a quarter of the elements can then be longer than it.
+    """
+    n = int(lengths.size)
+    size = len(data)
+    longest = int(lengths.max())
+    if longest == 0:
+        return _empties(n)
+    width = min(longest, (4 * size + (1 << 20)) // n)
+    padded = np.empty(size + width, dtype=np.uint8)  # the last rows read past the end
+    padded[:size] = np.frombuffer(data, dtype=np.uint8)
+    padded[size:] = 0
+    windows = np.ndarray(shape=(size + 1,), dtype=f"S{width}", buffer=padded, strides=(1,))
+    rows: np.ndarray[Any, Any] = windows[begins]
+    matrix = rows.view(np.uint8).reshape(n, width)
+    if width <= min(_MASK_TABLE_WIDTH, n):  # row k of the table: k ones, then zeros
+        table = np.tri(width + 1, width, -1, dtype=np.uint8)
+        matrix *= np.take(table, np.minimum(lengths, width), axis=0)
     else:
-        stream = np.empty(size + n + 3, dtype=np.uint8)
-        opcode_pos = starts + np.arange(1, n + 1, dtype=np.intp)
-        keep = np.ones(size + n + 3, dtype=bool)
-        keep[opcode_pos] = False
-        keep[[0, -2, -1]] = False
-        stream[keep] = np.frombuffer(data, dtype=np.uint8)
-        stream[opcode_pos] = ord(pickle.BINBYTES)
-    stream[0] = ord(pickle.MARK)
-    stream[-2] = ord(pickle.LIST)
-    stream[-1] = ord(pickle.STOP)
-    items: list[bytes] = pickle.loads(stream.data)  # validated, see docstring
-    return items
+        matrix *= np.arange(width, dtype=np.intp) < lengths[:, None]
+    out: np.ndarray[Any, Any] = rows.astype(object)
+    ends_in_nul = padded[begins + lengths - 1] == 0  # begins >= 4: an empty one reads its prefix
+    redo = np.flatnonzero((ends_in_nul & (lengths > 0)) | (lengths > width))
+    if redo.size:
+        redo_begins = begins[redo].tolist()
+        redo_ends = (begins[redo] + lengths[redo]).tolist()
+        out[redo] = _object_array([data[b:e] for b, e in zip(redo_begins, redo_ends, strict=True)])
+    return out
 
 
 def _decode_loop(data: bytes, count: int | None, name: str) -> list[bytes]:
@@ -402,21 +436,23 @@ def decode_bytes_tensor(
         raise _bytes_error(
             name, f"{count} elements need at least {4 * count} bytes, got {size}", expected=count
         )
-    items: list[bytes] | None = None
+    out: np.ndarray[Any, Any] | None = None
     if count is not None:
-        items = _decode_uniform(data, count)
-    if items is None:
-        if size > _SHORT_PATH_MAX_BYTES:
+        out = _decode_uniform(data, count)
+    if out is None:
+        if size > _SHORT_PATH_MAX_BYTES or size <= _LOOP_MAX_BYTES:
             short = False
         elif count is None:
             short = _LEN.unpack_from(data, 0)[0] <= _SHORT_ELEMENT_BYTES
         else:
             short = size <= _SHORT_ELEMENT_BYTES * count
-        decode = _decode_short if short else _decode_loop
-        items = decode(data, count, name)
-    if count is not None and len(items) != count:
+        if short:
+            out = _decode_short(data, count, name)
+        else:
+            out = _object_array(_decode_loop(data, count, name))
+    if count is not None and out.size != count:
         raise _bytes_error(name, _truncation_message(data, count), expected=count)
-    return np.fromiter(items, dtype=object, count=len(items))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ BF16
