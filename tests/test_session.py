@@ -94,8 +94,8 @@ def test_serve_function_ships_it_to_the_server_process(session: Session) -> None
 
 class Scaler(Model):
     name = "scaler"
-    inputs = [("x", "FP64", [-1, 2])]
-    outputs = [("y", "FP64", [-1, 2])]
+    inputs = (("x", "FP64", [-1, 2]),)
+    outputs = (("y", "FP64", [-1, 2]),)
 
     def load(self) -> None:
         self.factor = 3.0
@@ -113,8 +113,8 @@ def test_serve_model_subclass_and_dataframe_roundtrip(session: Session) -> None:
 
 class Broken(Model):
     name = "broken"
-    inputs = [("x", "FP32", [-1])]
-    outputs = [("y", "FP32", [-1])]
+    inputs = (("x", "FP32", [-1]),)
+    outputs = (("y", "FP32", [-1]),)
 
     def load(self) -> None:
         raise RuntimeError("weights missing")
