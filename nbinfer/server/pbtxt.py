@@ -12,11 +12,12 @@ answers): repeated fields are lists, enums are strings, ``parameters`` is a map
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from nbinfer.errors import InvalidInputError
 
-__all__ = ["parse_pbtxt"]
+__all__ = ["config_device", "parse_pbtxt", "string_params"]
 
 #: Fields of Triton's ModelConfig (and its sub-messages) that are repeated.
 REPEATED = frozenset(
@@ -250,3 +251,39 @@ def parse_pbtxt(text: str, *, source: str = "config.pbtxt") -> dict[str, Any]:
     """
     parser = _Parser(text, source)
     return _normalize(parser.message(None))
+
+
+def string_params(config: Mapping[str, Any]) -> dict[str, str]:
+    """A Triton config's ``parameters`` map as plain strings (``{key: {string_value}}``)."""
+    raw = config.get("parameters") or {}
+    out: dict[str, str] = {}
+    if isinstance(raw, Mapping):
+        for key, value in raw.items():
+            if isinstance(value, Mapping):
+                out[str(key)] = str(value.get("string_value", ""))
+            else:
+                out[str(key)] = str(value)
+    return out
+
+
+def config_device(config: Mapping[str, Any]) -> str | None:
+    """The device a Triton config asks for: ``parameters.device``, else ``instance_group``.
+
+    Returns ``"cuda:N"`` for ``KIND_GPU``, ``"cpu"`` for ``KIND_CPU``, ``"auto"`` for
+    ``KIND_AUTO`` and ``None`` when the config does not say.
+    """
+    params = string_params(config)
+    if params.get("device"):
+        return params["device"]
+    for group in config.get("instance_group") or []:
+        if not isinstance(group, Mapping):
+            continue
+        kind = str(group.get("kind", "KIND_AUTO"))
+        if kind == "KIND_GPU":
+            gpus = group.get("gpus") or [0]
+            return f"cuda:{int(gpus[0])}"
+        if kind == "KIND_CPU":
+            return "cpu"
+        if kind == "KIND_AUTO":
+            return "auto"
+    return None

@@ -34,7 +34,7 @@ from nbinfer.errors import (
 )
 from nbinfer.protocol.types import RepositoryModel
 from nbinfer.server.model import Model, TensorDef, normalize_datatype, resolve_device
-from nbinfer.server.pbtxt import parse_pbtxt
+from nbinfer.server.pbtxt import config_device, parse_pbtxt, string_params
 from nbinfer.server.stats import ModelStats
 
 __all__ = [
@@ -201,34 +201,6 @@ def _merge_defs(
     return merged
 
 
-def _string_params(config: Mapping[str, Any]) -> dict[str, str]:
-    raw = config.get("parameters") or {}
-    out: dict[str, str] = {}
-    if isinstance(raw, Mapping):
-        for k, v in raw.items():
-            if isinstance(v, Mapping):
-                out[str(k)] = str(v.get("string_value", ""))
-            else:
-                out[str(k)] = str(v)
-    return out
-
-
-def _device_from_config(config: Mapping[str, Any]) -> str | None:
-    params = _string_params(config)
-    if params.get("device"):
-        return params["device"]
-    for group in config.get("instance_group") or []:
-        kind = str(group.get("kind", "KIND_AUTO"))
-        if kind == "KIND_GPU":
-            gpus = group.get("gpus") or [0]
-            return f"cuda:{int(gpus[0])}"
-        if kind == "KIND_CPU":
-            return "cpu"
-        if kind == "KIND_AUTO":
-            return "auto"
-    return None
-
-
 def apply_config(
     model: Model, config: Mapping[str, Any], *, name: str, model_dir: Path | None
 ) -> None:
@@ -262,12 +234,12 @@ def apply_config(
         name, "output", _config_defs(config, "output", model_dir), model.output_defs()
     )
     model.set_defs(ins, outs)
-    params = _string_params(config)
+    params = string_params(config)
     if params:
         merged = dict(model.parameters or {})
         merged.update(params)
         model.parameters = merged
-    device = _device_from_config(config)
+    device = config_device(config)
     if device is not None:
         model.device = device
     groups = config.get("instance_group") or []
@@ -365,7 +337,7 @@ def _import_model(path: Path, name: str, version: str, config: Mapping[str, Any]
     except BaseException as exc:
         sys.modules.pop(mod_name, None)
         raise InvalidInputError(f"failed to import {path}: {type(exc).__name__}: {exc}") from exc
-    wanted_class = _string_params(config).get("model_class")
+    wanted_class = string_params(config).get("model_class")
     classes = [
         obj
         for obj in vars(module).values()

@@ -24,6 +24,7 @@ from typing import Any
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.server.model import Model, TensorDef, normalize_datatype
+from nbinfer.server.pbtxt import config_device as pbtxt_config_device
 
 __all__ = [
     "ONNX_PLATFORMS",
@@ -74,36 +75,9 @@ def require(module: str, *, what: str) -> Any:
         ) from exc
 
 
-def _string_params(config: Mapping[str, Any]) -> dict[str, str]:
-    raw = config.get("parameters") or {}
-    out: dict[str, str] = {}
-    if isinstance(raw, Mapping):
-        for key, value in raw.items():
-            if isinstance(value, Mapping):
-                out[str(key)] = str(value.get("string_value", ""))
-            else:
-                out[str(key)] = str(value)
-    return out
-
-
 def config_device(config: Mapping[str, Any]) -> str:
-    """The device a Triton config asks for: ``parameters.device``, else ``instance_group``.
-
-    Returns ``"auto"`` when the config does not say.
-    """
-    params = _string_params(config)
-    if params.get("device"):
-        return params["device"]
-    for group in config.get("instance_group") or []:
-        if not isinstance(group, Mapping):
-            continue
-        kind = str(group.get("kind", "KIND_AUTO"))
-        if kind == "KIND_GPU":
-            gpus = group.get("gpus") or [0]
-            return f"cuda:{int(gpus[0])}"
-        if kind == "KIND_CPU":
-            return "cpu"
-    return "auto"
+    """The device a Triton config asks for (``"auto"`` when it does not say)."""
+    return pbtxt_config_device(config) or "auto"
 
 
 def config_tensors(config: Mapping[str, Any], key: str) -> list[TensorDef]:
