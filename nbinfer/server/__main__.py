@@ -52,6 +52,19 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="log level (info)",
     )
     parser.add_argument(
+        "--auth-token",
+        metavar="TOKEN",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on HTTP and gRPC (default: "
+        "$NBINFER_AUTH_TOKEN; prefer the variable: arguments are visible to other users)",
+    )
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="allow binding a non-loopback --host without a token (anyone reaching it can "
+        "run your models)",
+    )
+    parser.add_argument(
         "--parent-pid",
         type=int,
         default=None,

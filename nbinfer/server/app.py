@@ -30,11 +30,20 @@ from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
 
-__all__ = ["ServerOptions", "build_dataplane", "run", "serve_async", "watch_parent_early"]
+__all__ = [
+    "AUTH_TOKEN_ENV",
+    "ServerOptions",
+    "build_dataplane",
+    "run",
+    "serve_async",
+    "watch_parent_early",
+]
 
 logger = logging.getLogger("nbinfer")
 
 _PR_SET_PDEATHSIG = 1
+#: Environment variable holding the server's bearer token (kept out of the command line).
+AUTH_TOKEN_ENV = "NBINFER_AUTH_TOKEN"
 _T0 = time.perf_counter()
 
 
@@ -53,6 +62,10 @@ class ServerOptions:
     parent_pid: int | None = None
     #: Inherited socket of the launcher's private control channel (see ``control.py``).
     control_fd: int | None = None
+    #: Bearer token required on HTTP and gRPC (None: no authentication; see ``auth.py``).
+    auth_token: str | None = field(default=None, repr=False)
+    #: Allow binding a non-loopback host without a token.
+    insecure_no_auth: bool = False
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ServerOptions:
@@ -71,6 +84,8 @@ class ServerOptions:
             log_level=ns.log_level,
             parent_pid=ns.parent_pid,
             control_fd=getattr(ns, "control_fd", None),
+            auth_token=getattr(ns, "auth_token", None) or os.environ.get(AUTH_TOKEN_ENV) or None,
+            insecure_no_auth=bool(getattr(ns, "insecure_no_auth", False)),
         )
 
 
@@ -157,14 +172,20 @@ async def serve_async(
     """
     import uvicorn
 
+    from nbinfer.server.auth import check_exposure
     from nbinfer.server.grpc import create_grpc_server
     from nbinfer.server.rest import RestApp
 
+    check_exposure(
+        options.host, token=options.auth_token, insecure_no_auth=options.insecure_no_auth
+    )
+    if options.insecure_no_auth and not options.auth_token:
+        logger.warning("serving %s WITHOUT authentication (--insecure-no-auth)", options.host)
     stop = stop or asyncio.Event()
     dp = dataplane if dataplane is not None else build_dataplane(options)
     sock = _bind(options.host, options.http_port)
     http_port = sock.getsockname()[1]
-    app = RestApp(dp, max_request_bytes=options.max_request_bytes)
+    app = RestApp(dp, max_request_bytes=options.max_request_bytes, auth_token=options.auth_token)
     config = uvicorn.Config(
         app,
         loop="none",
@@ -191,6 +212,7 @@ async def serve_async(
         dp,
         f"{_url_host(options.host)}:{options.grpc_port}",
         max_message_bytes=options.max_request_bytes,
+        auth_token=options.auth_token,
     )
     await grpc_server.start()
     await http_server.startup(sockets=[sock])

@@ -18,7 +18,7 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -51,6 +51,14 @@ from nbinfer.server.batcher import (
 )
 from nbinfer.server.model import InferContext, Model, TensorDef, coerce_output, to_bytes_array
 from nbinfer.server.repository import READY, UNAVAILABLE, ModelRepository, ModelVersion
+from nbinfer.server.sequence import (
+    SequenceManager,
+    SequenceSlot,
+    is_stateful,
+    parse_sequence,
+    sequence_idle_us,
+)
+from nbinfer.server.shm import SHM_REGION, SharedMemoryManager, shm_reference
 
 __all__ = ["DEFAULT_EXTENSIONS", "DataPlane"]
 
@@ -63,8 +71,16 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "model_configuration",
     "model_repository",
     "parameters",
+    "sequence",
     "statistics",
+    "system_shared_memory",
 )
+
+#: Request parameter asking a stream for Triton's empty final response of decoupled models.
+EMPTY_FINAL = "triton_enable_empty_final_response"
+#: Response parameter marking the last response of a request on a stream.
+FINAL_RESPONSE = "triton_final_response"
+_DONE = object()
 
 
 def _server_version() -> str:
@@ -156,6 +172,10 @@ class DataPlane:
         self._closed = False
         self._policies: dict[ModelVersion, SchedulingPolicy | None] = {}
         self._schedulers: dict[ModelVersion, Scheduler] = {}
+        #: Registered shared-memory regions (system + CUDA extensions).
+        self.shm = SharedMemoryManager()
+        #: Active sequences of stateful models (sequence extension).
+        self.sequences = SequenceManager()
         self._check_scheduling()
 
     # -- health / metadata -------------------------------------------------------------------
@@ -227,6 +247,16 @@ class DataPlane:
         """
         mv = self._resolve(name, version)
         cfg = dict(mv.config)
+        if mv.model is not None:
+            decoupled, stateful, idle_us = self._flags(mv, mv.model)
+            if stateful and not cfg.get("sequence_batching"):
+                cfg["sequence_batching"] = {"max_sequence_idle_microseconds": idle_us}
+            if decoupled:
+                policy_cfg = cfg.get("model_transaction_policy")
+                cfg["model_transaction_policy"] = {
+                    **(policy_cfg if isinstance(policy_cfg, Mapping) else {}),
+                    "decoupled": True,
+                }
         try:
             policy = self._policy_for(mv)
         except NbinferError:
@@ -319,11 +349,21 @@ class DataPlane:
             )
         data = inp.data
         if data is None:
-            raise InvalidInputError(
-                f"input {inp.name!r} of model {name!r} has no data (shared memory is not "
-                "supported by this server)",
-                model=name,
+            what = f"input {inp.name!r} of model {name!r}"
+            ref = shm_reference(inp.parameters, what)
+            if ref is None:
+                raise InvalidInputError(
+                    f"{what} has no data (nor a shared_memory_region)", model=name, tensor=inp.name
+                )
+            region, offset, byte_size = ref
+            data = self.shm.read(
+                region,
+                offset=offset,
+                byte_size=byte_size,
+                datatype=spec.datatype,
+                shape=shape,
                 tensor=inp.name,
+                what=what,
             )
         if not isinstance(data, np.ndarray):
             data = np.asarray(data)
@@ -620,6 +660,7 @@ class DataPlane:
         defs = {d.name: d for d in model.output_defs()}
         produced = self._produced(model, result, wanted)
         class_counts = {ro.name: ro.class_count for ro in request.outputs if ro.class_count > 0}
+        in_shm = {ro.name: ro.parameters for ro in request.outputs if SHM_REGION in ro.parameters}
         outputs: list[InferOutput] = []
         for out_name in wanted or list(produced):
             if out_name not in produced:
@@ -644,8 +685,31 @@ class DataPlane:
                 datatype = "BYTES"
             else:
                 datatype = spec.datatype if spec is not None else _datatype(arr)
-            outputs.append(InferOutput(out_name, datatype, list(arr.shape), arr))
+            if out_name in in_shm:
+                outputs.append(self._output_to_shm(out_name, datatype, arr, in_shm[out_name], what))
+            else:
+                outputs.append(InferOutput(out_name, datatype, list(arr.shape), arr))
         return outputs
+
+    def _output_to_shm(
+        self,
+        name: str,
+        datatype: str,
+        arr: np.ndarray[Any, Any],
+        params: Mapping[str, Any],
+        what: str,
+    ) -> InferOutput:
+        """Write an output into its shared-memory region; the response keeps only metadata."""
+        ref = shm_reference(params, what)
+        assert ref is not None
+        region, offset, byte_size = ref
+        written = self.shm.write(
+            region, offset=offset, byte_size=byte_size, arr=arr, datatype=datatype, what=what
+        )
+        echo: dict[str, Any] = {SHM_REGION: region, "shared_memory_byte_size": written}
+        if offset:
+            echo["shared_memory_offset"] = offset
+        return InferOutput(name, datatype, list(arr.shape), None, echo)
 
     @staticmethod
     def _check_output_shape(
@@ -690,39 +754,104 @@ class DataPlane:
         encoded: np.ndarray[Any, Any] = encode_classification(scores, k, labels)
         return encoded
 
+    def _flags(self, mv: ModelVersion, model: Model) -> tuple[bool, bool, int]:
+        """``(decoupled, stateful, idle_us)`` of a model version (cached on the model)."""
+        flags: tuple[bool, bool, int] | None = model.__dict__.get("_nbinfer_flags")
+        if flags is None:
+            stateful = is_stateful(model, mv.config)
+            decoupled = model.is_decoupled or bool(
+                (mv.config.get("model_transaction_policy") or {}).get("decoupled")
+            )
+            flags = (decoupled, stateful, sequence_idle_us(model, mv.config))
+            model.__dict__["_nbinfer_flags"] = flags
+        return flags
+
+    def is_decoupled(self, name: str, version: str = "") -> bool:
+        """Whether a model gives 0..N responses per request (served only over the stream).
+
+        Raises:
+            ModelNotFoundError: unknown model / version.
+            ModelNotReadyError: the model is not ready.
+        """
+        mv = self._resolve(name, version)
+        assert mv.model is not None
+        return self._flags(mv, mv.model)[0]
+
+    def _context(
+        self, mv: ModelVersion, model: Model, request: InferRequest, wanted: list[str]
+    ) -> InferContext:
+        ctx = InferContext(
+            model_name=model.name,
+            model_version=mv.version,
+            request_id=request.id,
+            parameters=dict(request.parameters),
+            input_parameters={i.name: dict(i.parameters) for i in request.inputs},
+            requested_outputs=list(wanted),
+        )
+        if "sequence_id" in request.parameters:
+            ctx.sequence_id, ctx.sequence_start, ctx.sequence_end = parse_sequence(
+                request.parameters, model.name
+            )
+        return ctx
+
+    async def _enter_sequence(
+        self, mv: ModelVersion, ctx: InferContext, idle_us: int
+    ) -> SequenceSlot:
+        """Claim the request's sequence (in arrival order) and hand its state to the context."""
+        slot = self.sequences.acquire(
+            mv.name, mv.version, ctx.sequence_id, start=ctx.sequence_start, idle_us=idle_us
+        )
+        await slot.lock.acquire()
+        ctx.state = slot.state
+        return slot
+
+    def _leave_sequence(self, slot: SequenceSlot, ctx: InferContext) -> None:
+        slot.lock.release()
+        self.sequences.release(slot, end=ctx.sequence_end)
+
     async def infer(self, request: InferRequest) -> InferResponse:
         """Run one inference request.
 
         Raises:
             ModelNotFoundError: unknown model / version.
             ModelNotReadyError: the model is not ready.
-            InvalidInputError: unknown / missing inputs or outputs, wrong datatype, shape or size.
+            InvalidInputError: unknown / missing inputs or outputs, wrong datatype, shape or size;
+                a decoupled model (use :meth:`infer_stream`); a stateful model without an active
+                sequence; a shared-memory region that is unknown or too small.
             InferenceError: the model raised (its message is included) or returned bad outputs.
         """
         t0 = time.perf_counter_ns()
         mv = self._resolve(request.model_name, request.model_version)
         model = mv.model
         assert model is not None
+        decoupled, stateful, idle_us = self._flags(mv, model)
+        if decoupled:
+            raise InvalidInputError(
+                f"model {model.name!r} is decoupled (it sends 0..N responses per request); "
+                "use the gRPC stream (ModelStreamInfer)",
+                model=model.name,
+            )
         mv.inflight += 1
         try:
             t = _Timings()
+            scheduler: Scheduler | None = None
             try:
                 inputs, batch = self._check_inputs(model, request)
                 wanted = self._requested(model, request)
-                ctx = InferContext(
-                    model_name=model.name,
-                    model_version=mv.version,
-                    request_id=request.id,
-                    parameters=dict(request.parameters),
-                    input_parameters={i.name: dict(i.parameters) for i in request.inputs},
-                    requested_outputs=list(wanted),
-                )
+                ctx = self._context(mv, model, request, wanted)
                 t.input = time.perf_counter_ns() - t0
-                scheduler = self._scheduler_for(mv)
-                if scheduler is None:
-                    result = await self._execute(mv, inputs, ctx, t)
+                if stateful:
+                    slot = await self._enter_sequence(mv, ctx, idle_us)
+                    try:
+                        result = await self._execute(mv, inputs, ctx, t)
+                    finally:
+                        self._leave_sequence(slot, ctx)
                 else:
-                    result = await self._schedule(scheduler, request, inputs, batch, ctx, t)
+                    scheduler = self._scheduler_for(mv)
+                    if scheduler is None:
+                        result = await self._execute(mv, inputs, ctx, t)
+                    else:
+                        result = await self._schedule(scheduler, request, inputs, batch, ctx, t)
                 out_start = time.perf_counter_ns()
                 outputs = self._outputs(model, result, wanted, request, batch)
                 t.output += time.perf_counter_ns() - out_start
@@ -765,6 +894,127 @@ class DataPlane:
             parameters=dict(ctx.response_parameters),
         )
 
+    async def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        """Run one request and yield its responses: one, or 0..N for a decoupled model.
+
+        A decoupled model's ``predict`` is a generator / async generator (or returns a list)
+        of results, each becoming a response as soon as it is produced.
+
+        Raises:
+            The errors of :meth:`infer` (also after some responses were yielded).
+        """
+        mv = self._resolve(request.model_name, request.model_version)
+        model = mv.model
+        assert model is not None
+        decoupled, stateful, idle_us = self._flags(mv, model)
+        if not decoupled:
+            yield await self.infer(request)
+            return
+        t0 = time.perf_counter_ns()
+        mv.inflight += 1
+        t = _Timings()
+        try:
+            inputs, batch = self._check_inputs(model, request)
+            wanted = self._requested(model, request)
+            ctx = self._context(mv, model, request, wanted)
+            t.input = time.perf_counter_ns() - t0
+            slot = await self._enter_sequence(mv, ctx, idle_us) if stateful else None
+            try:
+                async for item in self._iterate(model, inputs, ctx, t):
+                    out_start = time.perf_counter_ns()
+                    outputs = self._outputs(model, item, wanted, request, batch)
+                    t.output += time.perf_counter_ns() - out_start
+                    params = dict(ctx.response_parameters)
+                    yield InferResponse(
+                        model_name=model.name,
+                        outputs=outputs,
+                        model_version=mv.version,
+                        id=request.id,
+                        parameters=params,
+                    )
+            finally:
+                if slot is not None:
+                    self._leave_sequence(slot, ctx)
+        except NbinferError:
+            mv.stats.record_failure(time.perf_counter_ns() - t0)
+            raise
+        except Exception as exc:
+            mv.stats.record_failure(time.perf_counter_ns() - t0)
+            logger.warning("model %r raised", model.name, exc_info=True)
+            raise InferenceError(
+                f"model {model.name!r} failed: {type(exc).__name__}: {exc}",
+                model=model.name,
+                request_id=request.id or None,
+            ) from exc
+        else:
+            mv.stats.record_success(
+                batch_size=batch if model.max_batch_size > 0 else 1,
+                total_ns=time.perf_counter_ns() - t0,
+                queue_ns=t.queue,
+                input_ns=t.input,
+                infer_ns=t.infer,
+                output_ns=t.output,
+            )
+        finally:
+            mv.inflight -= 1
+
+    async def _hook(
+        self, model: Model, hook: str, value: Any, ctx: InferContext, sync_in_thread: bool
+    ) -> Any:
+        fn = getattr(model, hook)
+        args = (value, ctx) if model.hook_wants_context(hook) else (value,)
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args)
+        if sync_in_thread and model.run_in_thread:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor_for(), fn, *args)
+        return fn(*args)
+
+    async def _iterate(
+        self, model: Model, inputs: dict[str, Any], ctx: InferContext, t: _Timings
+    ) -> AsyncIterator[Any]:
+        """The results of a decoupled model's ``predict``, postprocessed one by one."""
+        if model.overrides("preprocess"):
+            start = time.perf_counter_ns()
+            inputs = await self._hook(model, "preprocess", inputs, ctx, True)
+            t.input += time.perf_counter_ns() - start
+        fn = model.predict
+        is_gen = inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+        start = time.perf_counter_ns()
+        # a generator function only builds its generator here: no need for a thread
+        result = await self._hook(model, "predict", inputs, ctx, not is_gen)
+        t.infer += time.perf_counter_ns() - start
+        post = model.overrides("postprocess")
+        items: AsyncIterator[Any] | Iterator[Any]
+        if inspect.isasyncgen(result):
+            items = result
+        elif inspect.isgenerator(result) or isinstance(result, list | tuple):
+            items = iter(result)
+        elif result is None:
+            items = iter(())
+        else:
+            items = iter((result,))
+        loop = asyncio.get_running_loop()
+        while True:
+            start = time.perf_counter_ns()
+            if isinstance(items, AsyncIterator):
+                try:
+                    item = await items.__anext__()
+                except StopAsyncIteration:
+                    break
+            elif inspect.isgenerator(items) and model.run_in_thread:
+                item = await loop.run_in_executor(self._executor_for(), next, items, _DONE)
+                if item is _DONE:
+                    break
+            else:
+                item = next(items, _DONE)
+                if item is _DONE:
+                    break
+            t.infer += time.perf_counter_ns() - start
+            if post:
+                item = await self._hook(model, "postprocess", item, ctx, True)
+            yield item
+
     # -- repository --------------------------------------------------------------------------
     def repository_index(self, *, ready_only: bool = False) -> list[RepositoryModel]:
         """Every model version with its state (READY / UNAVAILABLE / LOADING / UNLOADING)."""
@@ -784,6 +1034,7 @@ class DataPlane:
             InvalidInputError: bad overrides, or the model failed to load (reason included).
         """
         await self.repository.load(name, config=config, files=files)
+        self.sequences.drop_model(name)
         problem = self._check_scheduling(name)
         if problem:
             raise InvalidInputError(f"failed to load model {name!r}: {problem}", model=name)
@@ -797,6 +1048,7 @@ class DataPlane:
             InvalidInputError: the model has no name or invalid declarations.
         """
         await self.repository.add_async(model)
+        self.sequences.drop_model(model.name)
         self._check_scheduling()
 
     async def unload_model(self, name: str) -> None:
@@ -807,6 +1059,7 @@ class DataPlane:
         """
         await self.repository.unload(name)
         self._purge_schedulers()
+        self.sequences.drop_model(name)
 
     def statistics(self, name: str = "", version: str = "") -> dict[str, Any]:
         """Triton-schema statistics ``{"model_stats": [...]}`` (all ready models when no name).
@@ -821,6 +1074,55 @@ class DataPlane:
         else:
             rows = [v for v in self.repository.versions(name) if v.state == READY]
         return {"model_stats": [v.stats.to_json(v.name, v.version) for v in rows]}
+
+    # -- shared memory -----------------------------------------------------------------------
+    def shm_status(self, kind: str, name: str = "") -> list[dict[str, Any]]:
+        """Registered ``"system"`` / ``"cuda"`` shared-memory regions (all, or ``name``).
+
+        Raises:
+            InvalidInputError: ``name`` is not registered.
+        """
+        return self.shm.status(name) if kind == "system" else self.shm.cuda_status(name)
+
+    def shm_register(self, kind: str, name: str, body: Mapping[str, Any]) -> None:
+        """Register a region: system ``{key, offset, byte_size}``; CUDA ``{raw_handle, ...}``.
+
+        Raises:
+            InvalidInputError: malformed body, unknown key, window out of bounds, name taken;
+                CUDA without a CUDA device.
+        """
+
+        def number(field: str, default: int | None = None) -> int:
+            value = body.get(field, default)
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise InvalidInputError(
+                    f"shared memory region {name!r}: {field!r} must be an integer, got {value!r}"
+                )
+            try:
+                return int(value)
+            except ValueError as exc:
+                raise InvalidInputError(
+                    f"shared memory region {name!r}: {field!r} must be an integer, got {value!r}"
+                ) from exc
+
+        if kind == "system":
+            key = body.get("key")
+            if not isinstance(key, str) or not key:
+                raise InvalidInputError(
+                    f"shared memory region {name!r}: 'key' must be a non-empty string"
+                )
+            self.shm.register(name, key, offset=number("offset", 0), byte_size=number("byte_size"))
+            return
+        raw = body.get("raw_handle")
+        handle = raw if isinstance(raw, bytes) else b""
+        self.shm.cuda_register(name, handle, number("device_id", 0), number("byte_size", 0))
+
+    def shm_unregister(self, kind: str, name: str = "") -> None:
+        """Unregister a region (all regions of that kind when ``name`` is empty)."""
+        if kind == "system":
+            self.shm.unregister(name)
+        else:
+            self.shm.cuda_unregister(name)
 
     # -- KServe v1 ---------------------------------------------------------------------------
     async def v1_model(self, name: str) -> dict[str, Any]:
@@ -925,6 +1227,8 @@ class DataPlane:
         if self._closed:
             return
         self._closed = True
+        await self.sequences.close()
+        self.shm.close()
         loop = asyncio.get_running_loop()
         schedulers = list(self._schedulers.values())
         self._schedulers.clear()

@@ -6,6 +6,7 @@ errors mapped with :func:`nbinfer.errors.grpc_code_of` onto ``context.abort``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -15,6 +16,9 @@ import grpc
 from nbinfer.errors import NbinferError, grpc_code_of
 from nbinfer.protocol import grpc as gcodec
 from nbinfer.protocol.grpc import SERVICE_NAME, pb
+from nbinfer.protocol.types import InferResponse
+from nbinfer.server.auth import PUBLIC_GRPC_METHODS, authorized
+from nbinfer.server.dataplane import EMPTY_FINAL, FINAL_RESPONSE
 
 __all__ = ["GrpcFrontend", "create_grpc_server"]
 
@@ -32,10 +36,22 @@ async def _abort(context: Any, exc: BaseException) -> None:
     await context.abort(grpc.StatusCode[code], message)
 
 
-def _guard(fn: _Handler) -> _Handler:
-    """Map nbinfer errors (and anything unexpected) onto gRPC status codes."""
+_UNAUTHENTICATED = "unauthorized: send the metadata 'authorization: Bearer <token>'"
+
+
+def _authorized(context: Any, token: str) -> bool:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return authorized(value, token)
+    return False
+
+
+def _guard(fn: _Handler, token: str | None = None) -> _Handler:
+    """Map nbinfer errors (and anything unexpected) onto gRPC status codes; check the token."""
 
     async def handler(request: Any, context: Any) -> Any:
+        if token is not None and not _authorized(context, token):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
         try:
             return await fn(request, context)
         except grpc.aio.AbortError:
@@ -52,10 +68,13 @@ class GrpcFrontend:
 
     Args:
         dataplane: The transport-neutral server core.
+        auth_token: When set, every call but ServerLive needs the metadata
+            ``authorization: Bearer <token>`` (UNAUTHENTICATED otherwise).
     """
 
-    def __init__(self, dataplane: Any) -> None:
+    def __init__(self, dataplane: Any, *, auth_token: str | None = None) -> None:
         self.dp = dataplane
+        self.auth_token = auth_token or None
 
     # -- health / metadata -----------------------------------------------------------------
 
@@ -102,17 +121,52 @@ class GrpcFrontend:
     async def model_stream_infer(
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
-        """ModelStreamInfer: each request gets a response or an ``error_message``, in order."""
+        """ModelStreamInfer: requests in order, each answered inline (responses or an error).
+
+        Each request gets its response(s) or an ``error_message`` (with the request id), and
+        the stream goes on.
+
+        A decoupled model answers 0..N responses per request; when the request sets
+        ``triton_enable_empty_final_response``, responses carry ``triton_final_response``
+        and a decoupled model's last one is an empty response with it set to true.
+        """
+        if self.auth_token is not None and not _authorized(context, self.auth_token):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
         async for message in request_iterator:
+            ids = pb.ModelInferResponse(
+                id=message.id, model_name=message.model_name, model_version=message.model_version
+            )
             try:
-                response = await self.dp.infer(gcodec.request_from_proto(message))
-                yield pb.ModelStreamInferResponse(infer_response=gcodec.response_to_proto(response))
+                request = gcodec.request_from_proto(message)
+                request.model_name = message.model_name
+                request.model_version = message.model_version
+                flag = request.parameters.get(EMPTY_FINAL)
+                final = flag is True or str(flag).lower() == "true"
+                decoupled = final and self.dp.is_decoupled(
+                    request.model_name, request.model_version
+                )
+                async for response in self.dp.infer_stream(request):
+                    if final:
+                        response.parameters[FINAL_RESPONSE] = not decoupled
+                    yield pb.ModelStreamInferResponse(
+                        infer_response=gcodec.response_to_proto(response)
+                    )
+                if decoupled:
+                    last = InferResponse(
+                        model_name=request.model_name,
+                        outputs=[],
+                        model_version=message.model_version,
+                        id=request.id,
+                        parameters={FINAL_RESPONSE: True},
+                    )
+                    yield pb.ModelStreamInferResponse(infer_response=gcodec.response_to_proto(last))
             except NbinferError as exc:
-                yield pb.ModelStreamInferResponse(error_message=exc.message)
+                yield pb.ModelStreamInferResponse(error_message=exc.message, infer_response=ids)
             except Exception as exc:
                 logger.exception("unhandled error in ModelStreamInfer")
                 yield pb.ModelStreamInferResponse(
-                    error_message=f"internal server error: {type(exc).__name__}: {exc}"
+                    error_message=f"internal server error: {type(exc).__name__}: {exc}",
+                    infer_response=ids,
                 )
 
     # -- repository ------------------------------------------------------------------------
@@ -133,15 +187,56 @@ class GrpcFrontend:
         await self.dp.unload_model(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 
-    # -- not implemented / trivial -----------------------------------------------------------
+    # -- shared memory -----------------------------------------------------------------------
 
     async def system_shared_memory_status(self, request: Any, context: Any) -> Any:
-        """SystemSharedMemoryStatus: no regions are ever registered."""
-        return pb.SystemSharedMemoryStatusResponse()
+        """SystemSharedMemoryStatus."""
+        reply = pb.SystemSharedMemoryStatusResponse()
+        for row in self.dp.shm_status("system", request.name):
+            region = reply.regions[row["name"]]
+            region.name = row["name"]
+            region.key = row["key"]
+            region.offset = row["offset"]
+            region.byte_size = row["byte_size"]
+        return reply
+
+    async def system_shared_memory_register(self, request: Any, context: Any) -> Any:
+        """SystemSharedMemoryRegister."""
+        body = {"key": request.key, "offset": request.offset, "byte_size": request.byte_size}
+        await asyncio.to_thread(self.dp.shm_register, "system", request.name, body)
+        return pb.SystemSharedMemoryRegisterResponse()
+
+    async def system_shared_memory_unregister(self, request: Any, context: Any) -> Any:
+        """SystemSharedMemoryUnregister (empty name: every region)."""
+        self.dp.shm_unregister("system", request.name)
+        return pb.SystemSharedMemoryUnregisterResponse()
 
     async def cuda_shared_memory_status(self, request: Any, context: Any) -> Any:
-        """CudaSharedMemoryStatus: no regions are ever registered."""
-        return pb.CudaSharedMemoryStatusResponse()
+        """CudaSharedMemoryStatus."""
+        reply = pb.CudaSharedMemoryStatusResponse()
+        for row in self.dp.shm_status("cuda", request.name):
+            region = reply.regions[row["name"]]
+            region.name = row["name"]
+            region.device_id = row["device_id"]
+            region.byte_size = row["byte_size"]
+        return reply
+
+    async def cuda_shared_memory_register(self, request: Any, context: Any) -> Any:
+        """CudaSharedMemoryRegister (refused without a CUDA device)."""
+        body = {
+            "raw_handle": bytes(request.raw_handle),
+            "device_id": request.device_id,
+            "byte_size": request.byte_size,
+        }
+        self.dp.shm_register("cuda", request.name, body)
+        return pb.CudaSharedMemoryRegisterResponse()
+
+    async def cuda_shared_memory_unregister(self, request: Any, context: Any) -> Any:
+        """CudaSharedMemoryUnregister."""
+        self.dp.shm_unregister("cuda", request.name)
+        return pb.CudaSharedMemoryUnregisterResponse()
+
+    # -- trivial -----------------------------------------------------------------------------
 
     async def trace_setting(self, request: Any, context: Any) -> Any:
         """TraceSetting: tracing is not supported; answers empty settings."""
@@ -150,16 +245,6 @@ class GrpcFrontend:
     async def log_settings(self, request: Any, context: Any) -> Any:
         """LogSettings: answers empty settings."""
         return pb.LogSettingsResponse()
-
-    def _unimplemented(self, rpc: str) -> _Handler:
-        async def handler(request: Any, context: Any) -> Any:
-            await context.abort(
-                grpc.StatusCode.UNIMPLEMENTED,
-                f"{rpc} is not implemented by nbinfer's server (shared memory is not supported; "
-                "send tensors in the request)",
-            )
-
-        return handler
 
     def handler(self) -> Any:
         """Return the ``grpc.GenericRpcHandler`` serving ``inference.GRPCInferenceService``."""
@@ -212,17 +297,19 @@ class GrpcFrontend:
             "TraceSetting": (self.trace_setting, "TraceSettingRequest", "TraceSettingResponse"),
             "LogSettings": (self.log_settings, "LogSettingsRequest", "LogSettingsResponse"),
         }
-        for rpc in (
-            "SystemSharedMemoryRegister",
-            "SystemSharedMemoryUnregister",
-            "CudaSharedMemoryRegister",
-            "CudaSharedMemoryUnregister",
-        ):
-            unary[rpc] = (self._unimplemented(rpc), f"{rpc}Request", f"{rpc}Response")
+        shm_rpcs: tuple[tuple[str, _Handler], ...] = (
+            ("SystemSharedMemoryRegister", self.system_shared_memory_register),
+            ("SystemSharedMemoryUnregister", self.system_shared_memory_unregister),
+            ("CudaSharedMemoryRegister", self.cuda_shared_memory_register),
+            ("CudaSharedMemoryUnregister", self.cuda_shared_memory_unregister),
+        )
+        for rpc, fn in shm_rpcs:
+            unary[rpc] = (fn, f"{rpc}Request", f"{rpc}Response")
         methods: dict[str, Any] = {}
         for rpc, (fn, req_name, resp_name) in unary.items():
+            token = None if rpc in PUBLIC_GRPC_METHODS else self.auth_token
             methods[rpc] = grpc.unary_unary_rpc_method_handler(
-                _guard(fn),
+                _guard(fn, token),
                 request_deserializer=getattr(pb, req_name).FromString,
                 response_serializer=getattr(pb, resp_name).SerializeToString,
             )
@@ -235,7 +322,7 @@ class GrpcFrontend:
 
 
 async def create_grpc_server(
-    dataplane: Any, address: str, *, max_message_bytes: int
+    dataplane: Any, address: str, *, max_message_bytes: int, auth_token: str | None = None
 ) -> tuple[Any, int]:
     """Create (not start) a grpc.aio server for ``dataplane`` bound to ``address``.
 
@@ -243,6 +330,7 @@ async def create_grpc_server(
         dataplane: The transport-neutral server core.
         address: ``host:port``; port 0 picks a free port.
         max_message_bytes: Largest message received or sent.
+        auth_token: Require ``authorization: Bearer <token>`` metadata (see ``auth.py``).
 
     Returns:
         ``(server, bound_port)``.
@@ -253,7 +341,8 @@ async def create_grpc_server(
         ("grpc.so_reuseport", 0),
     ]
     server = grpc.aio.server(options=options)
-    server.add_generic_rpc_handlers((GrpcFrontend(dataplane).handler(),))
+    frontend = GrpcFrontend(dataplane, auth_token=auth_token)
+    server.add_generic_rpc_handlers((frontend.handler(),))
     port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"could not bind gRPC to {address}")

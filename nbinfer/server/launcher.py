@@ -95,6 +95,11 @@ class LocalServer:
         extra_args: Extra command-line arguments for ``python -m nbinfer.server``.
         control: Open the private control channel that :meth:`add_model` uses to ship
             notebook-defined models to the server (a socket pair, never the network).
+        auth_token: Require ``Authorization: Bearer <token>`` (HTTP) / ``authorization``
+            metadata (gRPC) on every call but liveness; passed to the child through its
+            environment, never its command line.
+        insecure_no_auth: Allow a non-loopback ``host`` without a token. Without it,
+            ``start()`` refuses such a host with :class:`~nbinfer.errors.ServerStartError`.
 
     Example::
 
@@ -120,6 +125,8 @@ class LocalServer:
         log_level: str = "info",
         extra_args: Sequence[str] = (),
         control: bool = False,
+        auth_token: str | None = None,
+        insecure_no_auth: bool = False,
     ) -> None:
         self.model_repository = None if model_repository is None else os.fspath(model_repository)
         self.demo = demo
@@ -133,6 +140,8 @@ class LocalServer:
         self.log_level = log_level
         self.extra_args = list(extra_args)
         self.control = control
+        self.auth_token = auth_token or None
+        self.insecure_no_auth = insecure_no_auth
         self._control: socket.socket | None = None
         self._control_lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -215,6 +224,8 @@ class LocalServer:
             cmd += ["--model-repository", self.model_repository]
         if self.demo:
             cmd.append("--demo")
+        if self.insecure_no_auth:
+            cmd.append("--insecure-no-auth")
         # PR_SET_PDEATHSIG fires when the spawning *thread* exits: only ask for it when spawned
         # from the main thread (the getppid watchdog covers the other cases).
         if threading.current_thread() is threading.main_thread():
@@ -237,12 +248,22 @@ class LocalServer:
                 return self
             if self._proc is not None:
                 self.stop()
+            from nbinfer.server.auth import check_exposure
+
+            token = self.auth_token or self.env.get("NBINFER_AUTH_TOKEN")
+            check_exposure(self.host, token=token, insecure_no_auth=self.insecure_no_auth)
             self._ready.clear()
             with self._lines_lock:
                 self._lines.clear()
             env = dict(os.environ)
             env.update(self.env)
             env.setdefault("PYTHONUNBUFFERED", "1")
+            if self.auth_token is not None:
+                env["NBINFER_AUTH_TOKEN"] = self.auth_token
+            elif "NBINFER_AUTH_TOKEN" not in self.env:
+                # an inherited variable would silently protect a server the caller did not ask
+                # to protect (and whose token its clients do not know)
+                env.pop("NBINFER_AUTH_TOKEN", None)
             t0 = time.perf_counter()
             cmd = self.command()
             child_end: socket.socket | None = None

@@ -193,6 +193,12 @@ class InferContext:
         input_parameters: Per-input parameters, by input name.
         requested_outputs: The output names the client asked for (all when it asked for none).
         response_parameters: Parameters the model wants to return in the response.
+        sequence_id: The request's ``sequence_id`` (None when it has none; stateful models
+            always get one).
+        sequence_start: The request starts its sequence.
+        sequence_end: The request ends its sequence (its state is dropped afterwards).
+        state: Stateful models: a dict kept across the requests of one sequence (fresh at
+            ``sequence_start``); other models get an empty dict per request.
     """
 
     model_name: str = ""
@@ -202,6 +208,10 @@ class InferContext:
     input_parameters: dict[str, Parameters] = field(default_factory=dict)
     requested_outputs: list[str] = field(default_factory=list)
     response_parameters: Parameters = field(default_factory=dict)
+    sequence_id: int | str | None = None
+    sequence_start: bool = False
+    sequence_end: bool = False
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 def _cuda_driver_present() -> bool:
@@ -295,6 +305,14 @@ class Model:
     #: At most this many requests run the hooks at once (None: no limit); a config's
     #: ``instance_group`` count sets it, like Triton's model instances.
     max_concurrency: int | None = None
+    #: Keep per-sequence state (sequence extension): requests need a ``sequence_id`` and the
+    #: hooks get ``context.state`` carried across a sequence's calls (see ``sequence.py``).
+    stateful: bool = False
+    #: Stateful models: drop a sequence idle for longer than this (None: 60 s).
+    max_sequence_idle_microseconds: int | None = None
+    #: Decoupled: ``predict`` returns / yields 0..N responses per request (only over the gRPC
+    #: stream). A ``predict`` written as a generator is decoupled without saying so.
+    decoupled: bool = False
     _ready: bool = False
 
     def __init__(
@@ -372,6 +390,18 @@ class Model:
     @ready.setter
     def ready(self, value: bool) -> None:
         self._ready = bool(value)
+
+    @property
+    def is_decoupled(self) -> bool:
+        """Whether the model gives 0..N responses per request (``decoupled`` or a generator)."""
+        if self.decoupled:
+            return True
+        for fn in (getattr(self, "predict", None), self.__dict__.get("fn")):
+            if fn is not None and (
+                inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+            ):
+                return True
+        return False
 
     @property
     def implements_explain(self) -> bool:

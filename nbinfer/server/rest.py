@@ -8,6 +8,7 @@ is ever unpickled.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import logging
@@ -26,6 +27,7 @@ from nbinfer.errors import (
 )
 from nbinfer.protocol import rest as codec
 from nbinfer.protocol.types import InferRequest
+from nbinfer.server.auth import PUBLIC_HTTP_PATHS, authorized
 
 __all__ = ["RestApp"]
 
@@ -103,6 +105,30 @@ def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best 
             return ("load", _POST, m, "")
         case ["", "v2", "repository", "models", m, "unload"]:
             return ("unload", _POST, m, "")
+        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "status"]:
+            return ("shm_status", _GET, "", kind[:-12])
+        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "region", r, "status"]:
+            return ("shm_status", _GET, r, kind[:-12])
+        case [
+            "",
+            "v2",
+            ("systemsharedmemory" | "cudasharedmemory") as kind,
+            "region",
+            r,
+            "register",
+        ]:
+            return ("shm_register", _POST, r, kind[:-12])
+        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "unregister"]:
+            return ("shm_unregister", _POST, "", kind[:-12])
+        case [
+            "",
+            "v2",
+            ("systemsharedmemory" | "cudasharedmemory") as kind,
+            "region",
+            r,
+            "unregister",
+        ]:
+            return ("shm_unregister", _POST, r, kind[:-12])
         case ["", "v1", "models", m]:
             name, sep, verb = m.rpartition(":")
             if not sep:
@@ -189,11 +215,16 @@ class RestApp:
     Args:
         dataplane: The transport-neutral server core.
         max_request_bytes: Larger request bodies are rejected with 413.
+        auth_token: When set, every request but liveness needs ``Authorization: Bearer <token>``
+            (401 otherwise).
     """
 
-    def __init__(self, dataplane: Any, *, max_request_bytes: int) -> None:
+    def __init__(
+        self, dataplane: Any, *, max_request_bytes: int, auth_token: str | None = None
+    ) -> None:
         self.dp = dataplane
         self.max_request_bytes = max_request_bytes
+        self.auth_token = auth_token or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one ASGI connection scope."""
@@ -207,6 +238,14 @@ class RestApp:
         body: Any
         extra: list[tuple[bytes, bytes]]
         accept = b""
+        token = self.auth_token
+        if (
+            token is not None
+            and scope["path"] not in PUBLIC_HTTP_PATHS
+            and not authorized(dict(scope["headers"]).get(b"authorization"), token)
+        ):
+            await self._unauthorized(send)
+            return
         try:
             route = _route(scope["path"])
             if route is None:
@@ -250,6 +289,17 @@ class RestApp:
                 out_headers.append((b"content-encoding", enc))
         out_headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": out_headers})
+        await send({"type": "http.response.body", "body": body})
+
+    @staticmethod
+    async def _unauthorized(send: Send) -> None:
+        body = _error_body("unauthorized: send the header 'Authorization: Bearer <token>'")
+        headers = [
+            (b"content-type", _JSON),
+            (b"www-authenticate", b'Bearer realm="nbinfer"'),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
     @staticmethod
@@ -308,10 +358,9 @@ class RestApp:
         dp = self.dp
         if name == "infer":
             return await self._infer(model, version, body, headers)
-        if name == "live":
-            return (200 if dp.live() else 503), _JSON, b"", _EMPTY
-        if name == "ready":
-            return (200 if dp.ready() else 503), _JSON, b"", _EMPTY
+        if name in ("live", "ready"):
+            up = dp.live() if name == "live" else dp.ready()
+            return (200 if up else 503), _JSON, b"", _EMPTY
         if name == "model_ready":
             return (200 if dp.model_ready(model, version) else 503), _JSON, b"", _EMPTY
         if name == "server_metadata":
@@ -335,6 +384,8 @@ class RestApp:
             _json_body(body)
             await dp.unload_model(model)
             return 200, _JSON, b"", _EMPTY
+        if name.startswith("shm_"):
+            return await self._shm(name, version, model, body)
         if name == "v1_model":
             return _json_response(await dp.v1_model(model))
         if name == "v1_predict":
@@ -342,6 +393,17 @@ class RestApp:
         if name == "v1_explain":
             return _json_response(await dp.v1_explain(model, _json_body(body)))
         raise ModelNotFoundError(f"no handler for {name}")  # pragma: no cover
+
+    async def _shm(self, name: str, kind: str, region: str, body: bytes) -> _Reply:
+        """Shared-memory status / register / unregister (``kind``: system or cuda)."""
+        dp = self.dp
+        if name == "shm_status":
+            return _json_response(dp.shm_status(kind, region))
+        if name == "shm_register":
+            await asyncio.to_thread(dp.shm_register, kind, region, _shm_body(_json_body(body)))
+        else:
+            dp.shm_unregister(kind, region)
+        return 200, _JSON, b"", _EMPTY
 
     async def _infer(
         self, model: str, version: str, body: bytes, headers: dict[bytes, bytes]
@@ -395,6 +457,19 @@ class RestApp:
         return codec.decode_request(
             body, 0, raw_input_spec=(inp.name, inp.datatype, list(inp.shape))
         )
+
+
+def _shm_body(req: Any) -> dict[str, Any]:
+    """A shared-memory register body; a CUDA ``raw_handle: {b64}`` becomes bytes."""
+    if not isinstance(req, dict):
+        raise InvalidInputError("shared memory register body must be a JSON object")
+    handle = req.get("raw_handle")
+    if isinstance(handle, dict):
+        try:
+            req = {**req, "raw_handle": base64.b64decode(str(handle.get("b64", "")))}
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidInputError(f"raw_handle.b64 is not base64: {exc}") from exc
+    return dict(req)
 
 
 def _load_parameters(req: Any) -> tuple[str | None, dict[str, bytes] | None]:

@@ -150,7 +150,9 @@ def test_server_metadata_lists_exactly_the_implemented_extensions(dp: DataPlane)
         "model_configuration",
         "model_repository",
         "parameters",
+        "sequence",
         "statistics",
+        "system_shared_memory",
     ]
 
 
@@ -177,7 +179,9 @@ def test_model_metadata_of_demo_models(dp: DataPlane) -> None:
     batched = dp.model_spec("batched")
     assert batched.inputs[0].shape == [-1, 3]
     assert batched.parameters["max_batch_size"] == 4
-    with pytest.raises(ModelNotFoundError, match="unknown model 'nope'; known models: add_sub"):
+    with pytest.raises(
+        ModelNotFoundError, match="unknown model 'nope'; known models: accumulate, add_sub"
+    ):
         dp.model_metadata("nope")
 
 

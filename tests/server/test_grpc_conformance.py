@@ -53,7 +53,7 @@ def test_server_metadata_lists_extensions(client: Any) -> None:
     assert meta["name"] == "nbinfer"
     ext = set(meta["extensions"])
     assert {"binary_tensor_data", "classification", "model_repository", "statistics"} <= ext
-    assert "system_shared_memory" not in ext
+    assert "system_shared_memory" in ext
 
 
 def test_model_metadata_and_config(client: Any) -> None:
@@ -264,10 +264,11 @@ def test_statistics_match_the_requests_made(client: Any) -> None:
     assert after[1] - before[1] == 4
 
 
-def test_unimplemented_shared_memory_rpcs_say_so(client: Any) -> None:
+def test_shared_memory_register_of_a_missing_key_is_invalid_argument(client: Any) -> None:
     with pytest.raises(InferenceServerException) as info:
-        client.register_system_shared_memory("r", "/key", 16)
-    assert "UNIMPLEMENTED" in str(info.value.status()) or "not implemented" in str(info.value)
+        client.register_system_shared_memory("r", "/nbinfer_no_such_key", 16)
+    assert "INVALID_ARGUMENT" in str(info.value.status())
+    assert "nbinfer_no_such_key" in str(info.value)
     # Status calls answer "no regions".
     client.get_system_shared_memory_status()
 

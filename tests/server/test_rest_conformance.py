@@ -84,8 +84,8 @@ def test_server_metadata_lists_the_extensions_it_implements(client: Any) -> None
         "statistics",
     ):
         assert name in ext
-    # Not implemented, so not advertised.
-    assert "system_shared_memory" not in ext
+    assert "system_shared_memory" in ext
+    # Not implemented (CUDA IPC handles are not mapped), so not advertised.
     assert "cuda_shared_memory" not in ext
 
 

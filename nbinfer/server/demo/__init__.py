@@ -1,7 +1,10 @@
-"""Demo models shipped with the embedded server (no downloads): add_sub, echo, iris, digits."""
+"""Demo models shipped with the embedded server (no downloads).
+
+add_sub, echo, iris, digits, accumulate (stateful) and repeat (decoupled).
+"""
 
 from __future__ import annotations
 
-from nbinfer.server.demo.models import AddSub, Digits, Echo, Iris, demo_models
+from nbinfer.server.demo.models import Accumulate, AddSub, Digits, Echo, Iris, Repeat, demo_models
 
-__all__ = ["AddSub", "Digits", "Echo", "Iris", "demo_models"]
+__all__ = ["Accumulate", "AddSub", "Digits", "Echo", "Iris", "Repeat", "demo_models"]

@@ -7,11 +7,18 @@
   setosa / versicolor / virginica.
 * ``digits``: FP32 ``input`` ``[-1, 8, 8]`` in 0..1 -> ``probabilities`` ``[-1, 10]``, labelled
   "0".."9".
+* ``accumulate`` (stateful, sequence extension): INT32 ``INPUT`` ``[-1]`` -> INT32 ``OUTPUT``
+  ``[1]``, the running sum of every value sent so far in the sequence.
+* ``repeat`` (decoupled, gRPC stream only): INT32 ``INPUT`` ``[-1]`` and ``COUNT`` ``[1]`` ->
+  ``COUNT`` responses, the i-th with ``OUTPUT`` = ``INPUT`` and ``INDEX`` = ``[i]``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from nbinfer.server.demo.nets import (
     DIGITS_LABELS,
@@ -22,7 +29,7 @@ from nbinfer.server.demo.nets import (
 )
 from nbinfer.server.model import InferContext, Model, TensorDef
 
-__all__ = ["AddSub", "Digits", "Echo", "Iris", "demo_models"]
+__all__ = ["Accumulate", "AddSub", "Digits", "Echo", "Iris", "Repeat", "demo_models"]
 
 
 class AddSub(Model):
@@ -99,6 +106,43 @@ class Digits(Model):
         return digits_predict(self._weights, inputs["input"])
 
 
+class Accumulate(Model):
+    """Stateful: the running sum of the INT32 values of a sequence (``sequence_id`` needed)."""
+
+    name = "accumulate"
+    inputs = (TensorDef("INPUT", "INT32", [-1]),)
+    outputs = (TensorDef("OUTPUT", "INT32", [1]),)
+    device = "cpu"
+    run_in_thread = False
+    stateful = True
+
+    def predict(self, inputs: dict[str, Any], context: InferContext) -> dict[str, Any]:
+        """Add the input's values to the sequence's total and return the total."""
+        total = int(context.state.get("total", 0)) + int(inputs["INPUT"].sum(dtype=np.int64))
+        context.state["total"] = total
+        return {"OUTPUT": np.array([total], dtype=np.int32)}
+
+
+class Repeat(Model):
+    """Decoupled: ``COUNT`` responses per request, each echoing ``INPUT`` with its ``INDEX``."""
+
+    name = "repeat"
+    inputs = (TensorDef("INPUT", "INT32", [-1]), TensorDef("COUNT", "INT32", [1]))
+    outputs = (TensorDef("OUTPUT", "INT32", [-1]), TensorDef("INDEX", "INT32", [1]))
+    device = "cpu"
+    run_in_thread = False
+    #: Largest COUNT accepted (a guard against runaway streams).
+    max_count = 1000
+
+    def predict(self, inputs: dict[str, Any], context: InferContext) -> Iterator[dict[str, Any]]:
+        """Yield ``COUNT`` responses."""
+        count = int(inputs["COUNT"][0])
+        if not 0 <= count <= self.max_count:
+            raise ValueError(f"COUNT must be in 0..{self.max_count}, got {count}")
+        for i in range(count):
+            yield {"OUTPUT": inputs["INPUT"], "INDEX": np.array([i], dtype=np.int32)}
+
+
 def demo_models() -> list[Model]:
-    """Fresh instances of the demo models: add_sub, echo, iris, digits."""
-    return [AddSub(), Echo(), Iris(), Digits()]
+    """Fresh instances of the demo models: add_sub, echo, iris, digits, accumulate, repeat."""
+    return [AddSub(), Echo(), Iris(), Digits(), Accumulate(), Repeat()]

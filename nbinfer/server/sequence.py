@@ -1,0 +1,234 @@
+"""The sequence extension: per-sequence state for stateful models.
+
+A model is stateful when it sets ``stateful = True`` or its config has ``sequence_batching``.
+Requests to it carry the parameters ``sequence_id`` (uint64 or string), ``sequence_start`` and
+``sequence_end``; the model's hooks see them on the :class:`~nbinfer.server.model.InferContext`
+together with ``context.state``, a dict that persists across the calls of one sequence. The state
+is dropped at ``sequence_end`` or once the sequence has been idle for longer than
+``max_sequence_idle_microseconds`` (a model attribute or ``sequence_batching`` setting;
+default 60 s). Requests of one sequence run one at a time, in arrival order.
+
+Example::
+
+    class Accumulate(Model):
+        stateful = True
+        ...
+        def predict(self, inputs, context):
+            context.state["sum"] = context.state.get("sum", 0) + inputs["INPUT"].sum()
+            return {"OUTPUT": np.array([context.state["sum"]])}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbinfer.errors import InvalidInputError
+from nbinfer.protocol.types import Parameters
+
+__all__ = [
+    "DEFAULT_MAX_SEQUENCE_IDLE_US",
+    "SequenceManager",
+    "SequenceSlot",
+    "is_stateful",
+    "parse_sequence",
+    "sequence_idle_us",
+]
+
+logger = logging.getLogger("nbinfer")
+
+#: Default idle time after which an unfinished sequence's state is dropped (60 s).
+DEFAULT_MAX_SEQUENCE_IDLE_US = 60_000_000
+
+_UINT64_MAX = (1 << 64) - 1
+
+
+def is_stateful(model: Any, config: Mapping[str, Any]) -> bool:
+    """Whether a model keeps per-sequence state (``stateful = True`` or ``sequence_batching``)."""
+    return bool(getattr(model, "stateful", False)) or bool(config.get("sequence_batching"))
+
+
+def sequence_idle_us(model: Any, config: Mapping[str, Any]) -> int:
+    """The model's ``max_sequence_idle_microseconds`` (attribute, then config, then default)."""
+    value = getattr(model, "max_sequence_idle_microseconds", None)
+    if value is None:
+        sb = config.get("sequence_batching")
+        if isinstance(sb, Mapping):
+            value = sb.get("max_sequence_idle_microseconds")
+    try:
+        number = int(value) if value is not None else 0
+    except (TypeError, ValueError):
+        number = 0
+    return number if number > 0 else DEFAULT_MAX_SEQUENCE_IDLE_US
+
+
+def _flag(params: Parameters, key: str, model: str) -> bool:
+    value = params.get(key, False)
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    raise InvalidInputError(
+        f"request parameter {key!r} of model {model!r} must be a boolean, got {value!r}",
+        model=model,
+    )
+
+
+def parse_sequence(params: Parameters, model: str) -> tuple[int | str | None, bool, bool]:
+    """``(sequence_id, start, end)`` from request parameters; the id is None when absent / 0.
+
+    Raises:
+        InvalidInputError: a malformed id (not a uint64 or a string) or flag.
+    """
+    raw = params.get("sequence_id")
+    seq_id: int | str | None
+    if raw is None or raw == "" or raw == 0:
+        seq_id = None
+    elif isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise InvalidInputError(
+            f"request parameter 'sequence_id' of model {model!r} must be a uint64 or a string, "
+            f"got {raw!r}",
+            model=model,
+        )
+    elif isinstance(raw, int) and not 0 < raw <= _UINT64_MAX:
+        raise InvalidInputError(
+            f"request parameter 'sequence_id' of model {model!r} must be a uint64, got {raw}",
+            model=model,
+        )
+    else:
+        seq_id = raw
+    return seq_id, _flag(params, "sequence_start", model), _flag(params, "sequence_end", model)
+
+
+@dataclass(eq=False)
+class SequenceSlot:
+    """The live state of one sequence: the model's ``state`` dict and an ordering lock."""
+
+    key: Hashable
+    sequence_id: int | str
+    idle_ns: int
+    state: dict[str, Any] = field(default_factory=dict)
+    last_used: int = field(default_factory=time.monotonic_ns)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ended: bool = False
+
+    def expired(self, now: int) -> bool:
+        """Whether the sequence has been idle (not running) for longer than its timeout."""
+        return not self.lock.locked() and now - self.last_used > self.idle_ns
+
+
+class SequenceManager:
+    """The active sequences of a server, by ``(model, version, sequence_id)``.
+
+    A background task (on the loop that first used a sequence) drops idle sequences; a lookup
+    also treats an expired sequence as unknown, so correctness never waits for the sweep.
+    """
+
+    def __init__(self, *, sweep_interval_s: float = 1.0) -> None:
+        self._slots: dict[Hashable, SequenceSlot] = {}
+        self._sweep_interval = sweep_interval_s
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def acquire(
+        self,
+        model: str,
+        version: str,
+        sequence_id: int | str | None,
+        *,
+        start: bool,
+        idle_us: int,
+    ) -> SequenceSlot:
+        """The slot of a request (a fresh one at ``sequence_start``).
+
+        Raises:
+            InvalidInputError: no ``sequence_id``, or a non-start request for a sequence that is
+                not active.
+        """
+        if sequence_id is None:
+            raise InvalidInputError(
+                f"model {model!r} is stateful: requests need a 'sequence_id' parameter "
+                "(and 'sequence_start': true on the first request of a sequence)",
+                model=model,
+            )
+        self._ensure_sweeper()
+        key = (model, version, sequence_id)
+        now = time.monotonic_ns()
+        slot = self._slots.get(key)
+        if slot is not None and slot.expired(now):
+            self._slots.pop(key, None)
+            slot = None
+        if start:
+            if slot is not None and not slot.lock.locked():
+                logger.info("sequence %r of model %r restarted", sequence_id, model)
+            slot = SequenceSlot(key, sequence_id, idle_us * 1000)
+            self._slots[key] = slot
+        elif slot is None:
+            raise InvalidInputError(
+                f"sequence {sequence_id!r} of model {model!r} is not active: start it with "
+                "'sequence_start': true (it may have ended, or been idle for longer than "
+                f"{idle_us / 1e6:g} s)",
+                model=model,
+            )
+        slot.last_used = now
+        return slot
+
+    def release(self, slot: SequenceSlot, *, end: bool) -> None:
+        """Mark a request of ``slot`` done; ``end`` drops the sequence's state."""
+        slot.last_used = time.monotonic_ns()
+        if end:
+            slot.ended = True
+            if self._slots.get(slot.key) is slot:
+                del self._slots[slot.key]
+
+    def drop_model(self, model: str) -> None:
+        """Forget every sequence of ``model`` (it was unloaded)."""
+        for key in [k for k in self._slots if isinstance(k, tuple) and k[0] == model]:
+            del self._slots[key]
+
+    def sweep(self) -> int:
+        """Drop idle sequences now; returns how many were dropped."""
+        now = time.monotonic_ns()
+        gone = [k for k, s in self._slots.items() if s.expired(now)]
+        for key in gone:
+            slot = self._slots.pop(key)
+            logger.info(
+                "sequence %r of model %r dropped after %.3g s idle",
+                slot.sequence_id,
+                key[0] if isinstance(key, tuple) else key,
+                (now - slot.last_used) / 1e9,
+            )
+        return len(gone)
+
+    def _ensure_sweeper(self) -> None:
+        loop = asyncio.get_running_loop()
+        task = self._sweeper
+        if task is not None and not task.done() and task.get_loop() is loop:
+            return
+        self._sweeper = loop.create_task(self._sweep_forever())
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._sweep_interval)
+            self.sweep()
+
+    async def close(self) -> None:
+        """Stop the sweeper and drop every sequence. Idempotent."""
+        task, self._sweeper = self._sweeper, None
+        if task is not None and not task.done():
+            task.cancel()
+            if task.get_loop() is asyncio.get_running_loop():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._slots.clear()

@@ -1,0 +1,336 @@
+"""Shared-memory extensions of the embedded server: system (POSIX) and CUDA regions.
+
+A client registers a region it created (``name`` -> POSIX shm ``key``, ``offset``,
+``byte_size``); inputs whose parameters name that region (``shared_memory_region``,
+``shared_memory_byte_size``, ``shared_memory_offset``) are read from it as zero-copy views, and
+requested outputs with those parameters are written into it instead of travelling in the
+response. The server maps ``/dev/shm/<key>`` itself (``shm_open`` + ``mmap``), never through
+``multiprocessing.shared_memory`` whose resource tracker would unlink the client's segment.
+
+Example::
+
+    shm = SharedMemoryManager()
+    shm.register("in", "/my_key", offset=0, byte_size=128)
+    arr = shm.read("in", offset=0, byte_size=64, datatype="FP32", shape=[16], tensor="INPUT0")
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import mmap
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nbinfer.errors import InvalidInputError
+from nbinfer.protocol.tensors import tensor_from_bytes, tensor_to_bytes
+
+__all__ = [
+    "SHM_BYTE_SIZE",
+    "SHM_OFFSET",
+    "SHM_REGION",
+    "SharedMemoryManager",
+    "shm_reference",
+]
+
+logger = logging.getLogger("nbinfer")
+
+SHM_REGION = "shared_memory_region"
+SHM_BYTE_SIZE = "shared_memory_byte_size"
+SHM_OFFSET = "shared_memory_offset"
+
+_CUDA_MISSING = "CUDA shared memory needs a CUDA device; none is available on this server"
+
+
+def _int_param(params: Mapping[str, Any], key: str, what: str, default: int | None) -> int:
+    value = params.get(key)
+    if value is None:
+        if default is None:
+            raise InvalidInputError(f"{what}: parameter {key!r} is required with {SHM_REGION}")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidInputError(f"{what}: parameter {key!r} must be an integer, got {value!r}")
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"{what}: parameter {key!r} must be an integer, got {value!r}"
+        ) from exc
+    if number < 0 or number != float(value):
+        raise InvalidInputError(f"{what}: parameter {key!r} must be >= 0, got {value!r}")
+    return number
+
+
+def shm_reference(params: Mapping[str, Any], what: str) -> tuple[str, int, int] | None:
+    """``(region, offset, byte_size)`` named by a tensor's parameters, or None (no shm).
+
+    Raises:
+        InvalidInputError: the parameters are malformed (names the tensor and the parameter).
+    """
+    region = params.get(SHM_REGION)
+    if region is None:
+        return None
+    if not isinstance(region, str) or not region:
+        raise InvalidInputError(f"{what}: {SHM_REGION} must be a non-empty string, got {region!r}")
+    byte_size = _int_param(params, SHM_BYTE_SIZE, what, None)
+    offset = _int_param(params, SHM_OFFSET, what, 0)
+    return region, offset, byte_size
+
+
+def _posix_name(key: str) -> str:
+    """The POSIX shm object name for ``key`` (``"/abc"`` or ``"abc"`` -> ``"/abc"``)."""
+    bare = key[1:] if key.startswith("/") else key
+    if not bare or "/" in bare or bare in (".", ".."):
+        raise InvalidInputError(
+            f"shared memory key {key!r} is not a valid POSIX shared memory name "
+            "(expected '/name' without further slashes)"
+        )
+    return "/" + bare
+
+
+def _open_key(key: str) -> tuple[mmap.mmap, int]:
+    """Map the whole POSIX shm object ``key``; returns the map and its size."""
+    name = _posix_name(key)
+    try:
+        try:
+            posixshmem = importlib.import_module("_posixshmem")
+            fd = int(posixshmem.shm_open(name, os.O_RDWR, mode=0o600))
+        except ImportError:  # pragma: no cover - platforms without _posixshmem
+            fd = os.open(os.path.join("/dev/shm", name[1:]), os.O_RDWR)
+    except FileNotFoundError as exc:
+        raise InvalidInputError(
+            f"unable to open shared memory key {key!r}: no such shared memory object "
+            "(create it before registering)"
+        ) from exc
+    except OSError as exc:
+        raise InvalidInputError(f"unable to open shared memory key {key!r}: {exc}") from exc
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise InvalidInputError(f"shared memory key {key!r} has size 0")
+        return mmap.mmap(fd, size), size
+    except OSError as exc:
+        raise InvalidInputError(f"unable to map shared memory key {key!r}: {exc}") from exc
+    finally:
+        os.close(fd)
+
+
+@dataclass(slots=True)
+class _Region:
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+    map: mmap.mmap
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "key": self.key,
+            "offset": self.offset,
+            "byte_size": self.byte_size,
+        }
+
+    def close(self) -> None:
+        try:
+            self.map.close()
+        except BufferError:
+            # an array still views the map (a model kept its input): the map stays valid
+            # until that array is gone, and is unmapped when it is collected
+            logger.debug("shared memory region %r is still in use; unmapped later", self.name)
+
+
+def _cuda_available() -> bool:
+    """Whether torch sees a CUDA device (torch is imported only when a driver exists)."""
+    if "torch" not in sys.modules:
+        if sys.platform.startswith("linux") and not os.path.exists("/proc/driver/nvidia/version"):
+            return False
+        if importlib.util.find_spec("torch") is None:
+            return False
+    try:
+        torch = importlib.import_module("torch")
+        return bool(torch.cuda.is_available())
+    except Exception:  # pragma: no cover - broken torch install
+        return False
+
+
+class SharedMemoryManager:
+    """The registered shared-memory regions of one server (thread-safe).
+
+    System regions are POSIX shm objects mapped with ``mmap``; CUDA regions are refused unless a
+    CUDA device is present (and even then this server does not map CUDA IPC handles yet).
+    """
+
+    def __init__(self) -> None:
+        self._regions: dict[str, _Region] = {}
+        self._lock = threading.Lock()
+
+    # -- system shared memory -----------------------------------------------------------------
+    def register(self, name: str, key: str, *, offset: int = 0, byte_size: int) -> None:
+        """Register system region ``name``: ``byte_size`` bytes at ``offset`` of shm ``key``.
+
+        Raises:
+            InvalidInputError: the name is taken, the key cannot be opened, or the window
+                ``offset .. offset + byte_size`` does not fit in the shm object.
+        """
+        if not name:
+            raise InvalidInputError("a shared memory region needs a non-empty name")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError(f"region {name!r}: offset must be an integer >= 0")
+        if isinstance(byte_size, bool) or not isinstance(byte_size, int) or byte_size <= 0:
+            raise InvalidInputError(f"region {name!r}: byte_size must be an integer > 0")
+        with self._lock:
+            if name in self._regions:
+                raise InvalidInputError(
+                    f"shared memory region {name!r} is already registered; unregister it first"
+                )
+        mapped, size = _open_key(key)
+        if offset + byte_size > size:
+            mapped.close()
+            raise InvalidInputError(
+                f"shared memory region {name!r}: offset {offset} + byte_size {byte_size} "
+                f"exceeds the {size} bytes of shared memory key {key!r}"
+            )
+        with self._lock:
+            if name in self._regions:
+                mapped.close()
+                raise InvalidInputError(f"shared memory region {name!r} is already registered")
+            self._regions[name] = _Region(name, key, offset, byte_size, mapped)
+        logger.info("registered system shared memory region %r (key %r, %d B)", name, key, size)
+
+    def unregister(self, name: str = "") -> None:
+        """Unregister region ``name`` (all regions when empty); unknown names are ignored."""
+        with self._lock:
+            if name:
+                gone = [self._regions.pop(name)] if name in self._regions else []
+            else:
+                gone = list(self._regions.values())
+                self._regions.clear()
+        for region in gone:
+            region.close()
+
+    def status(self, name: str = "") -> list[dict[str, Any]]:
+        """The registered regions (all, or only ``name``).
+
+        Raises:
+            InvalidInputError: ``name`` is not registered.
+        """
+        with self._lock:
+            if not name:
+                return [r.status() for r in self._regions.values()]
+            region = self._regions.get(name)
+        if region is None:
+            raise InvalidInputError(f"unable to find system shared memory region {name!r}")
+        return [region.status()]
+
+    def _window(
+        self, region_name: str, offset: int, byte_size: int, what: str
+    ) -> tuple[_Region, int]:
+        with self._lock:
+            region = self._regions.get(region_name)
+            known = ", ".join(self._regions) or "none"
+        if region is None:
+            raise InvalidInputError(
+                f"{what}: shared memory region {region_name!r} is not registered "
+                f"(registered: {known})"
+            )
+        if offset + byte_size > region.byte_size:
+            raise InvalidInputError(
+                f"{what}: offset {offset} + byte_size {byte_size} is out of bounds of shared "
+                f"memory region {region_name!r} ({region.byte_size} bytes)"
+            )
+        return region, region.offset + offset
+
+    def read(
+        self,
+        region_name: str,
+        *,
+        offset: int,
+        byte_size: int,
+        datatype: str,
+        shape: list[int],
+        tensor: str,
+        what: str,
+    ) -> np.ndarray[Any, Any]:
+        """Tensor ``tensor`` read from a region: a zero-copy view (BYTES are decoded).
+
+        Raises:
+            InvalidInputError: unknown region, a window out of its bounds, or ``byte_size``
+                that does not match ``datatype`` x ``shape``.
+        """
+        region, start = self._window(region_name, offset, byte_size, what)
+        view = memoryview(region.map)[start : start + byte_size]
+        try:
+            return tensor_from_bytes(view, datatype, shape, name=tensor)
+        except InvalidInputError as exc:
+            raise InvalidInputError(
+                f"{what} in shared memory region {region_name!r} (offset {offset}, "
+                f"byte_size {byte_size}): {exc.message}",
+                tensor=tensor,
+            ) from exc
+
+    def write(
+        self,
+        region_name: str,
+        *,
+        offset: int,
+        byte_size: int,
+        arr: np.ndarray[Any, Any],
+        datatype: str,
+        what: str,
+    ) -> int:
+        """Write an output into a region; returns the number of bytes written.
+
+        Raises:
+            InvalidInputError: unknown region, a window out of its bounds, or a window too small
+                for the output.
+        """
+        region, start = self._window(region_name, offset, byte_size, what)
+        raw = tensor_to_bytes(arr, datatype)
+        size = raw.nbytes if isinstance(raw, memoryview) else len(raw)
+        if size > byte_size:
+            raise InvalidInputError(
+                f"{what}: shared memory region {region_name!r} window of {byte_size} bytes "
+                f"(offset {offset}) is too small; the output needs {size} bytes"
+            )
+        region.map[start : start + size] = raw
+        return size
+
+    # -- CUDA shared memory ---------------------------------------------------------------
+    def cuda_register(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
+        """Register a CUDA IPC region: refused here (clear message) unless CUDA exists.
+
+        Raises:
+            InvalidInputError: always on this server: without a CUDA device, or because mapping
+                CUDA IPC handles is not implemented.
+        """
+        if not _cuda_available():
+            raise InvalidInputError(_CUDA_MISSING)
+        raise InvalidInputError(
+            f"CUDA shared memory region {name!r}: mapping CUDA IPC handles is not supported by "
+            "nbinfer's server yet; use system shared memory or send the tensors"
+        )
+
+    def cuda_unregister(self, name: str = "") -> None:
+        """Unregister CUDA regions (none are ever registered)."""
+
+    def cuda_status(self, name: str = "") -> list[dict[str, Any]]:
+        """The registered CUDA regions (always none).
+
+        Raises:
+            InvalidInputError: ``name`` is given (it cannot be registered).
+        """
+        if name:
+            raise InvalidInputError(f"unable to find CUDA shared memory region {name!r}")
+        return []
+
+    def close(self) -> None:
+        """Unmap every region. Idempotent."""
+        self.unregister()
