@@ -126,6 +126,8 @@ class Session:
         model_repository: Local server only: a Triton-layout model repository to serve.
         device: Local server only: ``"auto"``, ``"cpu"`` or ``"cuda:N"``.
         demo: Local server only: also serve the demo models.
+        auth_token: Local server only: require this bearer token (the session's clients send
+            it). Needed to expose the server beyond 127.0.0.1.
         **client_options: Passed to :class:`~nbinfer.Client` (timeout, retries, ssl, auth,
             headers, binary, ...).
 
@@ -143,6 +145,7 @@ class Session:
         model_repository: str | None = None,
         device: str = "auto",
         demo: bool = True,
+        auth_token: str | None = None,
         **client_options: Any,
     ) -> None:
         self._server: LocalServer | None = None
@@ -150,11 +153,20 @@ class Session:
             from nbinfer.server.launcher import LocalServer
 
             self._server = LocalServer(
-                model_repository=model_repository, demo=demo, device=device, control=True
+                model_repository=model_repository,
+                demo=demo,
+                device=device,
+                control=True,
+                auth_token=auth_token,
             ).start()
+            if auth_token is not None:
+                client_options.setdefault("auth", auth_token)
             url = f"grpc://{self._server.grpc_url}" if protocol == "grpc" else self._server.http_url
-        elif model_repository is not None:
-            raise ValueError("model_repository only applies to a local server (url=None)")
+        elif model_repository is not None or auth_token is not None:
+            raise ValueError(
+                "model_repository / auth_token only apply to a local server (url=None); "
+                "pass auth= for a remote server"
+            )
         self.url = url
         self._client_options = dict(client_options)
         try:
@@ -178,6 +190,7 @@ class Session:
         device: str = "auto",
         demo: bool = True,
         protocol: str = "http",
+        auth_token: str | None = None,
         **client_options: Any,
     ) -> Session:
         """Start the embedded local server and connect to it.
@@ -187,6 +200,7 @@ class Session:
             device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda:N"``.
             demo: Also serve the demo models (``add_sub``, ``echo``, ``iris``, ``digits``).
             protocol: ``"http"`` or ``"grpc"`` for the session's client.
+            auth_token: Require this bearer token (the session's clients send it).
             **client_options: Passed to :class:`~nbinfer.Client`.
         """
         return cls(
@@ -195,6 +209,7 @@ class Session:
             model_repository=model_repository,
             device=device,
             demo=demo,
+            auth_token=auth_token,
             **client_options,
         )
 

@@ -147,3 +147,14 @@ def test_close_is_idempotent_and_stops_the_server() -> None:
     s.close()
     s.close()
     assert not server.running
+
+
+def test_local_session_with_auth_token_sends_it_and_others_are_refused() -> None:
+    from nbinfer.client import Client
+    from nbinfer.errors import UnauthenticatedError
+
+    with Session.local(device="cpu", demo=True, auth_token="s3cret") as s:
+        assert s.infer("iris", IRIS_ROWS).shape == (2, 3)
+        assert s.server is not None
+        with Client(s.server.http_url) as stranger, pytest.raises(UnauthenticatedError):
+            stranger.get_model_metadata("iris")
