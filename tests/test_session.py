@@ -158,3 +158,21 @@ def test_local_session_with_auth_token_sends_it_and_others_are_refused() -> None
         assert s.server is not None
         with Client(s.server.http_url) as stranger, pytest.raises(UnauthenticatedError):
             stranger.get_model_metadata("iris")
+
+
+def test_serve_torch_module(session: Session) -> None:
+    torch = pytest.importorskip("torch")
+
+    net = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]))
+        net.bias.zero_()
+    session.serve(
+        net,
+        name="linear",
+        inputs=[("x", "FP32", [-1, 3])],
+        outputs=[("y", "FP32", [-1, 2])],
+        device="cpu",
+    )
+    x = np.array([[1, 2, 3]], dtype=np.float32)
+    np.testing.assert_allclose(session.infer("linear", {"x": x}).as_numpy("y"), [[1, 5]])
