@@ -59,6 +59,12 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         "$NBINFER_AUTH_TOKEN; prefer the variable: arguments are visible to other users)",
     )
     parser.add_argument(
+        "--allow-code-upload",
+        action="store_true",
+        help="let model repository load requests upload code or pickled files (model.py, "
+        "TorchScript); off by default: anyone reaching the port could run code as you",
+    )
+    parser.add_argument(
         "--insecure-no-auth",
         action="store_true",
         help="allow binding a non-loopback --host without a token (anyone reaching it can "

@@ -66,6 +66,8 @@ class ServerOptions:
     auth_token: str | None = field(default=None, repr=False)
     #: Allow binding a non-loopback host without a token.
     insecure_no_auth: bool = False
+    #: Let repository load requests upload code / pickles (model.py, TorchScript, ...).
+    allow_code_upload: bool = False
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ServerOptions:
@@ -86,6 +88,7 @@ class ServerOptions:
             control_fd=getattr(ns, "control_fd", None),
             auth_token=getattr(ns, "auth_token", None) or os.environ.get(AUTH_TOKEN_ENV) or None,
             insecure_no_auth=bool(getattr(ns, "insecure_no_auth", False)),
+            allow_code_upload=bool(getattr(ns, "allow_code_upload", False)),
         )
 
 
@@ -135,7 +138,12 @@ def build_dataplane(options: ServerOptions) -> DataPlane:
         from nbinfer.server.demo import demo_models
 
         models = list(demo_models())
-    repo = ModelRepository(options.model_repository or None, models=models, device=options.device)
+    repo = ModelRepository(
+        options.model_repository or None,
+        models=models,
+        device=options.device,
+        allow_code_upload=options.allow_code_upload,
+    )
     return DataPlane(repo)
 
 

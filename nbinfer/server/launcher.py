@@ -100,6 +100,8 @@ class LocalServer:
             environment, never its command line.
         insecure_no_auth: Allow a non-loopback ``host`` without a token. Without it,
             ``start()`` refuses such a host with :class:`~nbinfer.errors.ServerStartError`.
+        allow_code_upload: Let model repository load requests upload code or pickled files
+            (``model.py``, TorchScript); off by default.
 
     Example::
 
@@ -127,6 +129,7 @@ class LocalServer:
         control: bool = False,
         auth_token: str | None = None,
         insecure_no_auth: bool = False,
+        allow_code_upload: bool = False,
     ) -> None:
         self.model_repository = None if model_repository is None else os.fspath(model_repository)
         self.demo = demo
@@ -142,6 +145,7 @@ class LocalServer:
         self.control = control
         self.auth_token = auth_token or None
         self.insecure_no_auth = insecure_no_auth
+        self.allow_code_upload = allow_code_upload
         self._control: socket.socket | None = None
         self._control_lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -226,6 +230,8 @@ class LocalServer:
             cmd.append("--demo")
         if self.insecure_no_auth:
             cmd.append("--insecure-no-auth")
+        if self.allow_code_upload:
+            cmd.append("--allow-code-upload")
         # PR_SET_PDEATHSIG fires when the spawning *thread* exits: only ask for it when spawned
         # from the main thread (the getppid watchdog covers the other cases).
         if threading.current_thread() is threading.main_thread():

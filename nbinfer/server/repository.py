@@ -426,6 +426,7 @@ class ModelRepository:
         models: Iterable[Model] = (),
         load: bool | Sequence[str] = True,
         device: str | None = None,
+        allow_code_upload: bool = False,
     ) -> None:
         if path is None:
             paths: list[Path] = []
@@ -439,6 +440,9 @@ class ModelRepository:
         self.paths = paths
         #: Device for models that do not choose one ("cpu", "auto", "cuda:N").
         self.device = device or "cpu"
+        #: Whether load requests may upload code or pickles (``model.py``, ``.pt``, ...): off by
+        #: default, since any local user who can reach the port could run code as this user.
+        self.allow_code_upload = allow_code_upload
         self._entries: dict[str, _Entry] = {}
         self._scan()
         if load is True:
@@ -716,7 +720,7 @@ class ModelRepository:
                     shutil.copytree(src, model_dir)
                 else:
                     model_dir.mkdir()
-                _write_files(model_dir, files)
+                _write_files(model_dir, files, allow_code=self.allow_code_upload)
             except BaseException:
                 shutil.rmtree(temp_dir, ignore_errors=True)
                 raise
@@ -874,7 +878,12 @@ def _parse_config_override(config: str | Mapping[str, Any] | None) -> dict[str, 
     return data
 
 
-def _write_files(model_dir: Path, files: Mapping[str, bytes]) -> None:
+#: File types a load request may upload without ``allow_code_upload``: data only (never code,
+#: never pickles; ``.npy`` / ``.npz`` are read with ``allow_pickle=False``).
+DATA_FILE_SUFFIXES = frozenset({".onnx", ".pbtxt", ".json", ".txt", ".csv", ".npy", ".npz"})
+
+
+def _write_files(model_dir: Path, files: Mapping[str, bytes], *, allow_code: bool) -> None:
     root = model_dir.resolve()
     for key, content in files.items():
         rel = key[5:] if key.startswith("file:") else key
@@ -882,6 +891,13 @@ def _write_files(model_dir: Path, files: Mapping[str, bytes]) -> None:
         if not rel or Path(rel).is_absolute() or root not in target.parents:
             raise InvalidInputError(
                 f"file override {key!r}: the path must be relative and inside the model directory"
+            )
+        if not allow_code and target.suffix.lower() not in DATA_FILE_SUFFIXES:
+            allowed = ", ".join(sorted(DATA_FILE_SUFFIXES))
+            raise InvalidInputError(
+                f"file override {key!r}: uploading code or pickled files is disabled on this "
+                f"server (data files only: {allowed}); start it with --allow-code-upload to "
+                "accept model.py / TorchScript uploads"
             )
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(bytes(content))

@@ -162,8 +162,10 @@ def model_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(model_repository: Path) -> Iterator[LocalServer]:
-    """One server per test module: demo models + the test repository."""
-    srv = start_server(model_repository=model_repository, demo=True, device="cpu")
+    """One server per test module: demo models + the test repository (code uploads allowed)."""
+    srv = start_server(
+        model_repository=model_repository, demo=True, device="cpu", allow_code_upload=True
+    )
     try:
         yield srv
     finally:

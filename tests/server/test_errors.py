@@ -385,3 +385,17 @@ def test_grpc_message_above_the_limit_is_resource_exhausted(small_server: LocalS
         assert c.is_server_ready()
     finally:
         c.close()
+
+
+def test_default_server_refuses_code_uploads_with_400_and_keeps_serving() -> None:
+    import base64
+
+    from nbinfer.server.launcher import LocalServer
+
+    with LocalServer(demo=True, device="cpu") as srv:
+        body = {"parameters": {"file:1/model.py": base64.b64encode(b"import os").decode()}}
+        r = httpx.post(f"{srv.http_url}/v2/repository/models/echo/load", json=body)
+        assert r.status_code == 400
+        assert "--allow-code-upload" in r.json()["error"]
+        assert httpx.get(f"{srv.http_url}/v2/health/ready").status_code == 200
+        assert httpx.get(f"{srv.http_url}/v2/models/echo/ready").status_code == 200

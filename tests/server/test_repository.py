@@ -376,8 +376,18 @@ def test_unload_then_reload(repo: Path) -> None:
     run(scenario())
 
 
-def test_load_with_file_and_config_overrides(repo: Path) -> None:
+def test_code_uploads_are_refused_unless_enabled_but_data_files_are_accepted(repo: Path) -> None:
     dp = DataPlane(ModelRepository(repo))
+    for path in ("1/model.py", "1/model.pt", "1/weights.pkl", "1/lib.so"):
+        with pytest.raises(InvalidInputError, match="--allow-code-upload"):
+            run(dp.load_model("add", files={f"file:{path}": b"x"}))
+    assert infer_add(dp, "add") == [2, 4]  # still the original, still serving
+    run(dp.load_model("add", files={"file:labels.txt": b"a\nb\n"}))
+    assert infer_add(dp, "add") == [2, 4]
+
+
+def test_load_with_file_and_config_overrides(repo: Path) -> None:
+    dp = DataPlane(ModelRepository(repo, allow_code_upload=True))
     original = (repo / "add" / "1" / "model.py").read_text()
     # a new version of an existing model, uploaded; the repository on disk is untouched
     run(dp.load_model("add", files={"file:1/model.py": ADD.format(bias=100).encode()}))
@@ -412,7 +422,7 @@ def test_load_with_file_and_config_overrides(repo: Path) -> None:
 
 
 def test_failed_reload_keeps_the_previous_version_serving(repo: Path) -> None:
-    dp = DataPlane(ModelRepository(repo))
+    dp = DataPlane(ModelRepository(repo, allow_code_upload=True))
     with pytest.raises(InvalidInputError, match=r"failed to load model 'add'.*SyntaxError"):
         run(dp.load_model("add", files={"file:1/model.py": b"def broken(:\n"}))
     assert infer_add(dp, "add") == [2, 4]
