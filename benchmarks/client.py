@@ -11,7 +11,9 @@ Usage::
     python benchmarks/client.py [--seconds 2] [--rounds 3] [--json out.json] [--only http,grpc]
 
 Notes: tritonclient's sync HTTP client is gevent based and must stay on one thread, so each of
-its threads gets its own client; nbinfer's clients are shared by all threads / tasks.
+its threads gets its own client; nbinfer's clients are shared by all threads / tasks. The server
+runs on the same machine, so the ``srv`` columns (server CPU per call, via psutil) show when it,
+not the client, is the limit: at concurrency 8 the rate is bounded by ~1 / srv per second.
 """
 
 from __future__ import annotations
@@ -42,8 +44,19 @@ BIG = {
 }
 BIG_MB = 2 * sum(a.nbytes for a in BIG.values()) / 1e6  # in + out
 
-#: (calls per second, client CPU microseconds per call)
-Measured = tuple[float, float]
+#: (calls per second, client CPU microseconds per call, server CPU microseconds per call)
+Measured = tuple[float, float, float]
+
+#: The server process (for its CPU time); set in main().
+SERVER: list[Any] = []
+
+
+def server_cpu() -> float:
+    """CPU seconds used so far by the server process (its threads included)."""
+    if not SERVER:
+        return 0.0
+    times = SERVER[0].cpu_times()
+    return float(times.user + times.system)
 
 
 # -- tritonclient adapters -------------------------------------------------------------------
@@ -119,6 +132,7 @@ def run_threads(
         times[0] = time.perf_counter()
         times[1] = times[0] + seconds
         times[2] = time.process_time()
+        times.append(server_cpu())
 
     start_gate = threading.Barrier(threads + 1, action=set_times)
     errors: list[BaseException] = []
@@ -149,7 +163,8 @@ def run_threads(
         raise errors[0]
     calls = sum(counts)
     cpu_us = (time.process_time() - times[2]) / max(calls, 1) * 1e6
-    return calls / (time.perf_counter() - times[0]), cpu_us
+    srv_us = (server_cpu() - times[3]) / max(calls, 1) * 1e6
+    return calls / (time.perf_counter() - times[0]), cpu_us, srv_us
 
 
 def run_async_client(
@@ -173,10 +188,11 @@ def run_async_client(
                     n += 1
                 return n
 
-            begin, cpu = time.perf_counter(), time.process_time()
+            begin, cpu, srv = time.perf_counter(), time.process_time(), server_cpu()
             calls = sum(await asyncio.gather(*(loop() for _ in range(tasks))))
             cpu_us = (time.process_time() - cpu) / max(calls, 1) * 1e6
-            return calls / (time.perf_counter() - begin), cpu_us
+            srv_us = (server_cpu() - srv) / max(calls, 1) * 1e6
+            return calls / (time.perf_counter() - begin), cpu_us, srv_us
         finally:
             closer = getattr(client, "aclose", None) or client.close
             await closer()
@@ -208,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
 
     def row(name: str, unit: str, ours: Measured, theirs: Measured, scale: float = 1.0) -> None:
-        (rate_a, cpu_a), (rate_b, cpu_b) = ours, theirs
+        (rate_a, cpu_a, srv_a), (rate_b, cpu_b, srv_b) = ours, theirs
         rate_a, rate_b = rate_a * scale, rate_b * scale
         ratio = rate_a / rate_b if rate_b else float("inf")
         rows.append(
@@ -220,11 +236,13 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio": ratio,
                 "nbinfer_cpu_us_per_call": cpu_a,
                 "tritonclient_cpu_us_per_call": cpu_b,
+                "nbinfer_server_cpu_us_per_call": srv_a,
+                "tritonclient_server_cpu_us_per_call": srv_b,
             }
         )
         print(
             f"{name:<28} {rate_a:>9.1f} {rate_b:>12.1f} {unit:<6} {ratio:>6.2f}x"
-            f" {cpu_a:>9.0f} {cpu_b:>9.0f}",
+            f" {cpu_a:>9.0f} {cpu_b:>9.0f} {srv_a:>9.0f} {srv_b:>9.0f}",
             flush=True,
         )
 
@@ -276,12 +294,19 @@ def main(argv: list[str] | None = None) -> int:
         shared.close()
 
     with LocalServer(demo=True) as server:
+        try:
+            import psutil
+        except ImportError:  # the srv columns then read 0
+            pass
+        else:
+            SERVER[:] = [psutil.Process(server.pid)]
         print(f"server: {server.http_url} {server.grpc_url}")
         print(f"best of {args.rounds} alternating rounds of {args.seconds:g}s each")
-        print("cpu = client process CPU microseconds per call (lower is better)")
+        print("cpu = client process CPU microseconds per call (lower is better);")
+        print("srv = server process CPU microseconds per call while serving that client")
         print(
             f"{'scenario':<28} {'nbinfer':>9} {'tritonclient':>12} {'unit':<6} {'ratio':>7}"
-            f" {'cpu nb':>9} {'cpu tc':>9}"
+            f" {'cpu nb':>9} {'cpu tc':>9} {'srv nb':>9} {'srv tc':>9}"
         )
         for proto in protocols:
             run_protocol(proto, server.http_url, server.grpc_url)

@@ -40,7 +40,7 @@ from collections.abc import (
 )
 from collections.abc import Sequence as SequenceABC
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -95,8 +95,70 @@ _UINT63 = 2**63 - 1
 # Results and sequences
 
 
+class _ResponseView(Protocol):
+    """What an :class:`InferResult` reads: a reply whose outputs may be decoded on access."""
+
+    names: list[str]
+
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def model_version(self) -> str: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def parameters(self) -> Parameters: ...
+    def array(self, index: int) -> np.ndarray[Any, Any] | None: ...
+    def output(self, index: int) -> InferOutput: ...
+    def response(self) -> InferResponse: ...
+
+
+class _Decoded:
+    """A :class:`_ResponseView` over an already decoded :class:`InferResponse`."""
+
+    __slots__ = ("_response", "names")
+
+    def __init__(self, response: InferResponse) -> None:
+        self._response = response
+        self.names = [out.name for out in response.outputs]
+
+    @property
+    def model_name(self) -> str:
+        return self._response.model_name
+
+    @property
+    def model_version(self) -> str:
+        return self._response.model_version
+
+    @property
+    def id(self) -> str:
+        return self._response.id
+
+    @property
+    def parameters(self) -> Parameters:
+        return self._response.parameters
+
+    def array(self, index: int) -> np.ndarray[Any, Any] | None:
+        out = self._response.outputs[index]
+        data = out.data
+        if data is None:
+            return None
+        shape = tuple(out.shape)
+        if data.shape != shape and data.size == int(np.prod(shape, dtype=np.int64)):
+            data = data.reshape(shape)
+        return data
+
+    def output(self, index: int) -> InferOutput:
+        return self._response.outputs[index]
+
+    def response(self) -> InferResponse:
+        return self._response
+
+
 class InferResult:
     """The answer to one inference call.
+
+    Outputs are decoded when first asked for (zero-copy views on the received bytes).
 
     Attributes:
         headers: The HTTP response headers (empty for gRPC).
@@ -108,43 +170,61 @@ class InferResult:
         result.output_names            # ["OUTPUT0", "OUTPUT1"]
     """
 
-    __slots__ = ("_by_name", "headers", "response")
+    __slots__ = ("_index", "_view", "headers")
 
-    def __init__(self, response: InferResponse, headers: Mapping[str, str] | None = None) -> None:
-        #: The decoded :class:`~nbinfer.InferResponse`.
-        self.response = response
-        self.headers: dict[str, str] = dict(headers or {})
-        self._by_name = {out.name: out for out in response.outputs}
+    def __init__(
+        self, response: InferResponse | _ResponseView, headers: Mapping[str, str] | None = None
+    ) -> None:
+        view = _Decoded(response) if isinstance(response, InferResponse) else response
+        self._view: _ResponseView = view
+        self.headers: dict[str, str] = headers if type(headers) is dict else dict(headers or {})
+        self._index = {name: i for i, name in enumerate(view.names)}
+
+    @property
+    def response(self) -> InferResponse:
+        """The decoded :class:`~nbinfer.InferResponse` (decodes every output)."""
+        return self._view.response()
 
     @property
     def model_name(self) -> str:
         """The model that answered."""
-        return self.response.model_name
+        return self._view.model_name
 
     @property
     def model_version(self) -> str:
         """The model version that answered."""
-        return self.response.model_version
+        return self._view.model_version
 
     @property
     def id(self) -> str:
         """The request id echoed by the server."""
-        return self.response.id
+        return self._view.id
 
     @property
     def parameters(self) -> Parameters:
         """Response parameters."""
-        return self.response.parameters
+        return self._view.parameters
 
     @property
     def outputs(self) -> list[InferOutput]:
         """The output tensors, in the server's order."""
-        return self.response.outputs
+        return self._view.response().outputs
 
     @property
     def output_names(self) -> list[str]:
         """The output names."""
-        return list(self._by_name)
+        return list(self._index)
+
+    def _position(self, name: str) -> int:
+        try:
+            return self._index[name]
+        except KeyError:
+            known = ", ".join(self._index) or "none"
+            raise InvalidInputError(
+                f"model {self.model_name!r} returned no output {name!r}; outputs: {known}",
+                model=self.model_name,
+                tensor=name,
+            ) from None
 
     def get_output(self, name: str) -> InferOutput:
         """The output tensor ``name`` with its datatype, shape and parameters.
@@ -152,15 +232,7 @@ class InferResult:
         Raises:
             InvalidInputError: No output of that name (the message lists the known ones).
         """
-        try:
-            return self._by_name[name]
-        except KeyError:
-            known = ", ".join(self._by_name) or "none"
-            raise InvalidInputError(
-                f"model {self.model_name!r} returned no output {name!r}; outputs: {known}",
-                model=self.model_name,
-                tensor=name,
-            ) from None
+        return self._view.output(self._position(name))
 
     def as_numpy(self, name: str) -> np.ndarray[Any, Any]:
         """The output ``name`` as a numpy array (BYTES: an object array of ``bytes``).
@@ -171,17 +243,17 @@ class InferResult:
         Raises:
             InvalidInputError: No output of that name, or it was written to shared memory.
         """
-        out = self.get_output(name)
-        if out.data is None:
+        index = self._index.get(name)
+        if index is None:
+            index = self._position(name)
+        data = self._view.array(index)
+        if data is None:
+            out = self._view.output(index)
             region = out.parameters.get("shared_memory_region", "?")
             raise InvalidInputError(
                 f"output {name!r} was written to shared-memory region {region!r}; read it there",
                 tensor=name,
             )
-        data = out.data
-        shape = tuple(out.shape)
-        if data.shape != shape and data.size == int(np.prod(shape, dtype=np.int64)):
-            data = data.reshape(shape)
         return data
 
     def as_classification(self, name: str) -> list[list[ClassificationResult]]:
@@ -193,16 +265,19 @@ class InferResult:
 
     def as_dict(self) -> dict[str, np.ndarray[Any, Any]]:
         """Every output as ``{name: array}``."""
-        return {name: self.as_numpy(name) for name in self._by_name}
+        return {name: self.as_numpy(name) for name in self._index}
 
     def __getitem__(self, name: str) -> np.ndarray[Any, Any]:
         return self.as_numpy(name)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._by_name
+        return name in self._index
 
     def __repr__(self) -> str:
-        outs = ", ".join(f"{o.name}: {o.datatype}{list(o.shape)}" for o in self.response.outputs)
+        outs = ", ".join(
+            f"{o.name}: {o.datatype}{list(o.shape)}"
+            for o in (self._view.output(i) for i in self._index.values())
+        )
         return f"InferResult(model={self.model_name!r}, id={self.id!r}, outputs=[{outs}])"
 
 
@@ -515,6 +590,48 @@ class _Core:
             params["sequence_end"] = bool(sequence_end)
         return request
 
+    def _fast_call(
+        self,
+        model_name: str,
+        inputs: dict[str, Any],
+        outputs: Outputs,
+        model_version: str,
+        request_id: str,
+        timeout: float | None,
+        binary: bool | None,
+        retry: bool | None,
+    ) -> HttpCall | GrpcCall | None:
+        """The infer call for the common case (plain numeric arrays), without building an op.
+
+        None when the request needs the general path (:meth:`_infer_op`).
+        """
+        if outputs is None:
+            names: tuple[str, ...] = ()
+        elif type(outputs) is str:
+            names = (outputs,)
+        elif type(outputs) in (list, tuple) and all(type(o) is str for o in outputs):
+            names = tuple(cast("SequenceABC[str]", outputs))
+        else:
+            return None
+        if not model_name or type(model_name) is not str or type(model_version) is not str:
+            return None
+        key: list[Any] = [model_name, model_version, names]
+        arrays: list[Any] = []
+        for name, value in inputs.items():
+            if type(value) is not np.ndarray or type(name) is not str:
+                return None
+            dtype = value.dtype
+            if dtype.kind not in "biuf" or not dtype.isnative:
+                return None
+            if not value.flags.c_contiguous:
+                value = np.ascontiguousarray(value)
+            key.append((name, dtype, value.shape))
+            arrays.append(value)
+        do_retry = self.config.retries.infer if retry is None else retry
+        return self._binding.fast_infer_call(
+            tuple(key), arrays, request_id, timeout, do_retry, binary
+        )
+
     def _infer_op(
         self,
         model_name: str,
@@ -826,6 +943,24 @@ class Client(_Core):
             ServerError: Any other server error (most specific subclass).
             TransportError: ``ConnectError`` / ``TimeoutError`` / other transport failures.
         """
+        if (
+            type(inputs) is dict
+            and headers is None
+            and parameters is None
+            and priority is None
+            and sequence is None
+            and sequence_id is None
+            and sequence_start is None
+            and not sequence_end
+        ):
+            call = self._fast_call(
+                model_name, inputs, outputs, model_version, request_id, timeout, binary, retry
+            )
+            if call is not None:
+                view, reply_headers = self._binding.fast_infer_reply(
+                    model_name, self._execute(call)
+                )
+                return InferResult(view, reply_headers)
         op = self._infer_op(
             model_name,
             inputs,
@@ -1408,6 +1543,24 @@ class AsyncClient(_Core):
         retry: bool | None = None,
     ) -> InferResult:
         """Run inference on ``model_name``; arguments as for :meth:`Client.infer`."""
+        if (
+            type(inputs) is dict
+            and headers is None
+            and parameters is None
+            and priority is None
+            and sequence is None
+            and sequence_id is None
+            and sequence_start is None
+            and not sequence_end
+        ):
+            call = self._fast_call(
+                model_name, inputs, outputs, model_version, request_id, timeout, binary, retry
+            )
+            if call is not None:
+                view, reply_headers = self._binding.fast_infer_reply(
+                    model_name, await self._execute(call)
+                )
+                return InferResult(view, reply_headers)
         op = self._infer_op(
             model_name,
             inputs,

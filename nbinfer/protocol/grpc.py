@@ -49,6 +49,8 @@ from nbinfer.protocol.types import (
 __all__ = [
     "RPCS",
     "SERVICE_NAME",
+    "RequestTemplate",
+    "ResponseReader",
     "Rpc",
     "config_json_to_proto",
     "config_proto_to_json",
@@ -577,6 +579,160 @@ def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
         id=msg.id,
         parameters=params_from_proto(msg.parameters),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The client hot path: a request serialized once per signature, outputs decoded on access
+
+_RAW_INPUT_TAG: Final = _varint(pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
+_ID_TAG: Final = _varint(pb.ModelInferRequest.ID_FIELD_NUMBER << 3 | 2)
+#: Fixed-width datatypes whose raw bytes need no check beyond their size (BOOL checks values).
+_PLAIN: Final[dict[str, np.dtype[Any]]] = {
+    name: numpy_dtype(name)
+    for name in (
+        *("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"),
+        *("FP16", "FP32", "FP64", "BF16"),
+    )
+}
+
+
+class RequestTemplate:
+    """A ``ModelInferRequest`` without its tensor data, serialized once and reused.
+
+    Protobuf readers accept fields in any order, so a call's message is the template followed
+    by one ``raw_input_contents`` record per input (and the ``id``): one copy of the data and
+    no message objects per call. :func:`request_from_proto` reads the bytes back unchanged.
+
+    Args:
+        model_name: The model.
+        model_version: The version ("" = the server's policy).
+        inputs: ``(name, datatype, shape, nbytes)`` per input, in order.
+        outputs: Requested output names (none: all outputs).
+    """
+
+    __slots__ = ("heads", "prefix")
+
+    def __init__(
+        self,
+        model_name: str,
+        model_version: str,
+        inputs: Sequence[tuple[str, str, Sequence[int], int]],
+        outputs: Sequence[str] = (),
+    ) -> None:
+        msg = pb.ModelInferRequest(model_name=model_name, model_version=model_version)
+        for name, datatype, shape, _ in inputs:
+            msg.inputs.add(name=name, datatype=datatype, shape=shape)
+        for name in outputs:
+            msg.outputs.add(name=name)
+        self.prefix: bytes = msg.SerializeToString()
+        self.heads = [_RAW_INPUT_TAG + _varint(nbytes) for *_, nbytes in inputs]
+
+    def encode(self, buffers: Sequence[Any], request_id: str = "") -> bytes:
+        """The serialized request carrying ``buffers`` (bytes-like, one per input, in order)."""
+        parts: list[Any] = [self.prefix]
+        for head, buf in zip(self.heads, buffers, strict=True):
+            parts.append(head)
+            parts.append(buf)
+        if request_id:
+            rid = request_id.encode()
+            parts.append(_ID_TAG + _varint(len(rid)))
+            parts.append(rid)
+        return b"".join(parts)
+
+
+class ResponseReader:
+    """A ``ModelInferResponse`` whose outputs are decoded on first access.
+
+    Sizes are checked up front, so a malformed reply fails at once as with
+    :func:`response_from_proto`; arrays are zero-copy read-only views made when first asked
+    for. Replies this reader does not take apart cheaply (typed contents, shared memory, BYTES,
+    BOOL) are decoded eagerly by :func:`response_from_proto`.
+
+    Raises:
+        InvalidInputError: data and shape disagree, or data is missing.
+        DataTypeError: an unknown datatype.
+    """
+
+    __slots__ = ("_arrays", "_full", "_msg", "_raw", "_specs", "names")
+
+    def __init__(self, msg: pb.ModelInferResponse) -> None:
+        self._msg = msg
+        outs = msg.outputs
+        self.names: list[str] = [o.name for o in outs]
+        self._full: InferResponse | None = None
+        self._raw: list[bytes] = []
+        self._specs: list[tuple[np.dtype[Any], tuple[int, ...]]] = []
+        raw = msg.raw_output_contents
+        if len(raw) == len(outs):
+            raws = list(raw)
+            specs = []
+            for out, data in zip(outs, raws, strict=True):
+                dtype = _PLAIN.get(out.datatype)
+                shape = tuple(out.shape)
+                if (
+                    dtype is None
+                    or len(data) != math.prod(shape) * dtype.itemsize
+                    or any(d < 0 for d in shape)
+                    or out.HasField("contents")
+                ):
+                    break
+                specs.append((dtype, shape))
+            else:
+                self._raw, self._specs = raws, specs
+                self._arrays: list[np.ndarray[Any, Any] | None] = [None] * len(raws)
+                return
+        self._full = response_from_proto(msg)
+
+    @property
+    def model_name(self) -> str:
+        """The model that answered."""
+        return str(self._msg.model_name)
+
+    @property
+    def model_version(self) -> str:
+        """The model version that answered."""
+        return str(self._msg.model_version)
+
+    @property
+    def id(self) -> str:
+        """The request id echoed by the server."""
+        return str(self._msg.id)
+
+    @property
+    def parameters(self) -> Parameters:
+        """Response parameters."""
+        return params_from_proto(self._msg.parameters)
+
+    def array(self, index: int) -> np.ndarray[Any, Any] | None:
+        """The data of output ``index`` (None: it was written to shared memory)."""
+        if self._full is not None:
+            return self._full.outputs[index].data
+        arr = self._arrays[index]
+        if arr is None:
+            dtype, shape = self._specs[index]
+            arr = self._arrays[index] = np.frombuffer(self._raw[index], dtype=dtype).reshape(shape)
+        return arr
+
+    def output(self, index: int) -> InferOutput:
+        """Output ``index`` with its datatype, shape and parameters."""
+        if self._full is not None:
+            return self._full.outputs[index]
+        out = self._msg.outputs[index]
+        data = self.array(index)
+        params = params_from_proto(out.parameters)
+        return InferOutput(out.name, out.datatype, list(out.shape), data, params)
+
+    def response(self) -> InferResponse:
+        """The whole reply as an :class:`InferResponse`."""
+        if self._full is None:
+            self._full = InferResponse(
+                model_name=self.model_name,
+                outputs=[self.output(i) for i in range(len(self.names))],
+                model_version=self.model_version,
+                id=self.id,
+                parameters=self.parameters,
+            )
+        return self._full
 
 
 # ---------------------------------------------------------------------------------------------

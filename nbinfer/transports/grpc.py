@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from nbinfer.errors import (
     error_for_grpc_code,
 )
 from nbinfer.protocol import grpc as pgrpc
+from nbinfer.protocol.dtypes import datatype_of
 from nbinfer.protocol.types import InferRequest, InferResponse, ModelMetadata, RepositoryModel
 from nbinfer.protocol.types import ServerMetadata as ServerMetadataT
 from nbinfer.transports import CallOptions, GrpcCall, Op
@@ -37,6 +39,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("nbinfer")
+
+#: Request templates kept per binding (one per model / input signature).
+_TEMPLATES = 256
 
 _CONNECT_HINTS = (
     "failed to connect",
@@ -132,10 +137,18 @@ def _channel_parts(
     return creds, metadata, compression
 
 
+def _serialize(message: Any) -> bytes:
+    """Messages go through ``SerializeToString``; pre-serialized requests (bytes) as they are."""
+    if type(message) is bytes:
+        return message
+    data: bytes = message.SerializeToString()
+    return data
+
+
 def _codecs(rpc: str) -> tuple[str, Any, Any, bool]:
     spec = pgrpc.RPCS[rpc]
     streaming = spec.kind == "stream_stream"
-    return spec.path, spec.request.SerializeToString, spec.response.FromString, streaming
+    return spec.path, _serialize, spec.response.FromString, streaming
 
 
 class GrpcEngine:
@@ -314,6 +327,53 @@ class GrpcBinding:
 
     protocol = "grpc"
 
+    def __init__(self) -> None:
+        self._templates: dict[Any, pgrpc.RequestTemplate] = {}
+
+    def fast_infer_call(
+        self,
+        key: tuple[Any, ...],
+        arrays: list[Any],
+        request_id: str,
+        timeout: float | None,
+        retry: bool,
+        binary: bool | None = None,
+    ) -> GrpcCall | None:
+        """The ``ModelInfer`` call for plain arrays, serialized from a cached template.
+
+        Args:
+            key: ``(model_name, model_version, output_names, *(name, dtype, shape))``; the
+                arrays are native-endian numeric and C-contiguous, in the key's order.
+            arrays: The input data.
+            request_id: The request id ("" for none).
+            timeout: Seconds allowed (None: the client's default).
+            retry: Whether the call may be retried.
+            binary: HTTP only; ignored.
+
+        Returns:
+            The call, or None when the inputs need the general path.
+        """
+        template = self._templates.get(key)
+        if template is None:
+            try:
+                specs = [
+                    (name, datatype_of(dtype), shape, math.prod(shape) * dtype.itemsize)
+                    for name, dtype, shape in key[3:]
+                ]
+            except NbinferError:
+                return None
+            template = pgrpc.RequestTemplate(key[0], key[1], specs, key[2])
+            if len(self._templates) >= _TEMPLATES:
+                self._templates.clear()
+            self._templates[key] = template
+        message = template.encode(arrays, request_id)
+        return GrpcCall("ModelInfer", message, (), timeout, retry, request_id or None)
+
+    @staticmethod
+    def fast_infer_reply(model_name: str, reply: Any) -> tuple[pgrpc.ResponseReader, None]:
+        """Decode the reply to a :meth:`fast_infer_call` lazily (no reply headers on gRPC)."""
+        return pgrpc.ResponseReader(reply), None
+
     def _call(self, rpc: str, message: Any, opts: CallOptions, *, idempotent: bool = True) -> Any:
         return GrpcCall(
             rpc, message, _metadata(opts), opts.timeout, idempotent, request_id=opts.request_id
@@ -359,14 +419,14 @@ class GrpcBinding:
         *,
         binary: bool | None = None,
         retry: bool = False,
-    ) -> Op[tuple[InferResponse, dict[str, str]]]:
-        """``ModelInfer`` with raw tensor contents."""
+    ) -> Op[tuple[pgrpc.ResponseReader, dict[str, str]]]:
+        """``ModelInfer`` with raw tensor contents; outputs are decoded on access."""
         msg = pgrpc.request_to_proto(request, raw=True)
         call = GrpcCall(
             "ModelInfer", msg, _metadata(opts), opts.timeout, retry, request_id=request.id or None
         )
         reply = yield call
-        return pgrpc.response_from_proto(reply), {}
+        return pgrpc.ResponseReader(reply), {}
 
     def stream_request(self, request: InferRequest) -> Any:
         """The ``ModelInferRequest`` sent on a stream."""

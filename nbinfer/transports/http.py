@@ -12,6 +12,7 @@ import asyncio
 import base64
 import gzip
 import logging
+import math
 import ssl
 import threading
 import weakref
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 import orjson
 
 from nbinfer.config import ClientConfig
@@ -26,13 +28,24 @@ from nbinfer.errors import (
     ConnectError,
     InvalidInputError,
     ModelNotFoundError,
+    NbinferError,
     ServerError,
     TimeoutError,
     TransportError,
     error_for_status,
 )
 from nbinfer.protocol import rest, v1
-from nbinfer.protocol.types import InferRequest, InferResponse, ModelMetadata, RepositoryModel
+from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
+from nbinfer.protocol.types import (
+    InferInput,
+    InferOutput,
+    InferRequest,
+    InferResponse,
+    ModelMetadata,
+    Parameters,
+    RepositoryModel,
+    RequestedOutput,
+)
 from nbinfer.protocol.types import ServerMetadata as ServerMetadataT
 from nbinfer.transports import CallOptions, HttpCall, HttpReply, Op
 
@@ -99,6 +112,7 @@ class CurlEngine:
         self._closed = False
         self._headers = _default_headers(config)
         self._header_lines = [f"{k}: {v}" for k, v in self._headers.items()] + ["Expect:"]
+        self._header_cache: dict[int, tuple[Mapping[str, str], list[str]]] = {}
 
     @property
     def url(self) -> str:
@@ -164,39 +178,61 @@ class CurlEngine:
         if self._closed:
             raise TransportError("the client is closed")
         pc = self._pycurl
-        c = getattr(self._local, "curl", None)
-        if c is None:
-            c = self._local.curl = self._new_handle()
+        state: _HandleState | None = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = _HandleState(self._new_handle(), pc)
+        c = state.curl
         if self._config.compression is not None or any(k in self._headers for k in headers):
             merged = {**self._headers, **headers}
             body = _compress(body, merged, self._config)
             header_list = [f"{k}: {v}" for k, v in merged.items()] + ["Expect:"]
         else:
-            header_list = self._header_lines + [f"{k}: {v}" for k, v in headers.items()]
-        c.setopt(pc.URL, self._base + path)
+            header_list = self._header_list(headers)
+        url = self._base + path
+        if url != state.url:
+            c.setopt(pc.URL, url)
+            state.url = url
         if method == "GET":
             c.setopt(pc.HTTPGET, 1)
         elif method == "POST":
             c.setopt(pc.POSTFIELDS, body if body is not None else b"")
         else:
             raise TransportError(f"unsupported HTTP method {method!r}")
-        c.setopt(pc.HTTPHEADER, header_list)
+        if header_list is not state.header_list:
+            c.setopt(pc.HTTPHEADER, header_list)
+            state.header_list = header_list
         total = timeout if timeout is not None else self._config.timeouts.total
-        c.setopt(pc.TIMEOUT_MS, 0 if total is None else max(1, int(total * 1000)))
-        chunks: list[bytes] = []
-        header_lines: list[bytes] = []
-        c.setopt(pc.WRITEFUNCTION, chunks.append)
-        c.setopt(pc.HEADERFUNCTION, header_lines.append)
+        timeout_ms = 0 if total is None else max(1, int(total * 1000))
+        if timeout_ms != state.timeout_ms:
+            c.setopt(pc.TIMEOUT_MS, timeout_ms)
+            state.timeout_ms = timeout_ms
+        chunks, header_lines = state.chunks, state.header_lines
         try:
             c.perform()
+            status = int(c.getinfo(pc.RESPONSE_CODE))
+            return HttpReply(status, _parse_headers(header_lines), b"".join(chunks))
         except pc.error as exc:
-            raise _curl_error(exc, self._base + path, pc) from exc
+            raise _curl_error(exc, url, pc) from exc
         finally:
+            chunks.clear()
+            header_lines.clear()
             # Drop the (possibly large) request body reference held by the handle.
-            if method == "POST":
+            if method == "POST" and body:
                 c.setopt(pc.POSTFIELDS, b"")
-        status = int(c.getinfo(pc.RESPONSE_CODE))
-        return HttpReply(status, _parse_headers(header_lines), b"".join(chunks))
+
+    def _header_list(self, headers: Mapping[str, str]) -> list[str]:
+        """The curl header lines for per-call ``headers`` (cached for reused header dicts)."""
+        if not headers:
+            return self._header_lines
+        cached = self._header_cache.get(id(headers))
+        if cached is not None and cached[0] is headers:
+            return cached[1]
+        lines = self._header_lines + [f"{k}: {v}" for k, v in headers.items()]
+        if len(self._header_cache) >= 256:
+            self._header_cache.clear()
+        # keeps ``headers`` alive, so its id stays its own while cached
+        self._header_cache[id(headers)] = (headers, lines)
+        return lines
 
     def close(self) -> None:
         """Close every handle (idempotent). Do not close while calls are in flight."""
@@ -206,6 +242,22 @@ class CurlEngine:
             self._handles = weakref.WeakSet()
         for c in handles:
             c.close()
+
+
+class _HandleState:
+    """One thread's curl handle, its reply sinks and the options last set on it."""
+
+    __slots__ = ("chunks", "curl", "header_lines", "header_list", "timeout_ms", "url")
+
+    def __init__(self, curl: Any, pc: Any) -> None:
+        self.curl = curl
+        self.chunks: list[bytes] = []
+        self.header_lines: list[bytes] = []
+        curl.setopt(pc.WRITEFUNCTION, self.chunks.append)
+        curl.setopt(pc.HEADERFUNCTION, self.header_lines.append)
+        self.url = ""
+        self.header_list: list[str] | None = None
+        self.timeout_ms = -1
 
 
 def _parse_headers(lines: list[bytes]) -> dict[str, str]:
@@ -310,21 +362,23 @@ class AiohttpEngine:
 
         if self._closed:
             raise TransportError("the client is closed")
-        session = self._get_session()
+        session = self._session
+        if session is None or session.closed or self._loop is not asyncio.get_running_loop():
+            session = self._get_session()
         url = self._base + path
-        all_headers = dict(headers)
-        body = _compress(body, all_headers, self._config)
-        if self._config.compression == "gzip":
-            all_headers["accept-encoding"] = "gzip"
+        if self._config.compression is not None:
+            all_headers = dict(headers)
+            body = _compress(body, all_headers, self._config)
+            if self._config.compression == "gzip":
+                all_headers["accept-encoding"] = "gzip"
+            headers = all_headers
         kwargs: dict[str, Any] = {}
         if timeout is not None:
             kwargs["timeout"] = aiohttp.ClientTimeout(
                 total=timeout, sock_connect=self._config.timeouts.connect
             )
         try:
-            async with session.request(
-                method, url, data=body, headers=all_headers, **kwargs
-            ) as resp:
+            async with session.request(method, url, data=body, headers=headers, **kwargs) as resp:
                 data = await resp.read()
                 return HttpReply(resp.status, {k.lower(): v for k, v in resp.headers.items()}, data)
         except aiohttp.ClientConnectorError as exc:
@@ -343,6 +397,157 @@ class AiohttpEngine:
                 await session.close()
             except RuntimeError:  # pragma: no cover - session bound to a closed loop
                 logger.debug("aiohttp session closed outside its loop", exc_info=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The inference hot path: cached request headers, outputs decoded on access
+
+#: Fixed-width datatypes a binary output of which needs no check beyond its size.
+_PLAIN: dict[str, np.dtype[Any]] = {
+    name: numpy_dtype(name)
+    for name in (
+        *("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"),
+        *("FP16", "FP32", "FP64", "BF16"),
+    )
+}
+_BINARY_SIZE = "binary_data_size"
+#: Request templates kept per binding (one per model / input signature).
+_TEMPLATES = 256
+
+
+def _plain_outputs(
+    header: Any, start: int, end: int
+) -> list[tuple[str, str, np.dtype[Any], tuple[int, ...], int, int]] | None:
+    """``(name, datatype, dtype, shape, offset, size)`` per output, or None if not all plain."""
+    if type(header) is not dict:
+        return None
+    outputs = header.get("outputs")
+    if type(outputs) is not list:
+        return None
+    specs = []
+    offset = start
+    for obj in outputs:
+        if type(obj) is not dict or "data" in obj:
+            return None
+        name, datatype, shape, params = (
+            obj.get("name"),
+            obj.get("datatype"),
+            obj.get("shape"),
+            obj.get("parameters"),
+        )
+        dtype = _PLAIN.get(datatype) if type(datatype) is str else None
+        if dtype is None or type(name) is not str or type(shape) is not list:
+            return None
+        if type(params) is not dict or not all(type(d) is int and d >= 0 for d in shape):
+            return None
+        size = params.get(_BINARY_SIZE)
+        if type(size) is not int or size != math.prod(shape) * dtype.itemsize:
+            return None
+        specs.append((name, str(datatype), dtype, tuple(shape), offset, size))
+        offset += size
+    return specs if offset == end else None
+
+
+class RestResponseReader:
+    """An inference response body whose outputs are decoded on first access.
+
+    The JSON header is parsed and every size checked up front; arrays are zero-copy read-only
+    views of the body made when first asked for. Bodies with JSON data, BYTES / BOOL or
+    shared-memory outputs are decoded eagerly by :func:`nbinfer.protocol.rest.decode_response`.
+
+    Raises:
+        InvalidInputError: malformed JSON, missing fields, sizes that do not add up.
+    """
+
+    __slots__ = ("_arrays", "_body", "_full", "_header", "_specs", "names")
+
+    def __init__(self, body: bytes, header_length: int | None) -> None:
+        self._body = body
+        self._full: InferResponse | None = None
+        self.names: list[str]
+        specs = None
+        header: Any = None
+        if header_length is not None and 0 <= header_length <= len(body):
+            try:
+                header = orjson.loads(memoryview(body)[:header_length])
+            except orjson.JSONDecodeError:
+                header = None
+            specs = _plain_outputs(header, header_length, len(body))
+        if specs is None:
+            self._full = rest.decode_response(body, header_length)
+            self.names = [out.name for out in self._full.outputs]
+            return
+        self._header: dict[str, Any] = header
+        self._specs = specs
+        self.names = [spec[0] for spec in specs]
+        self._arrays: list[np.ndarray[Any, Any] | None] = [None] * len(specs)
+
+    @property
+    def model_name(self) -> str:
+        """The model that answered."""
+        if self._full is not None:
+            return self._full.model_name
+        return str(self._header.get("model_name", ""))
+
+    @property
+    def model_version(self) -> str:
+        """The model version that answered."""
+        if self._full is not None:
+            return self._full.model_version
+        return str(self._header.get("model_version", ""))
+
+    @property
+    def id(self) -> str:
+        """The request id echoed by the server."""
+        if self._full is not None:
+            return self._full.id
+        return str(self._header.get("id", ""))
+
+    @property
+    def parameters(self) -> Parameters:
+        """Response parameters."""
+        if self._full is not None:
+            return self._full.parameters
+        params = self._header.get("parameters")
+        return dict(params) if isinstance(params, dict) else {}
+
+    def array(self, index: int) -> np.ndarray[Any, Any] | None:
+        """The data of output ``index`` (None: it was written to shared memory)."""
+        if self._full is not None:
+            out = self._full.outputs[index]
+            data = out.data
+            shape = tuple(out.shape)
+            if data is not None and data.shape != shape and data.size == math.prod(shape):
+                data = data.reshape(shape)
+            return data
+        arr = self._arrays[index]
+        if arr is None:
+            _, _, dtype, shape, offset, size = self._specs[index]
+            flat = np.frombuffer(self._body, dtype, size // dtype.itemsize, offset)
+            arr = self._arrays[index] = flat.reshape(shape)
+            arr.flags.writeable = False
+        return arr
+
+    def output(self, index: int) -> InferOutput:
+        """Output ``index`` with its datatype, shape and parameters."""
+        if self._full is not None:
+            return self._full.outputs[index]
+        name, datatype, _, shape, _, _ = self._specs[index]
+        params = dict(self._header["outputs"][index]["parameters"])
+        params.pop(_BINARY_SIZE, None)
+        return InferOutput(name, datatype, list(shape), self.array(index), params)
+
+    def response(self) -> InferResponse:
+        """The whole reply as an :class:`InferResponse`."""
+        if self._full is None:
+            self._full = InferResponse(
+                model_name=self.model_name,
+                outputs=[self.output(i) for i in range(len(self.names))],
+                model_version=self.model_version,
+                id=self.id,
+                parameters=self.parameters,
+            )
+        return self._full
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,6 +606,75 @@ class HttpBinding:
     def __init__(self, *, binary: bool | None = None) -> None:
         self.binary = binary
         self._extensions: list[str] | None = None
+        self._templates: dict[Any, tuple[str, bytes, dict[str, str]]] = {}
+
+    def fast_infer_call(
+        self,
+        key: tuple[Any, ...],
+        arrays: list[Any],
+        request_id: str,
+        timeout: float | None,
+        retry: bool,
+        binary: bool | None = None,
+    ) -> HttpCall | None:
+        """The binary ``infer`` call for plain arrays, its JSON header cached per signature.
+
+        Args:
+            key: ``(model_name, model_version, output_names, *(name, dtype, shape))``; the
+                arrays are native-endian numeric and C-contiguous, in the key's order.
+            arrays: The input data.
+            request_id: The request id ("" for none).
+            timeout: Seconds allowed (None: the client's default).
+            retry: Whether the call may be retried.
+            binary: As for :meth:`infer`.
+
+        Returns:
+            The call, or None when the request needs the general path (JSON tensors, a request
+            id, or the server's extensions are not known yet).
+        """
+        choice = binary if binary is not None else self.binary
+        if choice is None:
+            if self._extensions is None:
+                return None
+            choice = "binary_tensor_data" in self._extensions
+        if not choice or request_id:
+            return None
+        template = self._templates.get(key)
+        if template is None:
+            try:
+                request = InferRequest(
+                    [
+                        InferInput(name, datatype_of(dtype), list(shape), np.empty(shape, dtype))
+                        for name, dtype, shape in key[3:]
+                    ],
+                    [RequestedOutput(name) for name in key[2]],
+                    model_name=key[0],
+                    model_version=key[1],
+                )
+                parts, header_length = rest.encode_request_parts(
+                    request, binary=True, binary_outputs=True
+                )
+                path = _model_path(key[0], key[1]) + "/infer"
+            except NbinferError:
+                return None
+            headers = {_HEADER_LENGTH: str(header_length), "content-type": _OCTET}
+            template = (path, bytes(parts[0]), headers)
+            if len(self._templates) >= _TEMPLATES:
+                self._templates.clear()
+            self._templates[key] = template
+        path, head, headers = template
+        body = b"".join([head, *arrays])
+        return HttpCall("POST", path, body, headers, timeout, retry)
+
+    @staticmethod
+    def fast_infer_reply(
+        model_name: str, reply: HttpReply
+    ) -> tuple[RestResponseReader, dict[str, str]]:
+        """Check and decode (lazily) the reply to a :meth:`fast_infer_call`."""
+        check_reply(reply, None, model=model_name)
+        raw_length = reply.headers.get(_HEADER_LENGTH)
+        header_length = None if raw_length is None else int(raw_length)
+        return RestResponseReader(reply.body, header_length), reply.headers
 
     def _call(
         self, method: str, path: str, opts: CallOptions, body: Any = None, **kw: Any
@@ -482,7 +756,7 @@ class HttpBinding:
         *,
         binary: bool | None = None,
         retry: bool = False,
-    ) -> Op[tuple[InferResponse, dict[str, str]]]:
+    ) -> Op[tuple[RestResponseReader, dict[str, str]]]:
         """``POST v2/models/{m}[/versions/{v}]/infer``; returns the response and reply headers."""
         use_binary = yield from self._use_binary(binary, opts)
         body, header_length = rest.encode_request(
@@ -506,8 +780,8 @@ class HttpBinding:
         reply = yield call
         check_reply(reply, request.id or None, model=request.model_name)
         raw_length = reply.headers.get(_HEADER_LENGTH)
-        response = rest.decode_response(reply.body, None if raw_length is None else int(raw_length))
-        return response, reply.headers
+        header_length = None if raw_length is None else int(raw_length)
+        return RestResponseReader(reply.body, header_length), reply.headers
 
     # -- model repository ----------------------------------------------------------------
 
