@@ -38,6 +38,7 @@ from nbinfer.protocol.types import (
     InferRequest,
     InferResponse,
     ModelMetadata,
+    Parameters,
     RepositoryModel,
     ServerMetadata,
 )
@@ -99,6 +100,30 @@ def _shape_matches(shape: Sequence[int], expected: Sequence[int]) -> bool:
     return True
 
 
+def _input_shape_ok(shape: list[int], expected: list[int]) -> bool:
+    """``shape`` matches ``expected`` (-1: any size) and has no negative dimension."""
+    if len(shape) != len(expected):
+        return False
+    for s, e in zip(shape, expected, strict=True):  # noqa: SIM110 - hot path, no genexpr
+        if s < 0 or (e != -1 and s != e):
+            return False
+    return True
+
+
+def _output_shape_ok(shape: tuple[int, ...], dims: list[int], mbs: int, batch: int) -> bool:
+    """A returned shape matches the declared ``dims`` (after the batch dim when batching)."""
+    if mbs > 0:
+        if len(shape) != len(dims) + 1 or shape[0] != batch:
+            return False
+        shape = shape[1:]
+    elif len(shape) != len(dims):
+        return False
+    for s, e in zip(shape, dims, strict=True):  # noqa: SIM110 - hot path, no genexpr
+        if e != -1 and s != e:
+            return False
+    return True
+
+
 def _fmt(shape: Sequence[int]) -> str:
     return "[" + ",".join(str(int(d)) for d in shape) + "]"
 
@@ -113,25 +138,125 @@ class _Timings:
         self.output = 0
 
 
+class _InputPlan:
+    """What validating one declared input needs, computed once per model."""
+
+    __slots__ = ("datatype", "def_", "dtype", "expected", "reshape")
+
+    def __init__(self, spec: TensorDef, mbs: int) -> None:
+        self.def_ = spec
+        self.datatype = spec.datatype
+        self.dtype: np.dtype[Any] | None = (
+            None if spec.datatype == "BYTES" else numpy_dtype(spec.datatype)
+        )
+        self.expected: list[int] = ([-1] if mbs > 0 else []) + list(spec.dims)
+        self.reshape: list[int] | None = list(spec.reshape) if spec.reshape is not None else None
+
+
+class _OutputPlan:
+    """What checking one declared output needs, computed once per model."""
+
+    __slots__ = ("def_", "dtype", "expected", "plain")
+
+    def __init__(self, spec: TensorDef, mbs: int) -> None:
+        self.def_ = spec
+        self.dtype: np.dtype[Any] | None = (
+            None if spec.datatype == "BYTES" else numpy_dtype(spec.datatype)
+        )
+        self.expected: list[int] = list(spec.dims)
+        # the common case: the returned array is checked against fixed dims without reshaping
+        self.plain = not spec.inferred and spec.reshape is None
+
+
+class _Plan:
+    """Per-model facts the request path needs, derived from the declarations once.
+
+    Cached on the model and rebuilt when its declarations are replaced (``set_defs``).
+    """
+
+    __slots__ = (
+        "any_async",
+        "input_names",
+        "inputs",
+        "mbs",
+        "output_names",
+        "outputs",
+        "post",
+        "post_ctx",
+        "pre",
+        "pre_ctx",
+        "predict_ctx",
+        "required",
+        "source",
+    )
+
+    def __init__(self, model: Model) -> None:
+        ins = model.input_defs()
+        outs = model.output_defs()
+        self.source = (ins, outs, model.max_batch_size)
+        mbs = model.max_batch_size
+        self.mbs = mbs
+        self.inputs = {d.name: _InputPlan(d, mbs) for d in ins}
+        self.input_names = ", ".join(d.name for d in ins)
+        self.required = [d.name for d in ins if not d.optional]
+        self.outputs = {d.name: _OutputPlan(d, mbs) for d in outs}
+        self.output_names = [d.name for d in outs]
+        self.pre = model.overrides("preprocess")
+        self.post = model.overrides("postprocess")
+        self.pre_ctx = self.pre and model.hook_wants_context("preprocess")
+        self.post_ctx = self.post and model.hook_wants_context("postprocess")
+        self.predict_ctx = model.hook_wants_context("predict")
+        hooks = ("preprocess", "predict", "postprocess")
+        self.any_async = any(
+            inspect.iscoroutinefunction(getattr(model, h)) for h in hooks if model.overrides(h)
+        )
+
+
+def _plan(model: Model) -> _Plan:
+    """The model's cached :class:`_Plan` (rebuilt when its declarations changed)."""
+    plan: _Plan | None = model.__dict__.get("_nbinfer_plan")
+    d = model.__dict__
+    if (
+        plan is None
+        or plan.source[0] is not d.get("_input_defs")
+        or plan.source[1] is not d.get("_output_defs")
+        or plan.source[2] != model.max_batch_size
+    ):
+        plan = _Plan(model)
+        if d.get("_input_defs") is not None and d.get("_output_defs") is not None:
+            d["_nbinfer_plan"] = plan
+    return plan
+
+
 def _call(model: Model, hook: str, value: Any, ctx: InferContext) -> Any:
     fn = getattr(model, hook)
     return fn(value, ctx) if model.hook_wants_context(hook) else fn(value)
 
 
 def _run_sync_pipeline(
-    model: Model, inputs: dict[str, Any], ctx: InferContext, submitted: int, t: _Timings
+    model: Model,
+    inputs: dict[str, Any],
+    ctx: InferContext,
+    submitted: int,
+    t: _Timings,
+    plan: _Plan | None = None,
 ) -> Any:
+    plan = plan or _plan(model)
     start = time.perf_counter_ns()
     t.queue = start - submitted
-    if model.overrides("preprocess"):
-        inputs = _call(model, "preprocess", inputs, ctx)
+    fn: Any
+    if plan.pre:
+        fn = model.preprocess
+        inputs = fn(inputs, ctx) if plan.pre_ctx else fn(inputs)
     mid = time.perf_counter_ns()
     t.input += mid - start
-    result = _call(model, "predict", inputs, ctx)
+    fn = model.predict
+    result = fn(inputs, ctx) if plan.predict_ctx else fn(inputs)
     end = time.perf_counter_ns()
     t.infer = end - mid
-    if model.overrides("postprocess"):
-        result = _call(model, "postprocess", result, ctx)
+    if plan.post:
+        fn = model.postprocess
+        result = fn(result, ctx) if plan.post_ctx else fn(result)
     t.output += time.perf_counter_ns() - end
     return result
 
@@ -282,19 +407,20 @@ class DataPlane:
         return self._executor
 
     def _check_inputs(
-        self, model: Model, request: InferRequest
+        self, model: Model, request: InferRequest, plan: _Plan | None = None
     ) -> tuple[dict[str, np.ndarray[Any, Any]], int]:
         """Validate the request's inputs; returns arrays by name and the batch size."""
         name = model.name
-        defs = {d.name: d for d in model.input_defs()}
-        mbs = model.max_batch_size
+        plan = plan or _plan(model)
+        specs = plan.inputs
+        mbs = plan.mbs
         arrays: dict[str, np.ndarray[Any, Any]] = {}
         batch: int | None = None
         for inp in request.inputs:
-            spec = defs.get(inp.name)
+            spec = specs.get(inp.name)
             if spec is None:
                 raise InvalidInputError(
-                    f"model {name!r} has no input {inp.name!r}; inputs: {', '.join(defs)}",
+                    f"model {name!r} has no input {inp.name!r}; inputs: {plan.input_names}",
                     model=name,
                     tensor=inp.name,
                 )
@@ -312,34 +438,35 @@ class DataPlane:
                         model=name,
                     )
                 batch = b
-        missing = [d.name for d in defs.values() if not d.optional and d.name not in arrays]
-        if missing:
-            raise InvalidInputError(
-                f"model {name!r} expects input(s) {', '.join(repr(m) for m in missing)} "
-                f"(missing); got: {', '.join(arrays) or 'none'}",
-                model=name,
-            )
+        if len(arrays) != len(specs):
+            missing = [n for n in plan.required if n not in arrays]
+            if missing:
+                raise InvalidInputError(
+                    f"model {name!r} expects input(s) {', '.join(repr(m) for m in missing)} "
+                    f"(missing); got: {', '.join(arrays) or 'none'}",
+                    model=name,
+                )
         return arrays, (batch if batch is not None else 1)
 
-    def _check_input(self, model: Model, spec: TensorDef, inp: InferInput) -> np.ndarray[Any, Any]:
+    def _check_input(self, model: Model, plan: _InputPlan, inp: InferInput) -> np.ndarray[Any, Any]:
         name = model.name
-        if inp.datatype != spec.datatype:
+        if inp.datatype != plan.datatype:
             raise InvalidInputError(
                 f"input {inp.name!r} of model {name!r}: datatype {inp.datatype} does not match "
-                f"the expected {spec.datatype}",
+                f"the expected {plan.datatype}",
                 model=name,
                 tensor=inp.name,
             )
         shape = [int(d) for d in inp.shape]
-        mbs = model.max_batch_size
-        expected = ([-1] if mbs > 0 else []) + list(spec.dims)
-        if not _shape_matches(shape, expected) or any(d < 0 for d in shape):
+        expected = plan.expected
+        if not _input_shape_ok(shape, expected):
             raise InvalidInputError(
                 f"input {inp.name!r} of model {name!r}: shape {_fmt(shape)} does not match the "
                 f"expected {_fmt(expected)}",
                 model=name,
                 tensor=inp.name,
             )
+        mbs = model.max_batch_size
         if mbs > 0 and not 1 <= shape[0] <= mbs:
             raise InvalidInputError(
                 f"input {inp.name!r} of model {name!r}: batch size {shape[0]} is outside "
@@ -360,7 +487,7 @@ class DataPlane:
                 region,
                 offset=offset,
                 byte_size=byte_size,
-                datatype=spec.datatype,
+                datatype=plan.datatype,
                 shape=shape,
                 tensor=inp.name,
                 what=what,
@@ -375,21 +502,22 @@ class DataPlane:
                 model=name,
                 tensor=inp.name,
             )
-        if spec.datatype == "BYTES":
+        if plan.dtype is None:  # BYTES
             if data.dtype != object:
                 data = to_bytes_array(data)
-        elif data.dtype != numpy_dtype(spec.datatype):
-            data = data.astype(numpy_dtype(spec.datatype))
-        if list(data.shape) != shape:
+        elif data.dtype != plan.dtype:
+            data = data.astype(plan.dtype)
+        if data.ndim != len(shape) or list(data.shape) != shape:
             data = data.reshape(shape)
-        if spec.reshape is not None:
-            target = ([shape[0]] if mbs > 0 else []) + list(spec.reshape)
+        if plan.reshape is not None:
+            target = ([shape[0]] if mbs > 0 else []) + plan.reshape
             data = data.reshape(target)
         return data
 
-    def _requested(self, model: Model, request: InferRequest) -> list[str]:
-        outs = model.output_defs()
-        known = [d.name for d in outs]
+    def _requested(
+        self, model: Model, request: InferRequest, plan: _Plan | None = None
+    ) -> list[str]:
+        known = (plan or _plan(model)).output_names
         if not request.outputs:
             return known
         names: list[str] = []
@@ -586,20 +714,16 @@ class DataPlane:
         queued: int,
         executor: ThreadPoolExecutor | None = None,
     ) -> Any:
+        if not _plan(model).any_async:
+            if not model.run_in_thread:
+                # declared cheap: run inline, no thread hop
+                return _run_sync_pipeline(model, inputs, ctx, queued, t)
+            return await asyncio.get_running_loop().run_in_executor(
+                executor or self._executor_for(), _run_sync_pipeline, model, inputs, ctx, queued, t
+            )
         loop = asyncio.get_running_loop()
         pool = executor or self._executor_for()
         hooks = ("preprocess", "predict", "postprocess")
-        any_async: bool | None = model.__dict__.get("_nbinfer_any_async")
-        if any_async is None:
-            any_async = model.__dict__["_nbinfer_any_async"] = any(
-                inspect.iscoroutinefunction(getattr(model, h)) for h in hooks if model.overrides(h)
-            )
-        if not any_async:
-            if model.run_in_thread:
-                return await loop.run_in_executor(
-                    pool, _run_sync_pipeline, model, inputs, ctx, queued, t
-                )
-            return _run_sync_pipeline(model, inputs, ctx, queued, t)
         t.queue = time.perf_counter_ns() - queued
         value: Any = inputs
         for hook in hooks:
@@ -624,11 +748,15 @@ class DataPlane:
         return value
 
     @staticmethod
-    def _produced(model: Model, result: Any, wanted: list[str]) -> dict[str, Any]:
+    def _produced(
+        model: Model, result: Any, wanted: list[str], plan: _Plan | None = None
+    ) -> dict[str, Any]:
         """What the hooks returned, by output name."""
-        order = [d.name for d in model.output_defs()]
-        if isinstance(result, Mapping):
-            produced: dict[str, Any] = dict(result)
+        order = (plan or _plan(model)).output_names
+        if type(result) is dict:
+            produced: dict[str, Any] = result  # only read
+        elif isinstance(result, Mapping):
+            produced = dict(result)
         elif isinstance(result, tuple) and len(order) > 1:
             if len(result) != len(order):
                 raise InferenceError(
@@ -656,11 +784,18 @@ class DataPlane:
         wanted: list[str],
         request: InferRequest,
         batch: int,
+        plan: _Plan | None = None,
     ) -> list[InferOutput]:
-        defs = {d.name: d for d in model.output_defs()}
-        produced = self._produced(model, result, wanted)
-        class_counts = {ro.name: ro.class_count for ro in request.outputs if ro.class_count > 0}
-        in_shm = {ro.name: ro.parameters for ro in request.outputs if SHM_REGION in ro.parameters}
+        plan = plan or _plan(model)
+        defs = plan.outputs
+        produced = self._produced(model, result, wanted, plan)
+        class_counts: dict[str, int] = {}
+        in_shm: dict[str, Parameters] = {}
+        for ro in request.outputs:
+            if ro.class_count > 0:
+                class_counts[ro.name] = ro.class_count
+            if ro.parameters and SHM_REGION in ro.parameters:
+                in_shm[ro.name] = ro.parameters
         outputs: list[InferOutput] = []
         for out_name in wanted or list(produced):
             if out_name not in produced:
@@ -669,23 +804,40 @@ class DataPlane:
                     f"{', '.join(produced) or 'nothing'}",
                     model=model.name,
                 )
-            spec = defs.get(out_name)
-            what = f"output {out_name!r} of model {model.name!r}"
-            try:
-                arr = coerce_output(produced[out_name], spec.datatype if spec else None, what=what)
-            except NbinferError as exc:
-                raise InferenceError(str(exc), model=model.name) from exc
-            except (TypeError, ValueError) as exc:
-                raise InferenceError(f"{what}: {exc}", model=model.name) from exc
-            if spec is not None and not spec.inferred:
+            op = defs.get(out_name)
+            spec = op.def_ if op is not None else None
+            value = produced[out_name]
+            if (
+                op is not None
+                and op.dtype is not None
+                and type(value) is np.ndarray
+                and value.dtype == op.dtype
+            ):
+                arr = value  # already what was declared: nothing to convert
+            else:
+                what = f"output {out_name!r} of model {model.name!r}"
+                try:
+                    arr = coerce_output(value, spec.datatype if spec else None, what=what)
+                except NbinferError as exc:
+                    raise InferenceError(str(exc), model=model.name) from exc
+                except (TypeError, ValueError) as exc:
+                    raise InferenceError(f"{what}: {exc}", model=model.name) from exc
+            if (
+                op is not None
+                and spec is not None
+                and not spec.inferred
+                and not (op.plain and _output_shape_ok(arr.shape, op.expected, plan.mbs, batch))
+            ):
+                what = f"output {out_name!r} of model {model.name!r}"
                 arr = self._check_output_shape(model, spec, arr, batch, what)
-            k = class_counts.get(out_name, 0)
+            k = class_counts.get(out_name, 0) if class_counts else 0
             if k:
                 arr = self._classify(model, spec, arr, k)
                 datatype = "BYTES"
             else:
                 datatype = spec.datatype if spec is not None else _datatype(arr)
-            if out_name in in_shm:
+            if in_shm and out_name in in_shm:
+                what = f"output {out_name!r} of model {model.name!r}"
                 outputs.append(self._output_to_shm(out_name, datatype, arr, in_shm[out_name], what))
             else:
                 outputs.append(InferOutput(out_name, datatype, list(arr.shape), arr))
@@ -836,8 +988,9 @@ class DataPlane:
             t = _Timings()
             scheduler: Scheduler | None = None
             try:
-                inputs, batch = self._check_inputs(model, request)
-                wanted = self._requested(model, request)
+                plan = _plan(model)
+                inputs, batch = self._check_inputs(model, request, plan)
+                wanted = self._requested(model, request, plan)
                 ctx = self._context(mv, model, request, wanted)
                 t.input = time.perf_counter_ns() - t0
                 if stateful:
@@ -848,12 +1001,17 @@ class DataPlane:
                         self._leave_sequence(slot, ctx)
                 else:
                     scheduler = self._scheduler_for(mv)
-                    if scheduler is None:
+                    if scheduler is None and not model.run_in_thread and not plan.any_async:
+                        # declared cheap and synchronous: run inline, no thread hop
+                        result = _run_sync_pipeline(
+                            model, inputs, ctx, time.perf_counter_ns(), t, plan
+                        )
+                    elif scheduler is None:
                         result = await self._execute(mv, inputs, ctx, t)
                     else:
                         result = await self._schedule(scheduler, request, inputs, batch, ctx, t)
                 out_start = time.perf_counter_ns()
-                outputs = self._outputs(model, result, wanted, request, batch)
+                outputs = self._outputs(model, result, wanted, request, batch, plan)
                 t.output += time.perf_counter_ns() - out_start
             except NbinferError:
                 mv.stats.record_failure(time.perf_counter_ns() - t0)
@@ -868,13 +1026,13 @@ class DataPlane:
                 ) from exc
             total = time.perf_counter_ns() - t0
             if scheduler is None:
-                mv.stats.record_success(
-                    batch_size=batch if model.max_batch_size > 0 else 1,
-                    total_ns=total,
-                    queue_ns=t.queue,
-                    input_ns=t.input,
-                    infer_ns=t.infer,
-                    output_ns=t.output,
+                mv.stats.record_one(
+                    batch if model.max_batch_size > 0 else 1,
+                    total,
+                    t.queue,
+                    t.input,
+                    t.infer,
+                    t.output,
                 )
             else:  # the execution was counted by _run_batch
                 mv.stats.record_request(

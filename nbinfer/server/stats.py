@@ -73,6 +73,50 @@ class ModelStats:
             batch_size=batch_size, input_ns=input_ns, infer_ns=infer_ns, output_ns=output_ns
         )
 
+    def record_one(
+        self,
+        batch_size: int,
+        total_ns: int,
+        queue_ns: int,
+        input_ns: int,
+        infer_ns: int,
+        output_ns: int,
+    ) -> None:
+        """:meth:`record_success` with positional arguments, inlined (the hot path)."""
+        self.last_inference = time.time_ns() // 1_000_000
+        self.inference_count += batch_size
+        self.execution_count += 1
+        input_ns = input_ns if input_ns > 0 else 0
+        infer_ns = infer_ns if infer_ns > 0 else 0
+        output_ns = output_ns if output_ns > 0 else 0
+        d = self.success
+        d.count += 1
+        d.ns += total_ns if total_ns > 0 else 0
+        d = self.queue
+        d.count += 1
+        d.ns += queue_ns if queue_ns > 0 else 0
+        d = self.compute_input
+        d.count += 1
+        d.ns += input_ns
+        d = self.compute_infer
+        d.count += 1
+        d.ns += infer_ns
+        d = self.compute_output
+        d.count += 1
+        d.ns += output_ns
+        b = self.batches.get(batch_size)
+        if b is None:
+            b = self.batches[batch_size] = _BatchStats()
+        d = b.compute_input
+        d.count += 1
+        d.ns += input_ns
+        d = b.compute_infer
+        d.count += 1
+        d.ns += infer_ns
+        d = b.compute_output
+        d.count += 1
+        d.ns += output_ns
+
     def record_request(
         self, *, total_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int
     ) -> None:
