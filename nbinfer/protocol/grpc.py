@@ -67,6 +67,7 @@ __all__ = [
     "request_from_proto",
     "request_to_proto",
     "response_from_proto",
+    "response_to_bytes",
     "response_to_proto",
     "server_metadata_from_proto",
     "server_metadata_to_proto",
@@ -218,6 +219,8 @@ def params_to_proto(params: Mapping[str, ParamValue], target: _ParamMap) -> None
 
 def params_from_proto(source: Mapping[str, pb.InferParameter]) -> Parameters:
     """Read a protobuf ``map<string, InferParameter>`` into a parameters dict (unset skipped)."""
+    if not source:
+        return {}
     out: Parameters = {}
     for key, param in source.items():
         kind = param.WhichOneof("parameter_choice")
@@ -250,6 +253,16 @@ _PACKED_FIXED: Final[dict[str, tuple[int, np.dtype[Any]]]] = {
     "BOOL": (pb.InferTensorContents.BOOL_CONTENTS_FIELD_NUMBER, np.dtype("u1")),
     "FP32": (pb.InferTensorContents.FP32_CONTENTS_FIELD_NUMBER, np.dtype("<f4")),
     "FP64": (pb.InferTensorContents.FP64_CONTENTS_FIELD_NUMBER, np.dtype("<f8")),
+}
+
+#: Fixed-width datatypes whose raw bytes need no check beyond their size (BOOL checks values);
+#: their raw bytes are the little-endian array itself.
+_PLAIN: Final[dict[str, np.dtype[Any]]] = {
+    name: numpy_dtype(name)
+    for name in (
+        *("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"),
+        *("FP16", "FP32", "FP64", "BF16"),
+    )
 }
 
 _CONTENTS_FIELDS: Final = tuple(f.name for f in pb.InferTensorContents.DESCRIPTOR.fields)
@@ -396,7 +409,7 @@ _TensorMsg = TypeVar(
 
 def _encode_tensors(
     tensors: Sequence[InferInput] | Sequence[InferOutput],
-    add: Callable[[], _TensorMsg],
+    add: Callable[..., _TensorMsg],
     raw_out: list[bytes],
     *,
     raw: bool,
@@ -405,6 +418,16 @@ def _encode_tensors(
     if not raw and not typed:
         logger.debug("FP16/BF16 tensor present: sending every tensor as raw contents")
     for tensor in tensors:
+        data = tensor.data
+        if raw and type(data) is np.ndarray:
+            # the common case: a native little-endian array of its datatype and shape
+            dtype = _PLAIN.get(tensor.datatype)
+            if dtype is not None and data.dtype == dtype and data.shape == tuple(tensor.shape):
+                msg = add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+                if tensor.parameters:
+                    params_to_proto(tensor.parameters, msg.parameters)
+                raw_out.append(data.tobytes())
+                continue
         msg = add()
         msg.name = tensor.name
         msg.datatype = tensor.datatype
@@ -418,6 +441,46 @@ def _encode_tensors(
             _fill_contents(msg.contents, tensor.data, tensor.datatype)
         else:
             raw_out.append(_tensor_bytes(tensor.data, tensor.datatype))
+
+
+_Tensor = TypeVar("_Tensor", InferInput, InferOutput)
+
+
+def _decode_tensors(
+    msgs: Sequence[_AnyTensorMsg], raw: Sequence[bytes], kind: str, make: type[_Tensor]
+) -> list[_Tensor]:
+    """Decode tensor messages and their data into ``make`` (InferInput or InferOutput).
+
+    The common message (one raw entry per tensor, no parameters, no typed contents) is decoded
+    here: fixed-width data of the right size becomes a view of the (immutable, so read-only)
+    bytes, the rest goes through :func:`tensor_from_bytes` (which raises every size error).
+    Anything else is left to :func:`_decode_tensor_data`.
+    """
+    if len(raw) == len(msgs):
+        out = []
+        for msg, buf in zip(msgs, raw, strict=True):
+            if msg.parameters or msg.HasField("contents"):
+                break
+            name = msg.name
+            datatype = msg.datatype
+            shape = list(msg.shape)
+            dtype = _PLAIN.get(datatype)
+            if (
+                dtype is None
+                or type(buf) is not bytes
+                or len(buf) != math.prod(shape) * dtype.itemsize
+                or (shape and min(shape) < 0)
+            ):
+                data = tensor_from_bytes(buf, datatype, shape, name=name)
+            else:
+                data = np.frombuffer(buf, dtype=dtype).reshape(shape)
+            out.append(make(name, datatype, shape, data))
+        else:
+            return out
+    return [
+        make(m.name, m.datatype, shape, data, params)
+        for m, shape, params, data in _decode_tensor_data(msgs, raw, kind)
+    ]
 
 
 def _decode_tensor_data(
@@ -511,14 +574,12 @@ def request_from_proto(msg: pb.ModelInferRequest) -> InferRequest:
         InvalidInputError: data and shape disagree, data is missing, or contents are mixed.
         DataTypeError: an unknown datatype.
     """
-    inputs = [
-        InferInput(name=m.name, datatype=m.datatype, shape=shape, data=data, parameters=params)
-        for m, shape, params, data in _decode_tensor_data(
-            msg.inputs, msg.raw_input_contents, "input"
-        )
-    ]
+    inputs = _decode_tensors(msg.inputs, msg.raw_input_contents, "input", InferInput)
     outputs = []
     for tensor in msg.outputs:
+        if not tensor.parameters:
+            outputs.append(RequestedOutput(tensor.name))
+            continue
         params = params_from_proto(tensor.parameters)
         class_count = params.pop(_CLASSIFICATION, 0)
         if isinstance(class_count, bool) or not isinstance(class_count, int):
@@ -548,8 +609,9 @@ def response_to_proto(resp: InferResponse, *, raw: bool = True) -> pb.ModelInfer
     Raises:
         InvalidInputError: data size does not match a shape, or a parameter has no v2 type.
     """
-    msg = pb.ModelInferResponse(model_name=resp.model_name, model_version=resp.model_version)
-    msg.id = resp.id
+    msg = pb.ModelInferResponse(
+        model_name=resp.model_name, model_version=resp.model_version, id=resp.id
+    )
     if resp.parameters:
         params_to_proto(resp.parameters, msg.parameters)
     raw_contents: list[bytes] = []
@@ -559,6 +621,15 @@ def response_to_proto(resp: InferResponse, *, raw: bool = True) -> pb.ModelInfer
     return msg
 
 
+def response_to_bytes(resp: InferResponse) -> bytes:
+    """The serialized ``ModelInferResponse`` of ``resp`` with raw contents (a server's answer).
+
+    Raises:
+        InvalidInputError: data size does not match a shape, or a parameter has no v2 type.
+    """
+    return bytes(response_to_proto(resp).SerializeToString())
+
+
 def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
     """Decode a ``ModelInferResponse``; raw tensors become zero-copy read-only views.
 
@@ -566,12 +637,7 @@ def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
         InvalidInputError: data and shape disagree, or data is missing.
         DataTypeError: an unknown datatype.
     """
-    outputs = [
-        InferOutput(name=m.name, datatype=m.datatype, shape=shape, data=data, parameters=params)
-        for m, shape, params, data in _decode_tensor_data(
-            msg.outputs, msg.raw_output_contents, "output"
-        )
-    ]
+    outputs = _decode_tensors(msg.outputs, msg.raw_output_contents, "output", InferOutput)
     return InferResponse(
         model_name=msg.model_name,
         outputs=outputs,
@@ -586,14 +652,6 @@ def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
 
 _RAW_INPUT_TAG: Final = _varint(pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
 _ID_TAG: Final = _varint(pb.ModelInferRequest.ID_FIELD_NUMBER << 3 | 2)
-#: Fixed-width datatypes whose raw bytes need no check beyond their size (BOOL checks values).
-_PLAIN: Final[dict[str, np.dtype[Any]]] = {
-    name: numpy_dtype(name)
-    for name in (
-        *("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"),
-        *("FP16", "FP32", "FP64", "BF16"),
-    )
-}
 
 
 class RequestTemplate:

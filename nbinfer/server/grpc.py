@@ -12,14 +12,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
-import numpy as np
 
 from nbinfer.errors import NbinferError, grpc_code_of
 from nbinfer.protocol import grpc as gcodec
-from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.grpc import SERVICE_NAME, pb
-from nbinfer.protocol.tensors import tensor_from_bytes
-from nbinfer.protocol.types import InferInput, InferRequest, InferResponse, RequestedOutput
+from nbinfer.protocol.types import InferResponse
 from nbinfer.server.auth import PUBLIC_GRPC_METHODS, authorized
 from nbinfer.server.dataplane import EMPTY_FINAL, FINAL_RESPONSE
 
@@ -37,90 +34,6 @@ async def _abort(context: Any, exc: BaseException) -> None:
         logger.exception("unhandled error in gRPC handler", exc_info=exc)
         code, message = "INTERNAL", f"internal server error: {type(exc).__name__}: {exc}"
     await context.abort(grpc.StatusCode[code], message)
-
-
-#: Fixed-width datatypes whose raw bytes are the array itself (BOOL and BYTES need checks).
-_FIXED: dict[str, np.dtype[Any]] = {
-    dt: numpy_dtype(dt)
-    for dt in (
-        *("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"),
-        *("FP16", "FP32", "FP64", "BF16"),
-    )
-}
-
-
-def _decode_infer(msg: Any) -> InferRequest:
-    """``ModelInferRequest`` -> request; the common shape decoded here, the rest by the codec.
-
-    The common shape is what tritonclient sends: one raw entry per input, no typed contents,
-    no tensor parameters. Anything else (typed contents, shared memory, classification, ...)
-    goes through :func:`nbinfer.protocol.grpc.request_from_proto`, which also produces every
-    error message.
-    """
-    tensors = msg.inputs
-    raw = msg.raw_input_contents
-    if len(raw) != len(tensors):
-        return gcodec.request_from_proto(msg)
-    inputs = []
-    for tensor, buf in zip(tensors, raw, strict=True):
-        if tensor.parameters or tensor.HasField("contents"):
-            return gcodec.request_from_proto(msg)
-        datatype = tensor.datatype
-        shape = list(tensor.shape)
-        dtype = _FIXED.get(datatype)
-        count = 1
-        for dim in shape:
-            if dim < 0:  # the codec explains it
-                count = -1
-                break
-            count *= dim
-        if dtype is None or count < 0 or len(buf) != count * dtype.itemsize:
-            data = tensor_from_bytes(buf, datatype, shape, name=tensor.name)  # checks, raises
-        else:
-            data = np.frombuffer(buf, dtype=dtype).reshape(shape)
-            if data.flags.writeable:  # a view of immutable bytes is read-only already
-                data.flags.writeable = False
-        inputs.append(InferInput(tensor.name, datatype, shape, data))
-    outputs = []
-    for out in msg.outputs:
-        if out.parameters:
-            return gcodec.request_from_proto(msg)
-        outputs.append(RequestedOutput(out.name))
-    return InferRequest(
-        inputs=inputs,
-        outputs=outputs,
-        id=msg.id,
-        parameters=gcodec.params_from_proto(msg.parameters) if msg.parameters else {},
-        model_name=msg.model_name,
-        model_version=msg.model_version,
-    )
-
-
-def _encode_infer(response: InferResponse) -> bytes:
-    """Response -> serialized ``ModelInferResponse`` (raw contents; the codec for the rest)."""
-    raw: list[bytes] = []
-    for out in response.outputs:
-        data = out.data
-        dtype = _FIXED.get(out.datatype)
-        if (
-            dtype is None
-            or out.parameters
-            or type(data) is not np.ndarray
-            or data.dtype != dtype
-            or list(data.shape) != out.shape
-        ):
-            return bytes(gcodec.response_to_proto(response).SerializeToString())
-        raw.append(data.tobytes())
-    msg = pb.ModelInferResponse(
-        model_name=response.model_name, model_version=response.model_version, id=response.id
-    )
-    if response.parameters:
-        gcodec.params_to_proto(response.parameters, msg.parameters)
-    add = msg.outputs.add
-    for out in response.outputs:
-        add(name=out.name, datatype=out.datatype, shape=out.shape)
-    msg.raw_output_contents.extend(raw)
-    return bytes(msg.SerializeToString())
 
 
 _UNAUTHENTICATED = "unauthorized: send the metadata 'authorization: Bearer <token>'"
@@ -202,17 +115,19 @@ class GrpcFrontend:
 
     async def model_infer(self, request: Any, context: Any) -> Any:
         """ModelInfer (the hot path): answers the serialized response."""
-        return _encode_infer(await self.dp.infer(_decode_infer(request)))
+        return gcodec.response_to_bytes(await self.dp.infer(gcodec.request_from_proto(request)))
 
     def _infer_handler(self, token: str | None) -> _Handler:
         """ModelInfer as one coroutine (:func:`_guard` + :meth:`model_infer` inlined)."""
         infer = self.dp.infer
+        decode = gcodec.request_from_proto
+        encode = gcodec.response_to_bytes
 
         async def model_infer(request: Any, context: Any) -> Any:
             if token is not None and not _authorized(context, token):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
             try:
-                return _encode_infer(await infer(_decode_infer(request)))
+                return encode(await infer(decode(request)))
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:

@@ -1,4 +1,9 @@
-"""The gRPC frontend's ModelInfer fast path agrees with the codec on every message shape."""
+"""The codec's ModelInfer fast path (what the gRPC frontend runs) agrees with the general path.
+
+The server's ModelInfer calls :func:`request_from_proto` and :func:`response_to_bytes`; the
+common message (one raw entry per tensor, no parameters) takes a shortcut in both, which must
+give the same requests, the same bytes on the wire and the same errors as the general path.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,18 @@ import pytest
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol import grpc as gcodec
 from nbinfer.protocol.grpc import pb
+from nbinfer.protocol.tensors import tensor_to_bytes
 from nbinfer.protocol.types import InferInput, InferOutput, InferRequest, InferResponse
-from nbinfer.server.grpc import _decode_infer, _encode_infer
+
+_A = np.arange(16, dtype=np.float32).reshape(1, 16)
 
 
 def _request(**kw: object) -> pb.ModelInferRequest:
-    a = np.arange(16, dtype=np.float32).reshape(1, 16)
     req = InferRequest(
-        inputs=[InferInput("INPUT0", "FP32", [1, 16], a), InferInput("INPUT1", "FP32", [1, 16], a)],
+        inputs=[
+            InferInput("INPUT0", "FP32", [1, 16], _A),
+            InferInput("INPUT1", "FP32", [1, 16], _A + 1),
+        ],
         model_name="add_sub",
         id="r1",
     )
@@ -24,38 +33,32 @@ def _request(**kw: object) -> pb.ModelInferRequest:
     return gcodec.request_to_proto(req)
 
 
-def _same_request(a: InferRequest, b: InferRequest) -> None:
-    assert (a.model_name, a.model_version, a.id, a.parameters) == (
-        b.model_name,
-        b.model_version,
-        b.id,
-        b.parameters,
-    )
-    assert [(o.name, o.class_count, o.parameters) for o in a.outputs] == [
-        (o.name, o.class_count, o.parameters) for o in b.outputs
-    ]
-    for x, y in zip(a.inputs, b.inputs, strict=True):
-        assert (x.name, x.datatype, x.shape, x.parameters) == (
-            y.name,
-            y.datatype,
-            y.shape,
-            y.parameters,
-        )
-        assert x.data is not None and y.data is not None
-        assert x.data.dtype == y.data.dtype
-        np.testing.assert_array_equal(x.data, y.data)
-
-
-def test_fast_decode_matches_codec_for_raw_inputs_and_outputs() -> None:
+def test_raw_inputs_decode_to_read_only_views_with_plain_outputs() -> None:
     msg = _request()
     msg.outputs.add(name="OUTPUT0")
     msg.parameters["custom"].string_param = "x"
-    fast = _decode_infer(msg)
-    _same_request(fast, gcodec.request_from_proto(msg))
-    assert fast.inputs[0].data is not None and not fast.inputs[0].data.flags.writeable
+    req = gcodec.request_from_proto(msg)
+    assert (req.model_name, req.id, req.parameters) == ("add_sub", "r1", {"custom": "x"})
+    assert [(o.name, o.class_count, o.parameters) for o in req.outputs] == [("OUTPUT0", 0, {})]
+    for inp, expected in zip(req.inputs, (_A, _A + 1), strict=True):
+        assert (inp.datatype, inp.shape, inp.parameters) == ("FP32", [1, 16], {})
+        assert inp.data is not None and inp.data.dtype == np.float32
+        assert not inp.data.flags.writeable
+        np.testing.assert_array_equal(inp.data, expected)
 
 
-def test_fast_decode_falls_back_for_typed_contents_and_classification() -> None:
+def test_input_parameters_and_classification_take_the_general_path() -> None:
+    msg = _request()
+    msg.inputs[0].parameters["note"].string_param = "n"
+    msg.outputs.add(name="OUTPUT0").parameters["classification"].int64_param = 2
+    req = gcodec.request_from_proto(msg)
+    assert req.inputs[0].parameters == {"note": "n"}
+    assert req.inputs[1].parameters == {}
+    assert req.outputs[0].class_count == 2
+    np.testing.assert_array_equal(req.inputs[1].data, _A + 1)
+
+
+def test_typed_contents_decode() -> None:
     typed = gcodec.request_to_proto(
         InferRequest(
             inputs=[InferInput("X", "INT32", [3], np.array([1, 2, 3], dtype=np.int32))],
@@ -63,21 +66,26 @@ def test_fast_decode_falls_back_for_typed_contents_and_classification() -> None:
         ),
         raw=False,
     )
-    _same_request(_decode_infer(typed), gcodec.request_from_proto(typed))
+    req = gcodec.request_from_proto(typed)
+    np.testing.assert_array_equal(req.inputs[0].data, [1, 2, 3])
+
+
+def test_one_raw_entry_per_input_plus_typed_contents_is_refused() -> None:
     msg = _request()
-    msg.outputs.add(name="OUTPUT0").parameters["classification"].int64_param = 2
-    decoded = _decode_infer(msg)
-    assert decoded.outputs[0].class_count == 2
+    msg.inputs[0].contents.fp32_contents.extend([0.0] * 16)
+    with pytest.raises(InvalidInputError, match="cannot be mixed"):
+        gcodec.request_from_proto(msg)
 
 
-def test_fast_decode_rejects_wrong_raw_size_like_the_codec() -> None:
+def test_wrong_raw_size_names_tensor_expected_and_actual() -> None:
     msg = _request()
     msg.raw_input_contents[1] = b"\0" * 60
-    with pytest.raises(InvalidInputError, match="INPUT1"):
-        _decode_infer(msg)
+    with pytest.raises(InvalidInputError, match=r"INPUT1.*64.*60") as info:
+        gcodec.request_from_proto(msg)
+    assert (info.value.context["expected"], info.value.context["actual"]) == (64, 60)
 
 
-def test_fast_decode_handles_bytes_and_bool_inputs() -> None:
+def test_bytes_and_bool_inputs_decode() -> None:
     req = InferRequest(
         inputs=[
             InferInput("S", "BYTES", [2], np.array([b"ab", b""], dtype=object)),
@@ -85,8 +93,35 @@ def test_fast_decode_handles_bytes_and_bool_inputs() -> None:
         ],
         model_name="m",
     )
-    msg = gcodec.request_to_proto(req)
-    _same_request(_decode_infer(msg), gcodec.request_from_proto(msg))
+    decoded = gcodec.request_from_proto(gcodec.request_to_proto(req))
+    assert list(decoded.inputs[0].data) == [b"ab", b""]  # type: ignore[arg-type]
+    assert decoded.inputs[1].data is not None and decoded.inputs[1].data.dtype == np.bool_
+    np.testing.assert_array_equal(decoded.inputs[1].data, [True, False])
+
+
+@pytest.mark.parametrize("shape", [[0, -1], [-1, -1], [-2, 8]])
+def test_negative_dims_are_refused(shape: list[int]) -> None:
+    msg = _request()
+    del msg.inputs[0].shape[:]
+    msg.inputs[0].shape.extend(shape)
+    msg.raw_input_contents[0] = b"\0" * 4 if shape == [-1, -1] else b""
+    with pytest.raises(InvalidInputError, match="INPUT0"):
+        gcodec.request_from_proto(msg)
+
+
+def _reference_bytes(resp: InferResponse) -> bytes:
+    """The response built field by field, as the general path writes it."""
+    msg = pb.ModelInferResponse(model_name=resp.model_name, model_version=resp.model_version)
+    msg.id = resp.id
+    gcodec.params_to_proto(resp.parameters, msg.parameters)
+    for out in resp.outputs:
+        tensor = msg.outputs.add()
+        tensor.name, tensor.datatype = out.name, out.datatype
+        tensor.shape.extend(out.shape)
+        gcodec.params_to_proto(out.parameters, tensor.parameters)
+        assert out.data is not None
+        msg.raw_output_contents.append(bytes(tensor_to_bytes(out.data, out.datatype)))
+    return bytes(msg.SerializeToString(deterministic=True))
 
 
 @pytest.mark.parametrize(
@@ -94,29 +129,41 @@ def test_fast_decode_handles_bytes_and_bool_inputs() -> None:
     [
         ("FP32", np.arange(6, dtype=np.float32).reshape(2, 3), {}),
         ("INT64", np.arange(6, dtype=np.int64).reshape(2, 3), {"flag": True}),
+        ("FP32", np.arange(6, dtype=np.float32).reshape(3, 2).T, {}),  # not contiguous
+        ("FP32", np.arange(6, dtype=">f4").reshape(2, 3), {}),  # big endian
+        ("FP32", np.arange(6, dtype=np.float64).reshape(2, 3), {}),  # cast
         ("BYTES", np.array([[b"a", b"bc", b""]], dtype=object), {}),
         ("BOOL", np.array([[True, False, True]]), {}),
     ],
 )
-def test_fast_encode_matches_codec(datatype: str, data: np.ndarray, params: dict) -> None:
+def test_response_bytes_match_the_general_encoding(
+    datatype: str, data: np.ndarray, params: dict
+) -> None:
     resp = InferResponse(
         model_name="m",
-        outputs=[InferOutput("OUT", datatype, list(data.shape), data)],
+        outputs=[InferOutput("OUT", datatype, list(data.shape), data, {"p": 1})],
         model_version="1",
         id="abc",
         parameters=params,
     )
-    fast = pb.ModelInferResponse.FromString(_encode_infer(resp))
-    assert fast == gcodec.response_to_proto(resp)
+    wire = gcodec.response_to_bytes(resp)
+    assert pb.ModelInferResponse.FromString(wire) == pb.ModelInferResponse.FromString(
+        _reference_bytes(resp)
+    )
+    back = gcodec.response_from_proto(pb.ModelInferResponse.FromString(wire))
+    assert (back.id, back.parameters, back.outputs[0].parameters) == ("abc", params, {"p": 1})
+    np.testing.assert_array_equal(back.outputs[0].data, data)
 
 
-@pytest.mark.parametrize("shape", [[0, -1], [-1, -1], [-2, 8]])
-def test_fast_decode_rejects_negative_dims_like_the_codec(shape: list[int]) -> None:
-    msg = _request()
-    del msg.inputs[0].shape[:]
-    msg.inputs[0].shape.extend(shape)
-    msg.raw_input_contents[0] = b""
-    with pytest.raises(InvalidInputError):
-        gcodec.request_from_proto(msg)
-    with pytest.raises(InvalidInputError, match="INPUT0"):
-        _decode_infer(msg)
+def test_response_data_of_another_shape_but_the_same_size_is_reshaped() -> None:
+    data = np.arange(6, dtype=np.float32)
+    resp = InferResponse("m", [InferOutput("OUT", "FP32", [2, 3], data)])
+    back = gcodec.response_from_proto(gcodec.response_to_proto(resp))
+    assert back.outputs[0].shape == [2, 3]
+    np.testing.assert_array_equal(back.outputs[0].data, data.reshape(2, 3))
+
+
+def test_response_data_of_the_wrong_size_is_refused() -> None:
+    resp = InferResponse("m", [InferOutput("OUT", "FP32", [2, 3], np.zeros(5, np.float32))])
+    with pytest.raises(InvalidInputError, match="OUT"):
+        gcodec.response_to_bytes(resp)
