@@ -261,6 +261,30 @@ def _run_sync_pipeline(
     return result
 
 
+def _coerce(model: Model, name: str, value: Any, spec: TensorDef | None) -> np.ndarray[Any, Any]:
+    """An output as an array of its declared datatype; a bad one is the model's error."""
+    what = f"output {name!r} of model {model.name!r}"
+    try:
+        return coerce_output(value, spec.datatype if spec else None, what=what)
+    except NbinferError as exc:
+        raise InferenceError(str(exc), model=model.name) from exc
+    except (TypeError, ValueError) as exc:
+        raise InferenceError(f"{what}: {exc}", model=model.name) from exc
+
+
+def _model_raised(
+    mv: ModelVersion, model: Model, request: InferRequest, exc: Exception, t0: int
+) -> InferenceError:
+    """Count a failed request whose model raised; return the error to raise ``from exc``."""
+    mv.stats.record_failure(time.perf_counter_ns() - t0)
+    logger.warning("model %r raised", model.name, exc_info=True)
+    return InferenceError(
+        f"model {model.name!r} failed: {type(exc).__name__}: {exc}",
+        model=model.name,
+        request_id=request.id or None,
+    )
+
+
 class DataPlane:
     """Transport-neutral server core over a :class:`ModelRepository`.
 
@@ -686,15 +710,7 @@ class DataPlane:
         arrays: dict[str, np.ndarray[Any, Any]] = {}
         for out_name in names:
             spec = defs.get(out_name)
-            what = f"output {out_name!r} of model {model.name!r}"
-            try:
-                arrays[out_name] = coerce_output(
-                    produced[out_name], spec.datatype if spec else None, what=what
-                )
-            except NbinferError as exc:
-                raise InferenceError(str(exc), model=model.name) from exc
-            except (TypeError, ValueError) as exc:
-                raise InferenceError(f"{what}: {exc}", model=model.name) from exc
+            arrays[out_name] = _coerce(model, out_name, produced[out_name], spec)
         return arrays
 
     async def _execute(
@@ -815,13 +831,7 @@ class DataPlane:
             ):
                 arr = value  # already what was declared: nothing to convert
             else:
-                what = f"output {out_name!r} of model {model.name!r}"
-                try:
-                    arr = coerce_output(value, spec.datatype if spec else None, what=what)
-                except NbinferError as exc:
-                    raise InferenceError(str(exc), model=model.name) from exc
-                except (TypeError, ValueError) as exc:
-                    raise InferenceError(f"{what}: {exc}", model=model.name) from exc
+                arr = _coerce(model, out_name, value, spec)
             if (
                 op is not None
                 and spec is not None
@@ -1017,16 +1027,10 @@ class DataPlane:
                 mv.stats.record_failure(time.perf_counter_ns() - t0)
                 raise
             except Exception as exc:
-                mv.stats.record_failure(time.perf_counter_ns() - t0)
-                logger.warning("model %r raised", model.name, exc_info=True)
-                raise InferenceError(
-                    f"model {model.name!r} failed: {type(exc).__name__}: {exc}",
-                    model=model.name,
-                    request_id=request.id or None,
-                ) from exc
+                raise _model_raised(mv, model, request, exc, t0) from exc
             total = time.perf_counter_ns() - t0
             if scheduler is None:
-                mv.stats.record_one(
+                mv.stats.record_success(
                     batch if model.max_batch_size > 0 else 1,
                     total,
                     t.queue,
@@ -1097,21 +1101,15 @@ class DataPlane:
             mv.stats.record_failure(time.perf_counter_ns() - t0)
             raise
         except Exception as exc:
-            mv.stats.record_failure(time.perf_counter_ns() - t0)
-            logger.warning("model %r raised", model.name, exc_info=True)
-            raise InferenceError(
-                f"model {model.name!r} failed: {type(exc).__name__}: {exc}",
-                model=model.name,
-                request_id=request.id or None,
-            ) from exc
+            raise _model_raised(mv, model, request, exc, t0) from exc
         else:
             mv.stats.record_success(
-                batch_size=batch if model.max_batch_size > 0 else 1,
-                total_ns=time.perf_counter_ns() - t0,
-                queue_ns=t.queue,
-                input_ns=t.input,
-                infer_ns=t.infer,
-                output_ns=t.output,
+                batch if model.max_batch_size > 0 else 1,
+                time.perf_counter_ns() - t0,
+                t.queue,
+                t.input,
+                t.infer,
+                t.output,
             )
         finally:
             mv.inflight -= 1

@@ -53,7 +53,6 @@ class ModelStats:
 
     def record_success(
         self,
-        *,
         batch_size: int,
         total_ns: int,
         queue_ns: int,
@@ -61,28 +60,10 @@ class ModelStats:
         infer_ns: int,
         output_ns: int,
     ) -> None:
-        """Count one successful request executed on its own (one execution of its batch)."""
-        self.record_request(
-            total_ns=total_ns,
-            queue_ns=queue_ns,
-            input_ns=input_ns,
-            infer_ns=infer_ns,
-            output_ns=output_ns,
-        )
-        self.record_execution(
-            batch_size=batch_size, input_ns=input_ns, infer_ns=infer_ns, output_ns=output_ns
-        )
+        """Count one successful request executed on its own (one execution of its batch).
 
-    def record_one(
-        self,
-        batch_size: int,
-        total_ns: int,
-        queue_ns: int,
-        input_ns: int,
-        infer_ns: int,
-        output_ns: int,
-    ) -> None:
-        """:meth:`record_success` with positional arguments, inlined (the hot path)."""
+        Equivalent to :meth:`record_request` + :meth:`record_execution`, inlined: the hot path.
+        """
         self.last_inference = time.time_ns() // 1_000_000
         self.inference_count += batch_size
         self.execution_count += 1
