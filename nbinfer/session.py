@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbinfer.client import AsyncClient, Client, InferResult
 from nbinfer.errors import InvalidInputError, NbinferError
-from nbinfer.protocol.types import InferInput, ModelMetadata, RequestedOutput
+from nbinfer.protocol.types import ModelMetadata, RequestedOutput
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -262,17 +262,30 @@ class Session:
             self._labels_cache[key] = labels
         return self._labels_cache[key]
 
-    def _frame_inputs(self, model: str, version: str, frame: pd.DataFrame) -> list[InferInput]:
+    def _forget_labels(self, model: str) -> None:
+        self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
+
+    def _inputs_of(self, model: str, version: str, data: Any) -> Any:
+        """What the client sends: a DataFrame mapped onto the model's inputs, else ``data``."""
+        if not _is_frame(data):
+            return data
         from nbinfer.interop.pandas import dataframe_to_inputs
 
-        metadata = self.client.get_model_metadata(model, version)
-        return dataframe_to_inputs(frame, metadata)
+        return dataframe_to_inputs(data, self.client.get_model_metadata(model, version))
 
-    def _frame_of(self, result: InferResult, model: str, version: str, index: Any) -> Any:
+    def _result_of(
+        self, result: InferResult, model: str, version: str, data: Any, as_frame: bool | None
+    ) -> Any:
+        """The result as a DataFrame (labelled columns, the input's index) when asked for."""
+        frame_in = _is_frame(data)
+        if not (as_frame or (as_frame is None and frame_in)):
+            return result
         from nbinfer.interop.pandas import outputs_to_dataframe
 
         return outputs_to_dataframe(
-            result.outputs, labels=self._labels(model, version), index=index
+            result.outputs,
+            labels=self._labels(model, version),
+            index=data.index if frame_in else None,
         )
 
     def infer(
@@ -305,14 +318,11 @@ class Session:
             InvalidInputError: The data does not fit the model's inputs.
             ModelNotFoundError: Unknown model or version.
         """
-        frame_in = _is_frame(data)
-        inputs = self._frame_inputs(model, model_version, data) if frame_in else data
+        inputs = self._inputs_of(model, model_version, data)
         result = self.client.infer(
             model, inputs, outputs=outputs, model_version=model_version, **kwargs
         )
-        if as_frame or (as_frame is None and frame_in):
-            return self._frame_of(result, model, model_version, data.index if frame_in else None)
-        return result
+        return self._result_of(result, model, model_version, data, as_frame)
 
     def _aclient(self) -> AsyncClient:
         loop = asyncio.get_running_loop()
@@ -333,14 +343,11 @@ class Session:
         **kwargs: Any,
     ) -> Any:
         """Like :meth:`infer`, from a coroutine (``await session.ainfer(...)``)."""
-        frame_in = _is_frame(data)
-        inputs = self._frame_inputs(model, model_version, data) if frame_in else data
+        inputs = self._inputs_of(model, model_version, data)
         result = await self._aclient().infer(
             model, inputs, outputs=outputs, model_version=model_version, **kwargs
         )
-        if as_frame or (as_frame is None and frame_in):
-            return self._frame_of(result, model, model_version, data.index if frame_in else None)
-        return result
+        return self._result_of(result, model, model_version, data, as_frame)
 
     # -- repository and statistics ---------------------------------------------------------
 
@@ -353,13 +360,13 @@ class Session:
     ) -> ModelHandle:
         """Load (or reload) ``model`` from the server's repository; returns its handle."""
         self.client.load_model(model, config=config, files=files)
-        self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
+        self._forget_labels(model)
         return ModelHandle(self, model)
 
     def unload(self, model: str) -> None:
         """Unload ``model``."""
         self.client.unload_model(model)
-        self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
+        self._forget_labels(model)
 
     def stats(self, model: str = "") -> pd.DataFrame:
         """Inference statistics as a DataFrame: one row per model version.
@@ -435,7 +442,7 @@ class Session:
         built = _as_model(model, name=name, inputs=inputs, outputs=outputs, **options)
         self._server.add_model(built)
         self.client.get_model_metadata(built.name)  # refresh the client's metadata cache
-        self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != built.name}
+        self._forget_labels(built.name)
         return ModelHandle(self, built.name)
 
     # -- lifecycle -------------------------------------------------------------------------
