@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from nbinfer.client import AsyncClient, Client, InferResult
 from nbinfer.errors import InvalidInputError, NbinferError
-from nbinfer.protocol.types import ModelMetadata, RequestedOutput
+from nbinfer.protocol.types import InferResponse, ModelMetadata, RequestedOutput
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from nbinfer.interop.pandas import FrameJob
+    from nbinfer.protocol.columns import ColumnSelection
     from nbinfer.server.launcher import LocalServer
 
 __all__ = ["ModelHandle", "Session"]
@@ -178,6 +180,7 @@ class Session:
         self.protocol = self.client.protocol
         self._aclients: dict[int, AsyncClient] = {}
         self._labels_cache: dict[tuple[str, str], dict[str, list[str]]] = {}
+        self._max_batch: dict[tuple[str, str], int] = {}
         self._closed = False
         _OPEN.add(self)
         _register_atexit()
@@ -260,32 +263,80 @@ class Session:
                     except ValueError:
                         continue
             self._labels_cache[key] = labels
+            try:
+                self._max_batch[key] = int(config.get("max_batch_size") or 0)
+            except (TypeError, ValueError):
+                self._max_batch[key] = 0
         return self._labels_cache[key]
 
     def _forget_labels(self, model: str) -> None:
         self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
+        self._max_batch = {k: v for k, v in self._max_batch.items() if k[0] != model}
 
-    def _inputs_of(self, model: str, version: str, data: Any) -> Any:
-        """What the client sends: a DataFrame mapped onto the model's inputs, else ``data``."""
-        if not _is_frame(data):
-            return data
-        from nbinfer.interop.pandas import dataframe_to_inputs
+    def _frame_job(
+        self,
+        model: str,
+        version: str,
+        data: Any,
+        columns: ColumnSelection | None,
+        batch_size: int | None,
+    ) -> FrameJob:
+        """The chunked plan of a DataFrame: columns mapped onto the model's inputs, row ranges."""
+        from nbinfer.interop.pandas import FrameJob, chunk_rows
+        from nbinfer.protocol.columns import plan_inputs
 
-        return dataframe_to_inputs(data, self.client.get_model_metadata(model, version))
+        meta = self.client.get_model_metadata(model, version)
+        plan = plan_inputs(data, meta, columns=columns)
+        self._labels(model, version)  # also reads max_batch_size from the config
+        rows = chunk_rows(
+            plan,
+            meta,
+            batch_size=batch_size,
+            max_batch_size=self._max_batch.get((model, version), 0),
+        )
+        return FrameJob(plan, rows)
 
-    def _result_of(
-        self, result: InferResult, model: str, version: str, data: Any, as_frame: bool | None
+    def _requested(
+        self,
+        model: str,
+        version: str,
+        outputs: Sequence[str | RequestedOutput] | str | None,
+        classification: int | None,
     ) -> Any:
-        """The result as a DataFrame (labelled columns, the input's index) when asked for."""
-        frame_in = _is_frame(data)
-        if not (as_frame or (as_frame is None and frame_in)):
+        """``outputs`` as sent: with ``classification=k``, every (named) output asks for top-k."""
+        if not classification:
+            return outputs
+        if outputs is None:
+            names = [o.name for o in self.client.get_model_metadata(model, version).outputs]
+        else:
+            listed = [outputs] if isinstance(outputs, str) else list(outputs)
+            names = [o if isinstance(o, str) else o.name for o in listed]
+        return [RequestedOutput(name, class_count=int(classification)) for name in names]
+
+    def _answer(
+        self,
+        result: InferResult,
+        model: str,
+        version: str,
+        index: Any,
+        as_frame: bool,
+        expand: bool,
+        requested: Any,
+    ) -> Any:
+        """The result, or as a DataFrame: labelled columns, the input's index, label / score."""
+        if not as_frame:
             return result
         from nbinfer.interop.pandas import outputs_to_dataframe
 
+        classified = [
+            r.name for r in requested or () if isinstance(r, RequestedOutput) and r.class_count
+        ]
         return outputs_to_dataframe(
             result.outputs,
             labels=self._labels(model, version),
-            index=data.index if frame_in else None,
+            index=index,
+            expand=expand,
+            classified=classified,
         )
 
     def infer(
@@ -296,33 +347,73 @@ class Session:
         outputs: Sequence[str | RequestedOutput] | str | None = None,
         model_version: str = "",
         as_frame: bool | None = None,
+        columns: ColumnSelection | None = None,
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        progress: bool | None = None,
+        expand: bool = True,
+        classification: int | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Run inference on ``model``.
+        """Run inference on ``model``; a DataFrame of any size is split, pipelined and reassembled.
 
         Args:
             model: The model name.
-            data: A DataFrame (columns named after the inputs, or the feature columns of a
-                single ``[-1, k]`` input), a dict ``{input: array}``, a list of
+            data: A DataFrame (columns named after the inputs, the feature columns of a single
+                ``[-1, k]`` input, one column per input in the model's declared order, or as
+                mapped by ``columns=``), a dict ``{input: array}``, a list of
                 :class:`~nbinfer.InferInput` or an :class:`~nbinfer.InferRequest`.
             outputs: Output names or :class:`~nbinfer.RequestedOutput`; default all.
             model_version: A specific version.
             as_frame: Return a DataFrame (default: when ``data`` is a DataFrame).
+            columns: DataFrame only: ``{input: column or [columns]}`` (or a list of columns for
+                a single-input model).
+            batch_size: DataFrame only: rows per request (default: the model's
+                ``max_batch_size``, else about 8 MiB of tensor data per request).
+            concurrency: DataFrame only: requests in flight (default 4).
+            progress: DataFrame only: a progress bar (``tqdm.auto``: a widget in notebooks);
+                default on when the frame takes more than one request.
+            expand: ``[n, k]`` outputs as ``k`` columns (default) or one column of arrays.
+            classification: Ask the server for the top-k classes of each output (v2
+                classification extension); the frame gets ``label`` / ``score`` columns.
             **kwargs: Passed to :meth:`nbinfer.Client.infer` (request_id, parameters,
-                timeout, sequence_id, ...).
+                timeout, priority, ...).
 
         Returns:
-            A DataFrame (one row per input row) or an :class:`~nbinfer.InferResult`.
+            A DataFrame (one row per input row, the input's index) or an
+            :class:`~nbinfer.InferResult`.
 
         Raises:
-            InvalidInputError: The data does not fit the model's inputs.
+            InvalidInputError: The data does not fit the model's inputs (a column that cannot be
+                coerced is named, with the model, input and dtypes).
             ModelNotFoundError: Unknown model or version.
+
+        Example::
+
+            frame = session.infer("iris", df)                     # any number of rows
+            top = session.infer("iris", df, classification=1)     # label / score columns
         """
-        inputs = self._inputs_of(model, model_version, data)
+        requested = self._requested(model, model_version, outputs, classification)
+        if _is_frame(data):
+            from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, infer_frame
+
+            job = self._frame_job(model, model_version, data, columns, batch_size)
+
+            def submit(payload: Any) -> Any:
+                return self.client.async_infer(
+                    model, payload, outputs=requested, model_version=model_version, **kwargs
+                )
+
+            outs = infer_frame(
+                job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
+            )
+            result = InferResult(InferResponse(model, outs, model_version))
+            frame = as_frame is not False
+            return self._answer(result, model, model_version, data.index, frame, expand, requested)
         result = self.client.infer(
-            model, inputs, outputs=outputs, model_version=model_version, **kwargs
+            model, data, outputs=requested, model_version=model_version, **kwargs
         )
-        return self._result_of(result, model, model_version, data, as_frame)
+        return self._answer(result, model, model_version, None, bool(as_frame), expand, requested)
 
     def _aclient(self) -> AsyncClient:
         loop = asyncio.get_running_loop()
@@ -340,14 +431,37 @@ class Session:
         outputs: Sequence[str | RequestedOutput] | str | None = None,
         model_version: str = "",
         as_frame: bool | None = None,
+        columns: ColumnSelection | None = None,
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        progress: bool | None = None,
+        expand: bool = True,
+        classification: int | None = None,
         **kwargs: Any,
     ) -> Any:
         """Like :meth:`infer`, from a coroutine (``await session.ainfer(...)``)."""
-        inputs = self._inputs_of(model, model_version, data)
-        result = await self._aclient().infer(
-            model, inputs, outputs=outputs, model_version=model_version, **kwargs
+        requested = self._requested(model, model_version, outputs, classification)
+        aclient = self._aclient()
+        if _is_frame(data):
+            from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, ainfer_frame
+
+            job = self._frame_job(model, model_version, data, columns, batch_size)
+
+            def submit(payload: Any) -> Any:
+                return aclient.infer(
+                    model, payload, outputs=requested, model_version=model_version, **kwargs
+                )
+
+            outs = await ainfer_frame(
+                job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
+            )
+            result = InferResult(InferResponse(model, outs, model_version))
+            frame = as_frame is not False
+            return self._answer(result, model, model_version, data.index, frame, expand, requested)
+        result = await aclient.infer(
+            model, data, outputs=requested, model_version=model_version, **kwargs
         )
-        return self._result_of(result, model, model_version, data, as_frame)
+        return self._answer(result, model, model_version, None, bool(as_frame), expand, requested)
 
     # -- repository and statistics ---------------------------------------------------------
 
