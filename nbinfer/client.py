@@ -267,6 +267,29 @@ class InferResult:
         """Every output as ``{name: array}``."""
         return {name: self.as_numpy(name) for name in self._index}
 
+    def to_dataframe(
+        self,
+        *,
+        labels: Mapping[str, SequenceABC[str]] | None = None,
+        index: Any = None,
+        expand: bool = True,
+        classified: SequenceABC[str] = (),
+    ) -> Any:
+        """The outputs as a pandas DataFrame, one row per batch element.
+
+        ``[n, k]`` outputs become ``k`` columns ``<output>[<label or index>]`` (one column of
+        arrays with ``expand=False``); outputs named in ``classified`` (asked for with
+        ``class_count``) become ``label`` / ``score`` columns. Also available as
+        ``as_dataframe`` (KServe's name). See :mod:`nbinfer.interop.pandas`.
+        """
+        from nbinfer.interop.pandas import outputs_to_dataframe
+
+        return outputs_to_dataframe(
+            self.outputs, labels=labels, index=index, expand=expand, classified=classified
+        )
+
+    as_dataframe = to_dataframe
+
     def __getitem__(self, name: str) -> np.ndarray[Any, Any]:
         return self.as_numpy(name)
 
@@ -280,6 +303,10 @@ class InferResult:
         )
         return f"InferResult(model={self.model_name!r}, id={self.id!r}, outputs=[{outs}])"
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+
+        return mimebundle(self)
 
 class Sequence:
     """A stateful-model sequence: carries the correlation id (and start flag) across calls.
