@@ -1,0 +1,38 @@
+"""The documentation site builds with ``mkdocs build --strict``, and a broken link fails it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _build(config: Path, out: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(out)]
+    env_cmd = {"NO_MKDOCS_2_WARNING": "1", "PATH": str(Path(sys.executable).parent)}
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=300, env=env_cmd)
+
+
+def test_site_builds_strict_with_api_reference_and_notebooks(tmp_path: Path) -> None:
+    out = _build(ROOT / "mkdocs.yml", tmp_path / "site", tmp_path)
+    assert out.returncode == 0, out.stderr[-4000:]
+    api = (tmp_path / "site" / "api" / "index.html").read_text()
+    for name in ("nbinfer.Session", "nbinfer.Client", "nbinfer.InferResult"):
+        assert f'id="{name}"' in api, name
+    rendered = sorted(p.parent.name for p in (tmp_path / "site" / "notebooks").glob("*/index.html"))
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert rendered == notebooks
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", copy / "docs", symlinks=False)
+    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    page = copy / "docs" / "concepts.md"
+    page.write_text(page.read_text() + "\nSee [nowhere](no-such-page.md).\n")
+    out = _build(copy / "mkdocs.yml", tmp_path / "site", tmp_path)
+    assert out.returncode != 0
+    assert "no-such-page.md" in out.stderr
