@@ -21,6 +21,20 @@ _STARTED = time.perf_counter()
 __all__ = ["add_server_arguments", "build_parser", "main"]
 
 
+#: Limit options: (flag, type, help); defaults are those of ``ServerOptions``.
+_LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
+    ("--max-header-bytes", int, "largest HTTP request line + headers (431 beyond)"),
+    ("--max-header-count", int, "most HTTP header fields per request (431 beyond)"),
+    ("--header-timeout", float, "seconds to send a complete HTTP header block (408)"),
+    ("--body-timeout", float, "seconds of one HTTP body-read window (408 if too slow)"),
+    ("--min-body-rate", int, "bytes/s an HTTP body must average per window"),
+    ("--keep-alive-timeout", float, "seconds an idle HTTP keep-alive connection stays open"),
+    ("--max-connections", int, "open HTTP connections at once (0: from ulimit -n)"),
+    ("--max-grpc-connections", int, "open gRPC connections at once (0: from ulimit -n)"),
+    ("--model-workers", int, "threads one model may occupy at once (0: a quarter of the pool)"),
+)
+
+
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the server's options to ``parser`` (shared by ``python -m`` and ``nbinfer serve``)."""
     parser.add_argument(
@@ -70,6 +84,15 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="allow binding a non-loopback --host without a token (anyone reaching it can "
         "run your models)",
     )
+    import dataclasses
+
+    from nbinfer.server.app import ServerOptions
+
+    defaults = {f.name: f.default for f in dataclasses.fields(ServerOptions)}
+    limits = parser.add_argument_group("limits and workers (see docs/server.md)")
+    for flag, kind, text in _LIMIT_ARGUMENTS:
+        default = defaults[flag[2:].replace("-", "_")]
+        limits.add_argument(flag, type=kind, default=None, help=f"{text} ({default})")
     parser.add_argument(
         "--parent-pid",
         type=int,

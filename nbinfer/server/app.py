@@ -68,6 +68,24 @@ class ServerOptions:
     insecure_no_auth: bool = False
     #: Let repository load requests upload code / pickles (model.py, TorchScript, ...).
     allow_code_upload: bool = False
+    #: Largest HTTP request line + header block (431 beyond).
+    max_header_bytes: int = 64 * 1024
+    #: Most HTTP header fields per request (431 beyond).
+    max_header_count: int = 100
+    #: Seconds a client has to send a complete HTTP header block (408 after).
+    header_timeout: float = 15.0
+    #: Seconds of one HTTP body-read window (408 when it brings less than ``min_body_rate``).
+    body_timeout: float = 30.0
+    #: Bytes per second an HTTP request body must average over each window.
+    min_body_rate: int = 1024
+    #: Seconds an idle HTTP keep-alive connection stays open.
+    keep_alive_timeout: float = 65.0
+    #: Open HTTP connections at once (0: from the file-descriptor limit, see connections.py).
+    max_connections: int = 0
+    #: Open gRPC connections at once (0: from the file-descriptor limit).
+    max_grpc_connections: int = 0
+    #: Threads one model may occupy at once in the shared worker pool (0: a quarter of it).
+    model_workers: int = 0
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ServerOptions:
@@ -89,7 +107,23 @@ class ServerOptions:
             auth_token=getattr(ns, "auth_token", None) or os.environ.get(AUTH_TOKEN_ENV) or None,
             insecure_no_auth=bool(getattr(ns, "insecure_no_auth", False)),
             allow_code_upload=bool(getattr(ns, "allow_code_upload", False)),
+            **{k: getattr(ns, k) for k in _LIMIT_OPTIONS if getattr(ns, k, None) is not None},
         )
+
+
+#: Options of the connection limits and workers, same names on the command line (the first
+#: six are fields of ``connections.HttpLimits``).
+_LIMIT_OPTIONS = (
+    "max_header_bytes",
+    "max_header_count",
+    "header_timeout",
+    "body_timeout",
+    "min_body_rate",
+    "keep_alive_timeout",
+    "max_connections",
+    "max_grpc_connections",
+    "model_workers",
+)
 
 
 # -- parent death ---------------------------------------------------------------------------
@@ -144,7 +178,7 @@ def build_dataplane(options: ServerOptions) -> DataPlane:
         device=options.device,
         allow_code_upload=options.allow_code_upload,
     )
-    return DataPlane(repo)
+    return DataPlane(repo, model_workers=options.model_workers or None)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -181,6 +215,7 @@ async def serve_async(
     import uvicorn
 
     from nbinfer.server.auth import check_exposure
+    from nbinfer.server.connections import HttpLimits, close_all, fd_budget, limited_protocol
     from nbinfer.server.grpc import create_grpc_server
     from nbinfer.server.rest import RestApp
 
@@ -194,10 +229,16 @@ async def serve_async(
     sock = _bind(options.host, options.http_port)
     http_port = sock.getsockname()[1]
     app = RestApp(dp, max_request_bytes=options.max_request_bytes, auth_token=options.auth_token)
+    http_cap, grpc_cap = fd_budget()
+    limits = HttpLimits(
+        **{name: getattr(options, name) for name in _LIMIT_OPTIONS[:6]},
+        max_connections=options.max_connections or http_cap,
+    )
+    protocol = limited_protocol(limits)
     config = uvicorn.Config(
         app,
         loop="none",
-        http="httptools",
+        http=protocol,
         ws="none",
         interface="asgi3",
         lifespan="off",
@@ -207,8 +248,7 @@ async def serve_async(
         date_header=False,
         timeout_graceful_shutdown=3,
         # Notebook clients idle for long stretches between cells: keep connections open.
-        timeout_keep_alive=65,
-        h11_max_incomplete_event_size=None,
+        timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]
     )
     config.load()
     http_server = uvicorn.Server(config)
@@ -221,6 +261,8 @@ async def serve_async(
         f"{_url_host(options.host)}:{options.grpc_port}",
         max_message_bytes=options.max_request_bytes,
         auth_token=options.auth_token,
+        max_connections=options.max_grpc_connections or grpc_cap,
+        handshake_timeout=options.header_timeout,
     )
     await grpc_server.start()
     await http_server.startup(sockets=[sock])
@@ -248,6 +290,7 @@ async def serve_async(
         grpc_stop = asyncio.ensure_future(grpc_server.stop(grace=2.0))
         with contextlib.suppress(Exception):
             await http_server.shutdown(sockets=[sock])
+        close_all(protocol)
         with contextlib.suppress(Exception):
             await grpc_stop
         with contextlib.suppress(Exception):

@@ -22,7 +22,8 @@ those parameters, request id ``""`` and every output any of its requests asked f
 response parameters the model sets go to every response. A model with a scheduler runs at most
 ``instances`` executions at once (1 unless ``instance_group`` / ``max_concurrency`` says more);
 models without ``dynamic_batching``, ``instance_group`` or ``max_queue_size`` run requests as they
-come, with no queue (``priority`` and ``timeout`` are then accepted and ignored).
+come, with no queue (``priority`` is then ignored and ``timeout`` bounds the whole request:
+it is cancelled when the timeout passes).
 
 From a model class::
 
@@ -381,6 +382,7 @@ class PendingRequest:
         level: Priority level (0 when FIFO).
         enqueued_ns: ``perf_counter_ns()`` at submission.
         dispatched_ns: ``perf_counter_ns()`` when its batch left the queue.
+        execution_context: The context of the execution running it (set by the executor).
         future: Resolved with the value the executor returns for this request.
     """
 
@@ -392,6 +394,7 @@ class PendingRequest:
         "delayed",
         "dispatched_ns",
         "enqueued_ns",
+        "execution_context",
         "future",
         "inputs",
         "key",
@@ -429,6 +432,7 @@ class PendingRequest:
         self.seq = next(_seq)
         self.enqueued_ns = time.perf_counter_ns()
         self.dispatched_ns = 0
+        self.execution_context: Any = None
 
     def order(self) -> tuple[bool, int, int]:
         """Queue order: timed-out DELAY requests last, then priority level, then arrival."""
@@ -446,6 +450,8 @@ class Scheduler:
         policy: What to batch and how many executions may run at once.
         execute: Coroutine function running a list of requests as one execution.
         use_threads: Whether to own a thread pool of ``policy.instances`` workers.
+        cancel_running: Whether an execution whose every request was cancelled is cancelled
+            too (async hooks; a thread cannot be pre-empted).
 
     Example::
 
@@ -454,7 +460,12 @@ class Scheduler:
     """
 
     def __init__(
-        self, policy: SchedulingPolicy, execute: BatchRunner, *, use_threads: bool
+        self,
+        policy: SchedulingPolicy,
+        execute: BatchRunner,
+        *,
+        use_threads: bool,
+        cancel_running: bool = False,
     ) -> None:
         self.policy = policy
         self._execute = execute
@@ -463,7 +474,9 @@ class Scheduler:
         self._per_level: dict[int, int] = {}
         self._free = policy.instances
         self._wake = asyncio.Event()
-        self._running: set[asyncio.Task[None]] = set()
+        #: Executions in flight and their requests.
+        self._running: dict[asyncio.Task[None], list[PendingRequest]] = {}
+        self._cancel_running = cancel_running
         self._executor: ThreadPoolExecutor | None = None
         self._use_threads = use_threads
         self.closed = False
@@ -660,8 +673,32 @@ class Scheduler:
             item.dispatched_ns = now
         self._free -= 1
         task = self.loop.create_task(self._run(batch))
-        self._running.add(task)
-        task.add_done_callback(self._running.discard)
+        self._running[task] = batch
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._running.pop(task, None)
+
+    def cancel(self, future: asyncio.Future[Any]) -> list[PendingRequest] | None:
+        """Drop a request whose caller gave up (its ``future`` is cancelled).
+
+        A queued request leaves the queue at once. Returns the requests of its execution when
+        it was running and every request of that execution has been given up (the execution
+        is cancelled when ``cancel_running``), else None.
+        """
+        for item in self._queue:
+            if item.future is future:
+                self._remove(item)
+                self._wake.set()
+                return None
+        for task, batch in self._running.items():
+            if any(item.future is future for item in batch):
+                if not all(item.future.done() for item in batch):
+                    return None
+                if self._cancel_running:
+                    task.cancel()
+                return batch
+        return None
 
     async def _run(self, batch: list[PendingRequest]) -> None:
         try:
@@ -700,7 +737,7 @@ class Scheduler:
         self._queue.clear()
         self._per_level.clear()
         if self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)
+            await asyncio.gather(*list(self._running), return_exceptions=True)
         self.shutdown_threads()
 
     def discard(self) -> None:

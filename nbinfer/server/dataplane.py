@@ -17,6 +17,7 @@ import importlib.metadata
 import inspect
 import logging
 import math
+import os
 import time
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -176,6 +177,7 @@ class _Plan:
 
     __slots__ = (
         "any_async",
+        "batched",
         "input_names",
         "inputs",
         "mbs",
@@ -199,6 +201,13 @@ class _Plan:
         self.inputs = {d.name: _InputPlan(d, mbs) for d in ins}
         self.input_names = ", ".join(d.name for d in ins)
         self.required = [d.name for d in ins if not d.optional]
+        # The first dimension is a batch the inputs must agree on: always when the model
+        # batches; without max_batch_size when every input and output leads with -1 (add_sub).
+        self.batched = mbs > 0 or (
+            len(ins) > 1
+            and all(d.dims and d.dims[0] == -1 for d in ins)
+            and all(d.inferred or (d.dims and d.dims[0] == -1) for d in outs)
+        )
         self.outputs = {d.name: _OutputPlan(d, mbs) for d in outs}
         self.output_names = [d.name for d in outs]
         self.pre = model.overrides("preprocess")
@@ -297,7 +306,9 @@ class DataPlane:
         repository: The models to serve.
         server_name: Name reported by server metadata.
         extensions: Protocol extensions to advertise (default :data:`DEFAULT_EXTENSIONS`).
-        max_workers: Threads running synchronous model hooks.
+        max_workers: Threads running synchronous model hooks (default ``max(16, 4 * CPUs)``).
+        model_workers: Of those, the most one model may occupy at once (default a quarter),
+            so a slow model cannot starve the others.
 
     Example::
 
@@ -312,11 +323,13 @@ class DataPlane:
         server_name: str = "nbinfer",
         extensions: Sequence[str] | None = None,
         max_workers: int | None = None,
+        model_workers: int | None = None,
     ) -> None:
         self.repository = repository
         self.server_name = server_name
         self.extensions = list(DEFAULT_EXTENSIONS if extensions is None else extensions)
-        self._max_workers = max_workers
+        self._max_workers = max_workers or max(16, 4 * (os.cpu_count() or 1))
+        self._model_workers = max(1, model_workers or self._max_workers // 4)
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         self._policies: dict[ModelVersion, SchedulingPolicy | None] = {}
@@ -423,6 +436,36 @@ class DataPlane:
         return cfg
 
     # -- inference ---------------------------------------------------------------------------
+    async def _in_thread(self, model: Model, fn: Any, *args: Any) -> Any:
+        """Run ``fn`` on the shared pool, at most ``model_workers`` threads per model.
+
+        A caller that gives up (cancellation) leaves at once; a thread that already started
+        keeps the model's slot until it returns, so an abandoned slow model only blocks itself.
+        """
+        gate: asyncio.Semaphore | None = model.__dict__.get("_nbinfer_gate")
+        if gate is None:
+            gate = model.__dict__["_nbinfer_gate"] = asyncio.Semaphore(self._model_workers)
+        await gate.acquire()
+        loop = asyncio.get_running_loop()
+        try:
+            job = self._executor_for().submit(fn, *args)
+        except BaseException:
+            gate.release()
+            raise
+        try:
+            result = await asyncio.wrap_future(job, loop=loop)
+        except asyncio.CancelledError:
+            if job.cancel() or job.done():
+                gate.release()
+            else:  # the thread cannot be stopped: its slot frees when it returns
+                job.add_done_callback(lambda _: loop.call_soon_threadsafe(gate.release))
+            raise
+        except BaseException:
+            gate.release()
+            raise
+        gate.release()
+        return result
+
     def _executor_for(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
@@ -440,6 +483,8 @@ class DataPlane:
         mbs = plan.mbs
         arrays: dict[str, np.ndarray[Any, Any]] = {}
         batch: int | None = None
+        first = ""
+        batched = plan.batched
         for inp in request.inputs:
             spec = specs.get(inp.name)
             if spec is None:
@@ -453,15 +498,17 @@ class DataPlane:
                     f"input {inp.name!r} of model {name!r} given more than once", model=name
                 )
             arrays[inp.name] = self._check_input(model, spec, inp)
-            if mbs > 0:
+            if batched:
                 b = int(inp.shape[0])
-                if batch is not None and b != batch:
+                if batch is None:
+                    batch, first = b, inp.name
+                elif b != batch:
                     raise InvalidInputError(
-                        f"inputs of model {name!r} disagree on the batch size: input "
-                        f"{inp.name!r} has {b}, another input has {batch}",
+                        f"inputs of model {name!r} disagree on the batch size (first dimension): "
+                        f"input {first!r} has {batch}, input {inp.name!r} has {b}",
                         model=name,
+                        tensor=inp.name,
                     )
-                batch = b
         if len(arrays) != len(specs):
             missing = [n for n in plan.required if n not in arrays]
             if missing:
@@ -470,7 +517,7 @@ class DataPlane:
                     f"(missing); got: {', '.join(arrays) or 'none'}",
                     model=name,
                 )
-        return arrays, (batch if batch is not None else 1)
+        return arrays, (batch if batch is not None and mbs > 0 else 1)
 
     def _check_input(self, model: Model, plan: _InputPlan, inp: InferInput) -> np.ndarray[Any, Any]:
         name = model.name
@@ -630,7 +677,9 @@ class DataPlane:
         async def runner(items: list[PendingRequest]) -> list[Any]:
             return await self._run_batch(mv, box[0], items)
 
-        scheduler = Scheduler(policy, runner, use_threads=model.run_in_thread)
+        scheduler = Scheduler(
+            policy, runner, use_threads=model.run_in_thread, cancel_running=_plan(model).any_async
+        )
         box.append(scheduler)
         self._schedulers[mv] = scheduler
         return scheduler
@@ -648,9 +697,16 @@ class DataPlane:
         priority = _uint_param(request, "priority")
         timeout_us = _uint_param(request, "timeout")
         group = _params_key(request.parameters) if scheduler.policy.batching else None
-        value, bt, queue_ns = await scheduler.submit(
+        future = scheduler.submit(
             inputs, batch, ctx, priority=priority, timeout_us=timeout_us, group=group
         )
+        try:
+            value, bt, queue_ns = await future
+        except asyncio.CancelledError:
+            abandoned = scheduler.cancel(future)
+            if abandoned and abandoned[0].execution_context is not None:
+                abandoned[0].execution_context.cancelled = True
+            raise
         t.queue = queue_ns
         t.input += bt.input
         t.infer = bt.infer
@@ -669,10 +725,12 @@ class DataPlane:
         ctx: InferContext
         if len(items) == 1:
             inputs = items[0].inputs
-            ctx = items[0].context
+            ctx = items[0].execution_context = items[0].context
         else:
             inputs = concat_inputs([item.inputs for item in items])
             ctx = _batch_context(model, items)
+            for item in items:
+                item.execution_context = ctx
         merged = time.perf_counter_ns()
         t.input = merged - start
         result = await self._run_hooks(model, inputs, ctx, t, merged, scheduler.executor)
@@ -734,11 +792,14 @@ class DataPlane:
             if not model.run_in_thread:
                 # declared cheap: run inline, no thread hop
                 return _run_sync_pipeline(model, inputs, ctx, queued, t)
+            if executor is None:
+                return await self._in_thread(
+                    model, _run_sync_pipeline, model, inputs, ctx, queued, t
+                )
             return await asyncio.get_running_loop().run_in_executor(
-                executor or self._executor_for(), _run_sync_pipeline, model, inputs, ctx, queued, t
+                executor, _run_sync_pipeline, model, inputs, ctx, queued, t
             )
         loop = asyncio.get_running_loop()
-        pool = executor or self._executor_for()
         hooks = ("preprocess", "predict", "postprocess")
         t.queue = time.perf_counter_ns() - queued
         value: Any = inputs
@@ -750,8 +811,10 @@ class DataPlane:
             args = (value, ctx) if model.hook_wants_context(hook) else (value,)
             if inspect.iscoroutinefunction(fn):
                 value = await fn(*args)
+            elif model.run_in_thread and executor is None:
+                value = await self._in_thread(model, fn, *args)
             elif model.run_in_thread:
-                value = await loop.run_in_executor(pool, fn, *args)
+                value = await loop.run_in_executor(executor, fn, *args)
             else:
                 value = fn(*args)
             spent = time.perf_counter_ns() - start
@@ -994,10 +1057,12 @@ class DataPlane:
                 model=model.name,
             )
         mv.inflight += 1
+        ctx: InferContext | None = None
         try:
             t = _Timings()
             scheduler: Scheduler | None = None
             try:
+                timeout_us = _check_parameters(request) if request.parameters else 0
                 plan = _plan(model)
                 inputs, batch = self._check_inputs(model, request, plan)
                 wanted = self._requested(model, request, plan)
@@ -1016,6 +1081,8 @@ class DataPlane:
                         result = _run_sync_pipeline(
                             model, inputs, ctx, time.perf_counter_ns(), t, plan
                         )
+                    elif scheduler is None and timeout_us:
+                        result = await _deadline(self._execute(mv, inputs, ctx, t), timeout_us, ctx)
                     elif scheduler is None:
                         result = await self._execute(mv, inputs, ctx, t)
                     else:
@@ -1024,6 +1091,12 @@ class DataPlane:
                 outputs = self._outputs(model, result, wanted, request, batch, plan)
                 t.output += time.perf_counter_ns() - out_start
             except NbinferError:
+                mv.stats.record_failure(time.perf_counter_ns() - t0)
+                raise
+            except asyncio.CancelledError:
+                # the client gave up (disconnect, gRPC cancel / deadline): not a success
+                if ctx is not None:
+                    ctx.cancelled = True
                 mv.stats.record_failure(time.perf_counter_ns() - t0)
                 raise
             except Exception as exc:
@@ -1397,6 +1470,43 @@ class DataPlane:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+
+
+async def _deadline(work: Any, timeout_us: int, ctx: InferContext) -> Any:
+    """Await ``work`` for at most ``timeout_us`` µs (the request's ``timeout`` parameter)."""
+    try:
+        return await asyncio.wait_for(work, timeout_us / 1e6)
+    except asyncio.TimeoutError as exc:
+        ctx.cancelled = True
+        raise ServerUnavailableError(
+            f"request to model {ctx.model_name!r} timed out after {timeout_us} µs (timeout "
+            "parameter); it was cancelled",
+            model=ctx.model_name,
+        ) from exc
+
+
+def _check_parameters(request: InferRequest) -> int:
+    """Validate the request parameters the server reads; returns ``timeout`` (µs, 0: none).
+
+    Raises:
+        InvalidInputError: a malformed ``priority``, ``timeout``, ``binary_data_output`` or
+            ``triton_enable_empty_final_response`` (the message names it).
+    """
+    params = request.parameters
+    if "priority" in params:
+        _uint_param(request, "priority")
+    for key in ("binary_data_output", EMPTY_FINAL):
+        value = params.get(key)
+        if (
+            value is not None
+            and not isinstance(value, bool)
+            and not (isinstance(value, str) and value.lower() in ("true", "false"))
+        ):
+            raise InvalidInputError(
+                f"request parameter {key!r} must be a boolean, got {value!r}",
+                model=request.model_name,
+            )
+    return _uint_param(request, "timeout") if "timeout" in params else 0
 
 
 def _uint_param(request: InferRequest, key: str) -> int:

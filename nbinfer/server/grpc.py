@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
-from nbinfer.errors import NbinferError, grpc_code_of
+from nbinfer.errors import InvalidInputError, NbinferError, grpc_code_of
 from nbinfer.protocol import grpc as gcodec
 from nbinfer.protocol.grpc import SERVICE_NAME, pb
 from nbinfer.protocol.types import InferResponse
@@ -46,14 +47,24 @@ def _authorized(context: Any, token: str) -> bool:
     return False
 
 
-def _guard(fn: _Handler, token: str | None = None) -> _Handler:
-    """Map nbinfer errors (and anything unexpected) onto gRPC status codes; check the token."""
+def _parse(message_class: Any, data: bytes) -> Any:
+    """Decode a request message; garbage is the caller's error (INVALID_ARGUMENT)."""
+    try:
+        return message_class.FromString(data)
+    except DecodeError as exc:
+        raise InvalidInputError(
+            f"malformed {message_class.DESCRIPTOR.name} message: {exc}"
+        ) from exc
+
+
+def _guard(fn: _Handler, message_class: Any, token: str | None = None) -> _Handler:
+    """Decode the request, check the token, map errors onto gRPC status codes."""
 
     async def handler(request: Any, context: Any) -> Any:
         if token is not None and not _authorized(context, token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
         try:
-            return await fn(request, context)
+            return await fn(_parse(message_class, request), context)
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
@@ -122,12 +133,17 @@ class GrpcFrontend:
         infer = self.dp.infer
         decode = gcodec.request_from_proto
         encode = gcodec.response_to_bytes
+        parse = pb.ModelInferRequest.FromString
 
         async def model_infer(request: Any, context: Any) -> Any:
             if token is not None and not _authorized(context, token):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
             try:
-                return encode(await infer(decode(request)))
+                try:
+                    message = parse(request)
+                except DecodeError as exc:
+                    raise InvalidInputError(f"malformed ModelInferRequest message: {exc}") from exc
+                return encode(await infer(decode(message)))
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
@@ -149,7 +165,12 @@ class GrpcFrontend:
         """
         if self.auth_token is not None and not _authorized(context, self.auth_token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
-        async for message in request_iterator:
+        async for data in request_iterator:
+            try:
+                message = _parse(pb.ModelInferRequest, data)
+            except InvalidInputError as exc:
+                yield pb.ModelStreamInferResponse(error_message=exc.message)
+                continue
             ids = pb.ModelInferResponse(
                 id=message.id, model_name=message.model_name, model_version=message.model_version
             )
@@ -326,8 +347,10 @@ class GrpcFrontend:
         for rpc, (fn, req_name, resp_name) in unary.items():
             token = None if rpc in PUBLIC_GRPC_METHODS else self.auth_token
             methods[rpc] = grpc.unary_unary_rpc_method_handler(
-                self._infer_handler(token) if rpc == "ModelInfer" else _guard(fn, token),
-                request_deserializer=getattr(pb, req_name).FromString,
+                self._infer_handler(token)
+                if rpc == "ModelInfer"
+                else _guard(fn, getattr(pb, req_name), token),
+                # requests are decoded by the handlers: garbage is INVALID_ARGUMENT, not UNKNOWN
                 # ModelInfer answers bytes it serialized itself
                 response_serializer=None
                 if rpc == "ModelInfer"
@@ -335,14 +358,19 @@ class GrpcFrontend:
             )
         methods["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(
             self.model_stream_infer,
-            request_deserializer=pb.ModelInferRequest.FromString,
             response_serializer=pb.ModelStreamInferResponse.SerializeToString,
         )
         return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
 
 
 async def create_grpc_server(
-    dataplane: Any, address: str, *, max_message_bytes: int, auth_token: str | None = None
+    dataplane: Any,
+    address: str,
+    *,
+    max_message_bytes: int,
+    auth_token: str | None = None,
+    max_connections: int | None = None,
+    handshake_timeout: float | None = None,
 ) -> tuple[Any, int]:
     """Create (not start) a grpc.aio server for ``dataplane`` bound to ``address``.
 
@@ -351,6 +379,8 @@ async def create_grpc_server(
         address: ``host:port``; port 0 picks a free port.
         max_message_bytes: Largest message received or sent.
         auth_token: Require ``authorization: Bearer <token>`` metadata (see ``auth.py``).
+        max_connections: Open connections at once (more are refused by gRPC core).
+        handshake_timeout: Seconds a new connection has to complete its HTTP/2 handshake.
 
     Returns:
         ``(server, bound_port)``.
@@ -360,6 +390,10 @@ async def create_grpc_server(
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.so_reuseport", 0),
     ]
+    if max_connections:
+        options.append(("grpc.max_allowed_incoming_connections", int(max_connections)))
+    if handshake_timeout:
+        options.append(("grpc.server_handshake_timeout_ms", int(handshake_timeout * 1000)))
     server = grpc.aio.server(options=options)
     frontend = GrpcFrontend(dataplane, auth_token=auth_token)
     server.add_generic_rpc_handlers((frontend.handler(),))

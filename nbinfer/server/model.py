@@ -199,6 +199,9 @@ class InferContext:
         sequence_end: The request ends its sequence (its state is dropped afterwards).
         state: Stateful models: a dict kept across the requests of one sequence (fresh at
             ``sequence_start``); other models get an empty dict per request.
+        cancelled: Set when every client of this execution gave up (disconnected, gRPC
+            cancellation or deadline, ``timeout`` parameter). A slow synchronous ``predict``
+            may check it and return early; async hooks are cancelled outright.
     """
 
     model_name: str = ""
@@ -212,6 +215,7 @@ class InferContext:
     sequence_start: bool = False
     sequence_end: bool = False
     state: dict[str, Any] = field(default_factory=dict)
+    cancelled: bool = False
 
 
 def _cuda_driver_present() -> bool:

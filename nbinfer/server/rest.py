@@ -187,7 +187,8 @@ def _compress(body: bytes, encoding: bytes) -> bytes:
 
 def _binary_outputs(req: InferRequest) -> bool | set[str]:
     """Which response outputs go in the binary section (per-output setting wins)."""
-    default = bool(req.parameters.get("binary_data_output", False))
+    flag_value = req.parameters.get("binary_data_output", False)
+    default = flag_value is True or (isinstance(flag_value, str) and flag_value.lower() == "true")
     if not req.outputs:
         return default
     names: set[str] = set()
@@ -261,7 +262,8 @@ class RestApp:
             status, ctype, body, extra = await self._dispatch(
                 name, model, version, payload, headers
             )
-        except _Disconnected:
+        except (_Disconnected, asyncio.CancelledError):
+            # the client went away (its request task is cancelled by the connection)
             return
         except _MethodNotAllowed as exc:
             status, ctype, extra = 405, _JSON, [(b"allow", ", ".join(exc.allowed).encode())]

@@ -571,7 +571,8 @@ def test_unscheduled_models_accept_priority_and_timeout_parameters() -> None:
     m = Recorder(dynamic_batching=None)
 
     async def scenario(dp: DataPlane) -> InferResponse:
-        return await dp.infer(req(rows(1), priority=1, timeout=10))
+        # the timeout bounds the whole request (see test_cancellation.py for one that expires)
+        return await dp.infer(req(rows(1), priority=1, timeout=10_000_000))
 
     check(serve([m], scenario), rows(1))
 
