@@ -17,13 +17,14 @@ import importlib.util
 import itertools
 import json
 import logging
+import os
 import re
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from nbinfer.errors import (
@@ -34,6 +35,7 @@ from nbinfer.errors import (
 )
 from nbinfer.protocol.types import RepositoryModel
 from nbinfer.server.model import Model, TensorDef, normalize_datatype, resolve_device
+from nbinfer.server.paths import ModelFiles, check_model_name, upload_plan
 from nbinfer.server.pbtxt import config_device, parse_pbtxt, string_params
 from nbinfer.server.stats import ModelStats
 
@@ -114,7 +116,7 @@ def _read_config(model_dir: Path) -> dict[str, Any] | None:
     return None
 
 
-def _config_defs(config: Mapping[str, Any], key: str, model_dir: Path | None) -> list[TensorDef]:
+def _config_defs(config: Mapping[str, Any], key: str, files: ModelFiles | None) -> list[TensorDef]:
     entries = config.get(key) or []
     if not isinstance(entries, list):
         raise InvalidInputError(f"config: {key!r} must be a list")
@@ -146,11 +148,11 @@ def _config_defs(config: Mapping[str, Any], key: str, model_dir: Path | None) ->
         labels = None
         label_file = str(item.get("label_filename") or "")
         if label_file:
-            if model_dir is None:
+            if files is None:
                 raise InvalidInputError(f"{what}: label_filename needs a model directory")
-            lpath = model_dir / label_file
+            lpath = files.file(label_file, what=f"{what}: label_filename")
             if not lpath.is_file():
-                raise InvalidInputError(f"{what}: label file {str(lpath)!r} not found")
+                raise InvalidInputError(f"{what}: label file {label_file!r} not found")
             labels = [ln.strip() for ln in lpath.read_text(encoding="utf-8").splitlines()]
             while labels and not labels[-1]:
                 labels.pop()
@@ -202,13 +204,24 @@ def _merge_defs(
 
 
 def apply_config(
-    model: Model, config: Mapping[str, Any], *, name: str, model_dir: Path | None
+    model: Model,
+    config: Mapping[str, Any],
+    *,
+    name: str,
+    model_dir: Path | None,
+    files: ModelFiles | None = None,
 ) -> None:
     """Apply a Triton-shaped config to a model object and validate the result.
 
+    ``files`` is the path policy for files the config names (label files); by default the
+    model directory, with paths relative to it only.
+
     Raises:
-        InvalidInputError: the config is malformed or contradicts the model's declarations.
+        InvalidInputError: the config is malformed, names a file outside the model directory,
+            or contradicts the model's declarations.
     """
+    if files is None and model_dir is not None:
+        files = ModelFiles(model_dir)
     cfg_name = config.get("name")
     if cfg_name and str(cfg_name) != name:
         raise InvalidInputError(
@@ -229,10 +242,8 @@ def apply_config(
         model.platform = str(config["platform"])
     if config.get("backend"):
         model.backend = str(config["backend"])
-    ins = _merge_defs(name, "input", _config_defs(config, "input", model_dir), model.input_defs())
-    outs = _merge_defs(
-        name, "output", _config_defs(config, "output", model_dir), model.output_defs()
-    )
+    ins = _merge_defs(name, "input", _config_defs(config, "input", files), model.input_defs())
+    outs = _merge_defs(name, "output", _config_defs(config, "output", files), model.output_defs())
     model.set_defs(ins, outs)
     params = string_params(config)
     if params:
@@ -366,7 +377,7 @@ def _import_model(path: Path, name: str, version: str, config: Mapping[str, Any]
     )
 
 
-def _model_of_version(model_dir: Path, version: str, config: dict[str, Any]) -> Model:
+def _model_of_version(files: ModelFiles, version: str, config: dict[str, Any]) -> Model:
     """Build (not load) the model of one version directory.
 
     The backends (ONNX Runtime, TorchScript, Triton's Python backend) claim their entries;
@@ -374,11 +385,12 @@ def _model_of_version(model_dir: Path, version: str, config: dict[str, Any]) -> 
     """
     from nbinfer.server.backends import model_from_repository_entry
 
+    model_dir = files.root
     version_dir = model_dir / version
-    model = model_from_repository_entry(model_dir, version_dir, config)
+    model = model_from_repository_entry(model_dir, version_dir, config, files=files)
     if model is not None:
         return model
-    script = version_dir / "model.py"
+    script = files.code_file("model.py", base=version, what="model file")
     if not script.is_file():
         platform = config.get("platform") or config.get("backend") or "?"
         raise InvalidInputError(
@@ -500,11 +512,25 @@ class ModelRepository:
 
     # -- building (blocking; runs in a worker thread for async loads) -----------------------
     def _build_from_dir(
-        self, name: str, model_dir: Path | None, override: Mapping[str, Any] | None
+        self,
+        name: str,
+        model_dir: Path | None,
+        override: Mapping[str, Any] | None,
+        uploaded: frozenset[PurePosixPath] = frozenset(),
     ) -> tuple[dict[str, ModelVersion], str]:
-        """Build every selected version of a disk model; returns (versions, model-level error)."""
+        """Build every selected version of a disk model; returns (versions, model-level error).
+
+        With a config ``override`` or ``uploaded`` files the request chose the files read, so
+        they are resolved strictly inside ``model_dir`` (see :mod:`nbinfer.server.paths`).
+        """
         if model_dir is None or not model_dir.is_dir():
             return {}, f"no model directory for {name!r}"
+        files = ModelFiles(
+            model_dir,
+            strict=override is not None or bool(uploaded),
+            uploaded=uploaded,
+            allow_code=self.allow_code_upload,
+        )
         try:
             config = dict(override) if override is not None else _read_config(model_dir) or {}
             available = [c.name for c in model_dir.iterdir() if c.is_dir() and c.name.isdigit()]
@@ -520,9 +546,9 @@ class ModelRepository:
         for v in versions:
             mv = ModelVersion(name, v, config=config)
             try:
-                model = _model_of_version(model_dir, v, config)
+                model = _model_of_version(files, v, config)
                 model.version = v
-                apply_config(model, config, name=name, model_dir=model_dir)
+                apply_config(model, config, name=name, model_dir=model_dir, files=files)
                 _load_model_object(model, self.device)
             except Exception as exc:  # the reason is recorded, the others keep serving
                 mv.reason = (
@@ -565,15 +591,17 @@ class ModelRepository:
         old = list(entry.versions.values())
         ok = any(v.state == READY for v in built.values())
         old_ready = any(v.state == READY for v in old)
+        fresh_temp = temp_dir is not None and temp_dir != entry.temp_dir
+        if not ok and fresh_temp:
+            # a failed load leaves nothing behind: its uploaded copy goes
+            shutil.rmtree(temp_dir, ignore_errors=True)  # type: ignore[arg-type]
         if not ok and old_ready:
             # a failed reload keeps the previous versions serving
-            if temp_dir is not None and temp_dir != entry.temp_dir:
-                shutil.rmtree(temp_dir, ignore_errors=True)
             return []
         entry.versions = built
         entry.state = READY if ok else UNAVAILABLE
         entry.reason = "" if ok else (error or "; ".join(v.reason for v in built.values()))
-        if temp_dir is not None and temp_dir != entry.temp_dir:
+        if ok and fresh_temp:
             if entry.temp_dir is not None:
                 shutil.rmtree(entry.temp_dir, ignore_errors=True)
             entry.temp_dir = temp_dir
@@ -709,22 +737,35 @@ class ModelRepository:
         entry: _Entry | None,
         override: Mapping[str, Any] | None,
         files: Mapping[str, bytes] | None,
-    ) -> tuple[Path | None, Path | None] | None:
-        """Where to load ``name`` from: (model dir or None for in-memory, temp dir to own)."""
+    ) -> tuple[Path | None, Path | None, frozenset[PurePosixPath]] | None:
+        """Where to load ``name`` from: (model dir or None, temp dir to own, uploaded files).
+
+        Uploads are validated before anything is written.
+        """
         if files:
+            check_model_name(name)
+            plan = upload_plan(
+                files.items(), allow_code=self.allow_code_upload, data_suffixes=DATA_FILE_SUFFIXES
+            )
             src = entry.path if entry is not None else None
             temp_dir = Path(tempfile.mkdtemp(prefix="nbinfer-model-"))
             model_dir = temp_dir / name
             try:
                 if src is not None and src.is_dir():
-                    shutil.copytree(src, model_dir)
+                    shutil.copytree(src, model_dir, ignore_dangling_symlinks=True)
                 else:
                     model_dir.mkdir()
-                _write_files(model_dir, files, allow_code=self.allow_code_upload)
+                _write_files(model_dir, plan)
+            except OSError as exc:
+                shutil.rmtree(temp_dir, ignore_errors=True)
+                raise InvalidInputError(
+                    f"model {name!r}: cannot place the uploaded files: {exc.strerror or exc}",
+                    model=name,
+                ) from exc
             except BaseException:
                 shutil.rmtree(temp_dir, ignore_errors=True)
                 raise
-            return model_dir, temp_dir
+            return model_dir, temp_dir, frozenset(rel for rel, _ in plan)
         if entry is not None and entry.memory is not None:
             if override is not None:
                 raise InvalidInputError(
@@ -733,9 +774,9 @@ class ModelRepository:
                 )
             if any(v.state == READY for v in entry.versions.values()):
                 return None
-            return None, None
+            return None, None, frozenset()
         if entry is not None and entry.path is not None:
-            return entry.path, None
+            return entry.path, None, frozenset()
         known = ", ".join(sorted(self._entries)) or "(none)"
         raise ModelNotFoundError(
             f"cannot load model {name!r}: no such model directory in the repository and no "
@@ -767,13 +808,16 @@ class ModelRepository:
         override = _parse_config_override(config)
         self._scan()
         entry = self._entries.get(name)
+        if entry is None:
+            check_model_name(name)
         if entry is not None and entry.busy:
             raise InvalidInputError(f"model {name!r} is already being loaded or unloaded")
         prepared = self._prepare_source(name, entry, override, files)
         if prepared is None:
             return
-        model_dir, temp_dir = prepared
+        model_dir, temp_dir, uploaded = prepared
         loop = asyncio.get_running_loop()
+        created = entry is None
         if entry is None:
             entry = self._entries[name] = _Entry(name)
         entry.busy = True
@@ -789,13 +833,17 @@ class ModelRepository:
                 result = await loop.run_in_executor(None, self._build_memory, entry.memory)
             else:
                 result = await loop.run_in_executor(
-                    None, self._build_from_dir, name, model_dir, override
+                    None, self._build_from_dir, name, model_dir, override, uploaded
                 )
             retired = self._install(entry, result, temp_dir)
             if temp_dir is not None and entry.temp_dir == temp_dir:
                 entry.path = entry.path or model_dir
         except BaseException:
             entry.state = was_state
+            if temp_dir is not None and entry.temp_dir != temp_dir:
+                shutil.rmtree(temp_dir, ignore_errors=True)
+            if created and self._entries.get(name) is entry:
+                del self._entries[name]
             raise
         finally:
             entry.busy = False
@@ -803,6 +851,8 @@ class ModelRepository:
             await self._retire(old)
         built, error = result
         if not any(v.state == READY for v in built.values()):
+            if created and self._entries.get(name) is entry:
+                del self._entries[name]  # a failed first load leaves nothing behind
             reason = error or "; ".join(f"version {v.version}: {v.reason}" for v in built.values())
             raise InvalidInputError(f"failed to load model {name!r}: {reason}", model=name)
 
@@ -883,21 +933,12 @@ def _parse_config_override(config: str | Mapping[str, Any] | None) -> dict[str, 
 DATA_FILE_SUFFIXES = frozenset({".onnx", ".pbtxt", ".json", ".txt", ".csv", ".npy", ".npz"})
 
 
-def _write_files(model_dir: Path, files: Mapping[str, bytes], *, allow_code: bool) -> None:
-    root = model_dir.resolve()
-    for key, content in files.items():
-        rel = key[5:] if key.startswith("file:") else key
-        target = (model_dir / rel).resolve()
-        if not rel or Path(rel).is_absolute() or root not in target.parents:
-            raise InvalidInputError(
-                f"file override {key!r}: the path must be relative and inside the model directory"
-            )
-        if not allow_code and target.suffix.lower() not in DATA_FILE_SUFFIXES:
-            allowed = ", ".join(sorted(DATA_FILE_SUFFIXES))
-            raise InvalidInputError(
-                f"file override {key!r}: uploading code or pickled files is disabled on this "
-                f"server (data files only: {allowed}); start it with --allow-code-upload to "
-                "accept model.py / TorchScript uploads"
-            )
+def _write_files(model_dir: Path, plan: Sequence[tuple[PurePosixPath, bytes]]) -> None:
+    """Write validated uploads under ``model_dir``, never through a symbolic link."""
+    files = ModelFiles(model_dir, strict=True)
+    for rel, content in plan:
+        target = files.file(str(rel), what="file override")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(bytes(content))
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)

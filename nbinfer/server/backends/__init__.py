@@ -24,6 +24,7 @@ from typing import Any
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.server.model import Model, TensorDef, normalize_datatype
+from nbinfer.server.paths import ModelFiles
 from nbinfer.server.pbtxt import config_device as pbtxt_config_device
 
 __all__ = [
@@ -142,13 +143,23 @@ def _kind(config: Mapping[str, Any], version_dir: Path) -> str | None:
     return None
 
 
-def _default_filename(config: Mapping[str, Any], fallback: str) -> str:
+def _model_file(
+    files: ModelFiles, version: str, config: Mapping[str, Any], fallback: str, *, code: bool
+) -> Path:
+    """The version's model file: ``default_model_filename`` (confined to the model directory)."""
     name = config.get("default_model_filename")
-    return str(name) if name else fallback
+    rel = str(name) if name else fallback
+    if code:
+        return files.code_file(rel, base=version, what="default_model_filename")
+    return files.file(rel, base=version, what="default_model_filename")
 
 
 def model_from_repository_entry(
-    model_dir: Path, version_dir: Path, config: dict[str, Any]
+    model_dir: Path,
+    version_dir: Path,
+    config: dict[str, Any],
+    *,
+    files: ModelFiles | None = None,
 ) -> Model | None:
     """Build the model of one version directory when a backend here serves it, else None.
 
@@ -163,19 +174,26 @@ def model_from_repository_entry(
     ``config`` may be completed in place (inputs / outputs Triton would auto-complete), so
     pass the same dict on to ``apply_config``.
 
+    ``files`` is the path policy (default: files relative to ``model_dir`` only): the model
+    file named by ``default_model_filename`` stays inside the model directory, and a file
+    whose loading runs code (TorchScript, ``model.py``) obeys the code-upload gate.
+
     Raises:
-        InvalidInputError: the entry is ours but broken (missing file, bad declarations).
+        InvalidInputError: the entry is ours but broken (missing file, bad declarations), or
+            its files break the path policy.
         ImportError: the backend's optional dependency is missing (names the extra).
     """
     kind = _kind(config, version_dir)
     if kind is None:
         return None
+    if files is None:
+        files = ModelFiles(model_dir)
     name = model_dir.name
     version = version_dir.name
     if kind == "onnx":
         from nbinfer.server.backends.onnx import OnnxModel
 
-        path = version_dir / _default_filename(config, "model.onnx")
+        path = _model_file(files, version, config, "model.onnx", code=False)
         if not path.exists():
             raise InvalidInputError(
                 f"model {name!r} version {version}: no {path.name} in {version_dir} "
@@ -185,7 +203,7 @@ def model_from_repository_entry(
     if kind == "torch":
         from nbinfer.server.backends.torch import TorchModel
 
-        path = version_dir / _default_filename(config, "model.pt")
+        path = _model_file(files, version, config, "model.pt", code=True)
         if not path.is_file():
             raise InvalidInputError(
                 f"model {name!r} version {version}: no {path.name} in {version_dir} "
@@ -194,6 +212,7 @@ def model_from_repository_entry(
         return TorchModel.from_config(path, config, name=name, version=version)
     from nbinfer.server.backends.python_backend import TritonPythonBackendModel
 
+    files.code_file("model.py", base=version, what="model file")
     return TritonPythonBackendModel.from_config(model_dir, version_dir, config, name=name)
 
 
