@@ -52,6 +52,13 @@ from nbinfer.session import ModelHandle, Session
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext nbinfer``: register the ``%nbinfer`` / ``%%infer`` magics and error cards."""
+    from nbinfer.notebook import load_ipython_extension as load
+
+    load(ipython)
+
 __all__ = [
     "AsyncClient",
     "BasicAuth",
@@ -97,4 +104,5 @@ __all__ = [
     "TransportError",
     "UnauthenticatedError",
     "__version__",
+    "load_ipython_extension",
 ]

@@ -308,6 +308,7 @@ class InferResult:
 
         return mimebundle(self)
 
+
 class Sequence:
     """A stateful-model sequence: carries the correlation id (and start flag) across calls.
 

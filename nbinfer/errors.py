@@ -68,6 +68,11 @@ class NbinferError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+
+        return mimebundle(self)
+
 
 class TransportError(NbinferError):
     """The request did not complete (network, TLS, protocol framing)."""

@@ -117,6 +117,11 @@ class ModelHandle:
         version = f" version={self.version!r}" if self.version else ""
         return f"<ModelHandle {self.name!r}{version} at {self._session.url}>"
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+
+        return mimebundle(self)
+
 
 class Session:
     """Clients plus (optionally) the embedded local server, with DataFrames in and out.
@@ -486,10 +491,9 @@ class Session:
         """Inference statistics as a DataFrame: one row per model version.
 
         Columns: name, version, inference_count, execution_count, success/fail counts, and
-        mean success / queue / compute_infer times in milliseconds.
+        mean success / queue / compute_infer / compute_input / compute_output times in
+        milliseconds. In a notebook it displays with a latency breakdown chart.
         """
-        import pandas
-
         raw = self.client.get_inference_statistics(model)
         rows = []
         for entry in raw.get("model_stats", []):
@@ -511,6 +515,8 @@ class Session:
                     "success_ms": mean_ms("success"),
                     "queue_ms": mean_ms("queue"),
                     "compute_infer_ms": mean_ms("compute_infer"),
+                    "compute_input_ms": mean_ms("compute_input"),
+                    "compute_output_ms": mean_ms("compute_output"),
                 }
             )
         columns = [
@@ -523,8 +529,12 @@ class Session:
             "success_ms",
             "queue_ms",
             "compute_infer_ms",
+            "compute_input_ms",
+            "compute_output_ms",
         ]
-        return pandas.DataFrame(rows, columns=columns)
+        from nbinfer.interop.stats import StatsFrame  # a DataFrame that draws a latency chart
+
+        return StatsFrame(rows, columns=columns)
 
     # -- notebook-defined models -----------------------------------------------------------
 
@@ -591,6 +601,11 @@ class Session:
         where = "local server" if self._server is not None else "remote"
         state = "closed" if self._closed else self.protocol
         return f"<Session {self.url} ({where}, {state})>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+
+        return mimebundle(self)
 
 
 def _close_async_client(client: AsyncClient) -> None:

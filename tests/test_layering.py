@@ -58,7 +58,12 @@ FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "nbinfer.client": ("IPython", "ipywidgets"),
     "nbinfer.session": ("IPython", "ipywidgets"),
 }
-NOTEBOOK_ONLY = ("IPython", "ipywidgets")
+NOTEBOOK_ONLY = ("IPython", "ipywidgets", "matplotlib")
+
+#: The one lazy edge into the notebook layer (ARCHITECTURE.md): any module's three-line
+#: ``_repr_mimebundle_`` hook imports the renderers inside the method, never at import time.
+DISPLAY_EDGE = "nbinfer.notebook.display"
+DISPLAY_HOOKS = ("_repr_mimebundle_", "_repr_html_")
 
 
 def _module_name(path: Path) -> str:
@@ -104,7 +109,9 @@ def test_module_respects_layering(path: Path) -> None:
     imports = _imports(path)
     area = _area(module, ALLOWED)
     if area is not None:
-        internal = [m for m in imports if m == "nbinfer" or m.startswith("nbinfer.")]
+        internal = [
+            m for m in imports if (m == "nbinfer" or m.startswith("nbinfer.")) and m != DISPLAY_EDGE
+        ]
         bad = [
             m
             for m in internal
@@ -127,3 +134,24 @@ def test_protocol_grpc_is_the_only_user_of_generated_stubs() -> None:
         or "from ._generated" in p.read_text()
     ]
     assert set(users) <= {"nbinfer.protocol.grpc"}, users
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_display_edge_only_inside_repr_hooks(path: Path) -> None:
+    if _module_name(path).startswith("nbinfer.notebook"):
+        return
+    tree = ast.parse(path.read_text(), filename=str(path))
+    inside_hooks = {
+        id(node)
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef) and fn.name in DISPLAY_HOOKS
+        for node in ast.walk(fn)
+    }
+    stray = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module == DISPLAY_EDGE
+        and id(node) not in inside_hooks
+    ]
+    assert stray == [], f"{path.name}: {DISPLAY_EDGE} imported outside a repr hook at {stray}"

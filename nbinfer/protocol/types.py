@@ -33,6 +33,17 @@ ParamValue = bool | int | float | str
 Parameters = dict[str, ParamValue]
 
 
+class _Rich:
+    """Jupyter display: a rich HTML repr, rendered by nbinfer.notebook.display (imported lazily)."""
+
+    __slots__ = ()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+
+        return mimebundle(self)
+
+
 @dataclass(slots=True)
 class TensorSpec:
     """A declared input or output of a model: name, v2 datatype and shape (-1 = variable)."""
@@ -44,7 +55,7 @@ class TensorSpec:
 
 
 @dataclass(slots=True)
-class ServerMetadata:
+class ServerMetadata(_Rich):
     """Answer of ``GET /v2``: server name, version and the protocol extensions it supports."""
 
     name: str
@@ -53,7 +64,7 @@ class ServerMetadata:
 
 
 @dataclass(slots=True)
-class ModelMetadata:
+class ModelMetadata(_Rich):
     """Answer of ``GET /v2/models/{m}``: the model's versions, platform and tensor specs."""
 
     name: str
@@ -175,7 +186,7 @@ class RepositoryModel:
 
 
 @dataclass(slots=True, frozen=True)
-class ClassificationResult:
+class ClassificationResult(_Rich):
     """One decoded entry of a classification-extension output (``"value:index[:label]"``)."""
 
     score: float
