@@ -1,12 +1,19 @@
+"""DataFrames <-> v2 tensors: column mapping, coercion, outputs, chunked runs on a real server."""
+
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from nbinfer import Client, InferRequest, Session
 from nbinfer.errors import InvalidInputError
 from nbinfer.interop.pandas import dataframe_to_inputs, outputs_to_dataframe
 from nbinfer.protocol.types import InferOutput, ModelMetadata, TensorSpec
+from nbinfer.server.demo.nets import IRIS_LABELS, iris_predict, load_weights
 
 IRIS = ModelMetadata(
     "iris",
@@ -17,6 +24,22 @@ TWO = ModelMetadata(
     "two",
     inputs=[TensorSpec("x", "INT64", [-1]), TensorSpec("text", "BYTES", [-1, 1])],
 )
+IRIS_COLUMNS = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+
+
+def iris_frame(n: int, seed: int = 0) -> pd.DataFrame:
+    """``n`` iris-like rows (float64, as a CSV would give) under a shuffled string index."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(rng.uniform(0.1, 8.0, (n, 4)), columns=IRIS_COLUMNS)
+    frame.index = pd.Index([f"r{i}" for i in rng.permutation(n)], name="id")
+    return frame
+
+
+def iris_reference(frame: pd.DataFrame) -> np.ndarray:
+    return iris_predict(load_weights("iris"), frame.to_numpy(dtype=np.float32))
+
+
+# ------------------------------------------------------------------------ mapping (no server)
 
 
 def test_feature_columns_become_single_matrix_input_in_model_dtype() -> None:
@@ -35,9 +58,48 @@ def test_columns_named_after_inputs_map_one_to_one() -> None:
     assert text.data[1, 0] == "bé".encode()
 
 
+def test_explicit_columns_mapping_picks_and_orders_columns() -> None:
+    df = pd.DataFrame({"w": [1.0], "z": [4.0], "y": [3.0], "x": [2.0], "junk": ["no"]})
+    (inp,) = dataframe_to_inputs(df, IRIS, columns={"INPUT": ["w", "x", "y", "z"]})
+    np.testing.assert_array_equal(inp.data, [[1, 2, 3, 4]])  # type: ignore[arg-type]
+    (same,) = dataframe_to_inputs(df, IRIS, columns=["w", "x", "y", "z"])
+    np.testing.assert_array_equal(same.data, inp.data)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"no input 'nope'.*INPUT"):
+        dataframe_to_inputs(df, IRIS, columns={"nope": ["w"]})
+    with pytest.raises(InvalidInputError, match="no column 'missing'"):
+        dataframe_to_inputs(df, IRIS, columns=["w", "x", "y", "missing"])
+
+
 def test_unmappable_frame_names_model_and_expected_inputs() -> None:
     with pytest.raises(InvalidInputError, match=r"iris.*INPUT FP32 \[-1, 4\]"):
         dataframe_to_inputs(pd.DataFrame({"a": [1.0], "b": [2.0]}), IRIS)
+
+
+@pytest.mark.parametrize(
+    ("column", "values"),
+    [
+        ("species", ["setosa", "virginica"]),
+        ("when", pd.to_datetime(["2024-01-01", "2024-01-02"])),
+        ("mixed", [1.0, object()]),
+    ],
+)
+def test_uncoercible_column_is_named_with_model_input_and_dtype(column: str, values: list) -> None:
+    df = pd.DataFrame({"a": [1.0, 2.0], "b": [1.0, 2.0], "c": [1.0, 2.0], column: values})
+    with pytest.raises(InvalidInputError, match=rf"'iris'.*column '{column}'.*FP32.*'INPUT'") as e:
+        dataframe_to_inputs(df, IRIS)
+    assert e.value.context["column"] == column and e.value.context["tensor"] == "INPUT"
+    assert e.value.context["model"] == "iris" and e.value.context["datatype"] == "FP32"
+
+
+def test_lossy_or_out_of_range_numbers_are_refused_per_column() -> None:
+    floats = pd.DataFrame({"x": [1.5, 2.0], "text": ["a", "b"]})
+    with pytest.raises(InvalidInputError, match=r"column 'x' \(float64\).*INT64"):
+        dataframe_to_inputs(floats, TWO)
+    narrow = ModelMetadata("narrow", inputs=[TensorSpec("x", "INT8", [-1])])
+    with pytest.raises(InvalidInputError, match=r"column 'x' \(int64\).*INT8.*do not fit"):
+        dataframe_to_inputs(pd.DataFrame({"x": [1, 300]}), narrow)
+    with pytest.raises(InvalidInputError, match=r"column 'text' \(int64\).*BYTES"):
+        dataframe_to_inputs(pd.DataFrame({"x": [1], "text": [7]}), TWO)
 
 
 def test_outputs_become_labelled_columns_and_text() -> None:
@@ -51,3 +113,161 @@ def test_outputs_become_labelled_columns_and_text() -> None:
     assert list(frame.columns) == ["p[setosa]", "p[versicolor]", "p[virginica]", "w"]
     assert frame.loc[11, "p[setosa]"] == pytest.approx(0.8)
     assert frame.loc[10, "w"] == "x" and frame.loc[11, "w"] == b"\xff"
+
+
+def test_from_dataframe_without_metadata_uses_column_names_and_dtypes() -> None:
+    df = pd.DataFrame({"n": np.array([1, 2], dtype=np.int32), "s": ["a", "b"]})
+    request = InferRequest.from_pandas(df)
+    assert [(i.name, i.datatype, i.shape) for i in request.inputs] == [
+        ("n", "INT32", [2]),
+        ("s", "BYTES", [2]),
+    ]
+    assert request.inputs[1].data.tolist() == [b"a", b"b"]  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------- against a real server
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[Session]:
+    with Session(device="cpu") as s:
+
+        def pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            return a * 10 + b
+
+        s.serve(
+            pair,
+            inputs=[("a", "INT64", [-1]), ("b", "FP64", [-1])],
+            outputs=[("s", "FP64", [-1])],
+        )
+
+        def small(x: np.ndarray) -> np.ndarray:
+            return x + 1
+
+        s.serve(
+            small,
+            inputs=[("x", "FP32", [1])],
+            outputs=[("y", "FP32", [1])],
+            max_batch_size=8,
+        )
+        yield s
+
+
+def test_small_frame_matches_reference_and_keeps_string_index(session: Session) -> None:
+    frame = iris_frame(5)
+    out = session.infer("iris", frame)
+    assert list(out.columns) == [f"probabilities[{label}]" for label in IRIS_LABELS]
+    assert out.index.equals(frame.index)
+    np.testing.assert_allclose(out.to_numpy(), iris_reference(frame), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_chunked_frame_is_reassembled_in_order_and_aligned(session: Session, protocol: str) -> None:
+    assert session.server is not None
+    url = session.server.http_url if protocol == "http" else f"grpc://{session.server.grpc_url}"
+    frame = iris_frame(1003, seed=1)
+    with Session(url) as remote:
+        out = remote.infer("iris", frame, batch_size=7, concurrency=5, progress=False)
+        whole = remote.infer("iris", frame, batch_size=len(frame))
+    assert out.shape == (1003, 3) and out.index.equals(frame.index)
+    # float32 BLAS results may differ in the last bits with the batch size: compare closely
+    np.testing.assert_allclose(out.to_numpy(), whole.to_numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(out.to_numpy(), iris_reference(frame), rtol=1e-5, atol=1e-7)
+    for label in ["r0", "r500", "r1002"]:  # row by row, one request each
+        single = session.infer("iris", frame.loc[[label]])
+        np.testing.assert_allclose(single.loc[label], out.loc[label], rtol=1e-5, atol=1e-7)
+
+
+def test_max_batch_size_from_model_config_splits_requests(session: Session) -> None:
+    frame = pd.DataFrame({"x": np.arange(50, dtype=np.float32)}, index=np.arange(50)[::-1])
+    out = session.infer("small", frame, progress=False)  # one request would exceed 8 rows
+    np.testing.assert_array_equal(out["y"].to_numpy(), np.arange(50) + 1)
+    assert out.index.equals(frame.index)
+    stats = session.stats("small")
+    assert int(stats["execution_count"].iloc[0]) >= 7
+
+
+def test_columns_follow_model_declared_order_when_names_differ(session: Session) -> None:
+    frame = pd.DataFrame({"first": [1, 2, 3], "second": [0.5, 0.25, 0.0]})
+    out = session.infer("pair", frame, batch_size=2)
+    np.testing.assert_array_equal(out["s"].to_numpy(), [10.5, 20.25, 30.0])
+    mapped = session.infer("pair", frame, columns={"a": "first", "b": "second"})
+    np.testing.assert_array_equal(mapped["s"].to_numpy(), out["s"].to_numpy())
+
+
+def test_bytes_columns_round_trip_through_echo_in_chunks(session: Session) -> None:
+    words = ["alpha", "β-ünïcode", "", "x" * 300] * 25
+    frame = pd.DataFrame({"INPUT0": words}, index=pd.RangeIndex(100, 0, -1))
+    out = session.infer("echo", frame, batch_size=9, progress=False)
+    assert out["OUTPUT0"].tolist() == words and out.index.equals(frame.index)
+    typed = pd.DataFrame({"INPUT0": pd.array(words, dtype="string")})
+    assert session.infer("echo", typed)["OUTPUT0"].tolist() == words
+
+
+def test_uncoercible_column_fails_before_any_request(session: Session) -> None:
+    frame = iris_frame(4).assign(petal_width=["a", "b", "c", "d"])
+    before = int(session.stats("iris")["inference_count"].sum())
+    with pytest.raises(InvalidInputError, match=r"column 'petal_width' \(object\).*FP32"):
+        session.infer("iris", frame, batch_size=1)
+    assert int(session.stats("iris")["inference_count"].sum()) == before
+
+
+def test_expand_false_gives_one_column_of_arrays(session: Session) -> None:
+    frame = iris_frame(3)
+    out = session.infer("iris", frame, expand=False)
+    assert list(out.columns) == ["probabilities"] and out.index.equals(frame.index)
+    np.testing.assert_allclose(
+        np.stack(out["probabilities"]), iris_reference(frame), rtol=1e-5, atol=1e-7
+    )
+
+
+def test_classification_gives_label_and_score_columns(session: Session) -> None:
+    frame = iris_frame(40, seed=3)
+    ref = iris_reference(frame)
+    top = session.infer("iris", frame, classification=1, batch_size=16, progress=False)
+    assert list(top.columns) == ["label", "score"] and top.index.equals(frame.index)
+    assert top["label"].tolist() == [IRIS_LABELS[i] for i in ref.argmax(axis=1)]
+    np.testing.assert_allclose(top["score"].to_numpy(), ref.max(axis=1), atol=1e-6)
+    two = session.infer("iris", frame, classification=2)
+    assert list(two.columns) == ["label", "score", "label_2", "score_2"]
+
+
+def test_progress_bar_shows_for_chunked_frames_only(
+    session: Session, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = iris_frame(64)
+    session.infer("iris", frame, batch_size=8, progress=False)
+    session.infer("iris", frame)  # one request: no bar by default
+    assert "rows" not in capsys.readouterr().err
+    session.infer("iris", frame, batch_size=8)
+    err = capsys.readouterr().err
+    assert "iris" in err and "/64.0" in err and "rows/s" in err
+
+
+def test_ainfer_chunks_a_frame_like_infer(session: Session) -> None:
+    frame = iris_frame(257)
+
+    async def run() -> pd.DataFrame:
+        return await session.ainfer("iris", frame, batch_size=10, progress=False)
+
+    out = asyncio.run(run())
+    assert out.index.equals(frame.index)
+    np.testing.assert_allclose(out.to_numpy(), iris_reference(frame), rtol=1e-5, atol=1e-7)
+
+
+def test_result_to_dataframe_and_request_from_dataframe(session: Session) -> None:
+    assert session.server is not None
+    frame = iris_frame(6)
+    with Client(session.server.http_url) as client:
+        request = InferRequest.from_dataframe(frame, client.get_model_metadata("iris"))
+        assert request.model_name == "iris" and request.inputs[0].shape == [6, 4]
+        result = client.infer("iris", request)
+    out = result.to_dataframe(labels={"probabilities": list(IRIS_LABELS)}, index=frame.index)
+    assert out.index.equals(frame.index) and out.columns[0] == "probabilities[setosa]"
+    np.testing.assert_allclose(out.to_numpy(), iris_reference(frame), rtol=1e-5, atol=1e-7)
+    assert result.as_dataframe().shape == (6, 3)
+
+
+def test_as_frame_false_returns_one_infer_result_for_a_chunked_frame(session: Session) -> None:
+    result = session.infer("iris", iris_frame(30), batch_size=4, as_frame=False)
+    assert result.as_numpy("probabilities").shape == (30, 3)
