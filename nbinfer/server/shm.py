@@ -2,10 +2,13 @@
 
 A client registers a region it created (``name`` -> POSIX shm ``key``, ``offset``,
 ``byte_size``); inputs whose parameters name that region (``shared_memory_region``,
-``shared_memory_byte_size``, ``shared_memory_offset``) are read from it as zero-copy views, and
+``shared_memory_byte_size``, ``shared_memory_offset``) are read from it (one copy), and
 requested outputs with those parameters are written into it instead of travelling in the
-response. The server maps ``/dev/shm/<key>`` itself (``shm_open`` + ``mmap``), never through
-``multiprocessing.shared_memory`` whose resource tracker would unlink the client's segment.
+response. The server opens ``/dev/shm/<key>`` itself (``shm_open``), never through
+``multiprocessing.shared_memory`` whose resource tracker would unlink the client's segment, and
+copies with ``pread`` / ``pwrite`` after checking the object's current size: it never maps the
+client's object, so a client that truncates it gets a 400 instead of crashing the server with
+SIGBUS.
 
 Example::
 
@@ -19,18 +22,19 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
-import mmap
 import os
+import stat
 import sys
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.tensors import tensor_from_bytes, tensor_to_bytes
+from nbinfer.server.paths import check_shm_key
 
 __all__ = [
     "SHM_BYTE_SIZE",
@@ -84,51 +88,66 @@ def shm_reference(params: Mapping[str, Any], what: str) -> tuple[str, int, int] 
     return region, offset, byte_size
 
 
-def _posix_name(key: str) -> str:
-    """The POSIX shm object name for ``key`` (``"/abc"`` or ``"abc"`` -> ``"/abc"``)."""
-    bare = key[1:] if key.startswith("/") else key
-    if not bare or "/" in bare or bare in (".", ".."):
-        raise InvalidInputError(
-            f"shared memory key {key!r} is not a valid POSIX shared memory name "
-            "(expected '/name' without further slashes)"
-        )
-    return "/" + bare
-
-
-def _open_key(key: str) -> tuple[mmap.mmap, int]:
-    """Map the whole POSIX shm object ``key``; returns the map and its size."""
-    name = _posix_name(key)
+def _open_key(key: str) -> tuple[int, int]:
+    """Open the POSIX shm object ``key`` (a regular file, not empty); returns the fd and size."""
+    name = check_shm_key(key)
     try:
         try:
             posixshmem = importlib.import_module("_posixshmem")
             fd = int(posixshmem.shm_open(name, os.O_RDWR, mode=0o600))
         except ImportError:  # pragma: no cover - platforms without _posixshmem
-            fd = os.open(os.path.join("/dev/shm", name[1:]), os.O_RDWR)
+            fd = os.open(os.path.join("/dev/shm", name[1:]), os.O_RDWR | os.O_NOFOLLOW)
     except FileNotFoundError as exc:
         raise InvalidInputError(
             f"unable to open shared memory key {key!r}: no such shared memory object "
             "(create it before registering)"
         ) from exc
     except OSError as exc:
-        raise InvalidInputError(f"unable to open shared memory key {key!r}: {exc}") from exc
+        raise InvalidInputError(
+            f"unable to open shared memory key {key!r}: {exc.strerror or exc}"
+        ) from exc
     try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            raise InvalidInputError(f"shared memory key {key!r} has size 0")
-        return mmap.mmap(fd, size), size
-    except OSError as exc:
-        raise InvalidInputError(f"unable to map shared memory key {key!r}: {exc}") from exc
-    finally:
+        info = os.fstat(fd)
+    except OSError as exc:  # pragma: no cover - fstat of an open fd
         os.close(fd)
+        raise InvalidInputError(f"unable to open shared memory key {key!r}: {exc}") from exc
+    if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+        os.close(fd)
+        what = "has size 0" if stat.S_ISREG(info.st_mode) else "is not a shared memory object"
+        raise InvalidInputError(f"shared memory key {key!r} {what}")
+    return fd, info.st_size
+
+
+def _pread_into(fd: int, view: memoryview, offset: int) -> int:
+    """Fill ``view`` from ``fd`` at ``offset``; returns the bytes read (short at end of file)."""
+    done = 0
+    while done < len(view):
+        if hasattr(os, "preadv"):
+            n = os.preadv(fd, [view[done:]], offset + done)
+        else:  # pragma: no cover - platforms without preadv
+            chunk = os.pread(fd, len(view) - done, offset + done)
+            n = len(chunk)
+            view[done : done + n] = chunk
+        if n <= 0:
+            break
+        done += n
+    return done
 
 
 @dataclass(slots=True)
 class _Region:
+    """A registered system region: the client's shm object, used through its descriptor.
+
+    Read and written with ``pread`` / ``pwrite``, never mapped: a client that truncates the
+    object cannot fault the server, it gets a 400.
+    """
+
     name: str
     key: str
     offset: int
     byte_size: int
-    map: mmap.mmap
+    fd: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -138,13 +157,28 @@ class _Region:
             "byte_size": self.byte_size,
         }
 
-    def close(self) -> None:
+    def check(self, start: int, size: int, what: str) -> None:
+        """Refuse (400) when the object no longer holds ``start .. start + size``; lock held."""
+        if self.fd < 0:
+            raise InvalidInputError(
+                f"{what}: shared memory region {self.name!r} was unregistered during the request"
+            )
         try:
-            self.map.close()
-        except BufferError:
-            # an array still views the map (a model kept its input): the map stays valid
-            # until that array is gone, and is unmapped when it is collected
-            logger.debug("shared memory region %r is still in use; unmapped later", self.name)
+            current = os.fstat(self.fd).st_size
+        except OSError as exc:  # pragma: no cover - fstat of an open fd
+            raise InvalidInputError(f"{what}: shared memory region {self.name!r}: {exc}") from exc
+        if start + size > current:
+            raise InvalidInputError(
+                f"{what}: shared memory region {self.name!r} (key {self.key!r}) now holds "
+                f"{current} bytes, fewer than the {start + size} its window needs; the shared "
+                "memory object was truncated after registration (register it again)"
+            )
+
+    def close(self) -> None:
+        with self.lock:
+            fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
 
 
 def _cuda_available() -> bool:
@@ -164,7 +198,8 @@ def _cuda_available() -> bool:
 class SharedMemoryManager:
     """The registered shared-memory regions of one server (thread-safe).
 
-    System regions are POSIX shm objects mapped with ``mmap``; CUDA regions are refused unless a
+    System regions are POSIX shm objects read and written through their descriptors (never
+    mapped, so truncation by the client cannot fault the server); CUDA regions are refused unless a
     CUDA device is present (and even then this server does not map CUDA IPC handles yet).
     """
 
@@ -191,18 +226,18 @@ class SharedMemoryManager:
                 raise InvalidInputError(
                     f"shared memory region {name!r} is already registered; unregister it first"
                 )
-        mapped, size = _open_key(key)
+        fd, size = _open_key(key)
         if offset + byte_size > size:
-            mapped.close()
+            os.close(fd)
             raise InvalidInputError(
                 f"shared memory region {name!r}: offset {offset} + byte_size {byte_size} "
                 f"exceeds the {size} bytes of shared memory key {key!r}"
             )
         with self._lock:
             if name in self._regions:
-                mapped.close()
+                os.close(fd)
                 raise InvalidInputError(f"shared memory region {name!r} is already registered")
-            self._regions[name] = _Region(name, key, offset, byte_size, mapped)
+            self._regions[name] = _Region(name, key, offset, byte_size, fd)
         logger.info("registered system shared memory region %r (key %r, %d B)", name, key, size)
 
     def unregister(self, name: str = "") -> None:
@@ -259,14 +294,27 @@ class SharedMemoryManager:
         tensor: str,
         what: str,
     ) -> np.ndarray[Any, Any]:
-        """Tensor ``tensor`` read from a region: a zero-copy view (BYTES are decoded).
+        """Tensor ``tensor`` read from a region into a fresh array (BYTES are decoded).
+
+        The object's current size is checked first (a client may have truncated it since it
+        registered the region), and the bytes are copied with ``pread``: the model never
+        sees memory the client can change or take away under it.
 
         Raises:
-            InvalidInputError: unknown region, a window out of its bounds, or ``byte_size``
-                that does not match ``datatype`` x ``shape``.
+            InvalidInputError: unknown region, a window out of its bounds or beyond the object's
+                current size, or ``byte_size`` that does not match ``datatype`` x ``shape``.
         """
         region, start = self._window(region_name, offset, byte_size, what)
-        view = memoryview(region.map)[start : start + byte_size]
+        buf = np.empty(byte_size, dtype=np.uint8)
+        view = buf.data
+        with region.lock:
+            region.check(start, byte_size, what)
+            got = _pread_into(region.fd, view, start)
+        if got < byte_size:
+            raise InvalidInputError(
+                f"{what}: shared memory region {region_name!r} was truncated while it was read",
+                tensor=tensor,
+            )
         try:
             return tensor_from_bytes(view, datatype, shape, name=tensor)
         except InvalidInputError as exc:
@@ -289,18 +337,22 @@ class SharedMemoryManager:
         """Write an output into a region; returns the number of bytes written.
 
         Raises:
-            InvalidInputError: unknown region, a window out of its bounds, or a window too small
-                for the output.
+            InvalidInputError: unknown region, a window out of its bounds or beyond the object's
+                current size (truncated by the client), or a window too small for the output.
         """
         region, start = self._window(region_name, offset, byte_size, what)
-        raw = tensor_to_bytes(arr, datatype)
-        size = raw.nbytes if isinstance(raw, memoryview) else len(raw)
+        raw = memoryview(tensor_to_bytes(arr, datatype)).cast("B")
+        size = raw.nbytes
         if size > byte_size:
             raise InvalidInputError(
                 f"{what}: shared memory region {region_name!r} window of {byte_size} bytes "
                 f"(offset {offset}) is too small; the output needs {size} bytes"
             )
-        region.map[start : start + size] = raw
+        with region.lock:
+            region.check(start, size, what)
+            done = 0
+            while done < size:
+                done += os.pwrite(region.fd, raw[done:], start + done)
         return size
 
     # -- CUDA shared memory ---------------------------------------------------------------
@@ -332,5 +384,5 @@ class SharedMemoryManager:
         return []
 
     def close(self) -> None:
-        """Unmap every region. Idempotent."""
+        """Close every region. Idempotent."""
         self.unregister()
