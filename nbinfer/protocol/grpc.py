@@ -447,7 +447,12 @@ _Tensor = TypeVar("_Tensor", InferInput, InferOutput)
 
 
 def _decode_tensors(
-    msgs: Sequence[_AnyTensorMsg], raw: Sequence[bytes], kind: str, make: type[_Tensor]
+    msgs: Sequence[_AnyTensorMsg],
+    raw: Sequence[bytes],
+    kind: str,
+    make: type[_Tensor],
+    *,
+    lenient: bool = False,
 ) -> list[_Tensor]:
     """Decode tensor messages and their data into ``make`` (InferInput or InferOutput).
 
@@ -479,7 +484,7 @@ def _decode_tensors(
             return out
     return [
         make(m.name, m.datatype, shape, data, params)
-        for m, shape, params, data in _decode_tensor_data(msgs, raw, kind)
+        for m, shape, params, data in _decode_tensor_data(msgs, raw, kind, lenient=lenient)
     ]
 
 
@@ -487,14 +492,20 @@ def _decode_tensor_data(
     msgs: Sequence[_AnyTensorMsg],
     raw: Sequence[bytes],
     kind: str,
+    *,
+    lenient: bool = False,
 ) -> list[tuple[Any, list[int], Parameters, np.ndarray[Any, Any] | None]]:
     """Pair each tensor message with its data: raw entry, typed contents, or none (shm).
 
     Raw entries go one per tensor in order; tensors in shared memory or with typed contents
     take none (as tritonclient sends them) unless there is exactly one raw entry per tensor.
+    Strict (requests, as Triton reads them): raw and typed contents in one message are refused.
+    Lenient (responses, as tritonclient reads them; Seldon MLServer sends both): one raw entry
+    per tensor wins over any typed contents, else tensors whose typed contents hold data use
+    them and the others take the raw entries in order.
     """
     one_to_one = len(raw) == len(msgs)
-    if raw and any(m.HasField("contents") for m in msgs):
+    if not lenient and raw and any(m.HasField("contents") for m in msgs):
         raise InvalidInputError(
             f"raw_{kind}_contents and typed contents cannot be mixed in one message"
         )
@@ -505,9 +516,10 @@ def _decode_tensor_data(
         shape = list(msg.shape)
         params = params_from_proto(msg.parameters)
         data: np.ndarray[Any, Any] | None
+        typed = msg.HasField("contents") and (not lenient or msg.contents.ByteSize() > 0)
         if one_to_one:
             data = tensor_from_bytes(raw[index], msg.datatype, shape, name=name)
-        elif msg.HasField("contents"):
+        elif typed:
             data = _decode_contents(msg.contents, msg.datatype, shape, name)
         elif "shared_memory_region" in params:
             data = None
@@ -633,11 +645,16 @@ def response_to_bytes(resp: InferResponse) -> bytes:
 def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
     """Decode a ``ModelInferResponse``; raw tensors become zero-copy read-only views.
 
+    Read leniently, as tritonclient does: a reply carrying ``raw_output_contents`` next to
+    typed contents (Seldon MLServer's) is accepted (see :func:`_decode_tensor_data`).
+
     Raises:
         InvalidInputError: data and shape disagree, or data is missing.
         DataTypeError: an unknown datatype.
     """
-    outputs = _decode_tensors(msg.outputs, msg.raw_output_contents, "output", InferOutput)
+    outputs = _decode_tensors(
+        msg.outputs, msg.raw_output_contents, "output", InferOutput, lenient=True
+    )
     return InferResponse(
         model_name=msg.model_name,
         outputs=outputs,

@@ -16,6 +16,7 @@ from nbinfer.errors import DataTypeError, InvalidInputError
 from nbinfer.protocol.grpc import (
     RPCS,
     SERVICE_NAME,
+    ResponseReader,
     config_json_to_proto,
     config_proto_to_json,
     load_request_from_proto,
@@ -762,3 +763,40 @@ def test_rpc_table_matches_the_service_descriptor() -> None:
     assert method_path("ModelInfer") == "/inference.GRPCInferenceService/ModelInfer"
     with pytest.raises(KeyError, match="known: ServerLive"):
         method_path("Infer")
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses are read leniently (tritonclient's rules): peers such as Seldon MLServer send
+# raw_output_contents next to (empty or filled) typed contents.
+
+
+def test_response_with_raw_entries_and_typed_contents_reads_the_raw_entries() -> None:
+    msg = pb.ModelInferResponse(model_name="m")
+    out = msg.outputs.add(name="y", datatype="FP32", shape=[2])
+    out.contents.fp32_contents.extend([9.0, 9.0])  # what a peer echoed; raw wins, as tritonclient
+    msg.raw_output_contents.append(np.array([1.0, 2.0], np.float32).tobytes())
+    resp = response_from_proto(wire(msg))
+    np.testing.assert_array_equal(resp.outputs[0].data, [1.0, 2.0])
+
+
+def test_response_mixing_typed_and_raw_outputs_pairs_raw_entries_with_the_rest() -> None:
+    msg = pb.ModelInferResponse(model_name="m")
+    msg.outputs.add(name="t", datatype="INT64", shape=[2]).contents.int64_contents.extend([7, 8])
+    empty = msg.outputs.add(name="r", datatype="FP32", shape=[1])
+    empty.contents.SetInParent()  # present but empty: takes the raw entry
+    msg.outputs.add(name="s", datatype="INT32", shape=[1])
+    msg.raw_output_contents.extend([np.float32(3).tobytes(), np.int32(4).tobytes()])
+    outs = {o.name: o.data for o in response_from_proto(wire(msg)).outputs}
+    np.testing.assert_array_equal(outs["t"], [7, 8])
+    np.testing.assert_array_equal(outs["r"], [3.0])
+    np.testing.assert_array_equal(outs["s"], [4])
+    reader = ResponseReader(wire(msg))
+    np.testing.assert_array_equal(reader.array(1), [3.0])
+
+
+def test_requests_stay_strict_about_mixing() -> None:
+    msg = pb.ModelInferRequest()
+    msg.inputs.add(name="a", datatype="INT32", shape=[1]).contents.int_contents.append(1)
+    msg.raw_input_contents.append(b"\0\0\0\0")
+    with pytest.raises(InvalidInputError, match="cannot be mixed"):
+        request_from_proto(msg)
