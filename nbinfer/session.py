@@ -468,6 +468,76 @@ class Session:
         )
         return self._answer(result, model, model_version, None, bool(as_frame), expand, requested)
 
+    def _image_options(self, model: str, version: str, options: dict[str, Any]) -> dict[str, Any]:
+        try:
+            config = self.client.get_model_config(model, version)
+        except NbinferError:
+            config = {}
+        options.setdefault("config", config)
+        options.setdefault("server_labels", self._labels(model, version))
+        options.setdefault("extensions", self.client.get_server_metadata().extensions)
+        return options
+
+    def classify(
+        self, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
+    ) -> pd.DataFrame:
+        """Classify images: top-k classes per image as a DataFrame that displays as a grid.
+
+        Preprocessing comes from the model's metadata (size, channels, layout, datatype); see
+        :mod:`nbinfer.interop.images`. Batches follow ``max_batch_size``; the next batches
+        decode while one is in flight; a progress bar shows for more than one batch.
+
+        Args:
+            model: An image classification model.
+            images: Paths, globs (``"scans/*.png"``), directories, PIL images, arrays, encoded
+                bytes, or a list of them.
+            top_k: Classes per image.
+            model_version: A specific version.
+            **options: ``labels`` (list or labels file), ``scaling`` (``"none"``, ``"unit"``,
+                ``"inception"``, ``"vgg"`` or a function of the ``uint8`` NHWC batch),
+                ``preprocess`` (a function of one PIL image), ``size``, ``layout``,
+                ``encoded`` (send JPEG / PNG bytes as BYTES), ``input``, ``output``,
+                ``batch_size``, ``server_topk``, ``workers``, ``progress``.
+
+        Returns:
+            A DataFrame with columns ``image`` (path or position), ``rank``, ``label``,
+            ``score``, ``class``; one row per image and rank.
+
+        Raises:
+            InvalidInputError: Unreadable images or a model that does not take images.
+            ModelNotFoundError: Unknown model or version.
+
+        Example::
+
+            top = session.classify("digits", "digits/*.png", top_k=3)
+            top[top["rank"] == 1]
+        """
+        from nbinfer.interop.images import classify_images
+
+        def infer(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> InferResult:
+            return self.client.infer(model, inputs, outputs=outputs, model_version=model_version)
+
+        opts = self._image_options(model, model_version, dict(options, top_k=top_k))
+        metadata = self.client.get_model_metadata(model, model_version)
+        frame: pd.DataFrame = classify_images(infer, metadata, images, **opts)
+        return frame
+
+    async def aclassify(
+        self, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
+    ) -> pd.DataFrame:
+        """Like :meth:`classify`, from a coroutine (inference on the session's async client)."""
+        from nbinfer.interop.images import aclassify_images
+
+        aclient = self._aclient()
+
+        async def infer(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> InferResult:
+            return await aclient.infer(model, inputs, outputs=outputs, model_version=model_version)
+
+        opts = self._image_options(model, model_version, dict(options, top_k=top_k))
+        metadata = await aclient.get_model_metadata(model, model_version)
+        frame: pd.DataFrame = await aclassify_images(infer, metadata, images, **opts)
+        return frame
+
     # -- repository and statistics ---------------------------------------------------------
 
     def load(

@@ -27,7 +27,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "nbinfer.protocol",
         "nbinfer.transports",
     ),
-    "nbinfer.interop": ("nbinfer.errors", "nbinfer.protocol", "nbinfer.interop"),
+    "nbinfer.interop": (
+        "nbinfer.errors",
+        "nbinfer.protocol",
+        "nbinfer.interop",
+        # Lazy, inside ClassificationFrame._repr_html_ only: the classify grid is drawn there.
+        "nbinfer.notebook.gallery",
+    ),
     "nbinfer.server": (*_BASE, "nbinfer.server"),
     "nbinfer.session": (
         *_BASE,

@@ -1,6 +1,6 @@
 """Demo models shipped with the embedded server (no downloads).
 
-add_sub, echo, iris, digits, accumulate (stateful) and repeat (decoupled).
+add_sub, echo, iris, digits, digits_encoded, accumulate (stateful) and repeat (decoupled).
 """
 
 from __future__ import annotations

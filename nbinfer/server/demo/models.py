@@ -7,6 +7,8 @@
   setosa / versicolor / virginica.
 * ``digits``: FP32 ``input`` ``[-1, 8, 8]`` in 0..1 -> ``probabilities`` ``[-1, 10]``, labelled
   "0".."9".
+* ``digits_encoded``: BYTES ``image`` ``[-1]`` (JPEG / PNG bytes, decoded server-side) ->
+  ``probabilities`` ``[-1, 10]``; see :mod:`nbinfer.server.demo.encoded`.
 * ``accumulate`` (stateful, sequence extension): INT32 ``INPUT`` ``[-1]`` -> INT32 ``OUTPUT``
   ``[1]``, the running sum of every value sent so far in the sequence.
 * ``repeat`` (decoupled, gRPC stream only): INT32 ``INPUT`` ``[-1]`` and ``COUNT`` ``[1]`` ->
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from nbinfer.server.demo.encoded import DigitsEncoded
 from nbinfer.server.demo.nets import (
     DIGITS_LABELS,
     IRIS_LABELS,
@@ -93,6 +96,8 @@ class Digits(Model):
     device = "cpu"
     run_in_thread = False
     _weights: dict[str, Any] | None = None
+    #: Tells image clients (``session.classify``) to scale 0..255 pixels to 0..1.
+    parameters = {"nbinfer.image.scaling": "unit"}  # noqa: RUF012 - read-only class default
 
     labels = DIGITS_LABELS
 
@@ -144,5 +149,5 @@ class Repeat(Model):
 
 
 def demo_models() -> list[Model]:
-    """Fresh instances of the demo models: add_sub, echo, iris, digits, accumulate, repeat."""
-    return [AddSub(), Echo(), Iris(), Digits(), Accumulate(), Repeat()]
+    """Fresh instances of the demo models: add_sub, echo, iris, digits(_encoded), accumulate, ..."""
+    return [AddSub(), Echo(), Iris(), Digits(), DigitsEncoded(), Accumulate(), Repeat()]

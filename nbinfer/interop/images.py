@@ -1,0 +1,709 @@
+"""Image classification over any v2 server: Pillow preprocessing from the model's metadata.
+
+:func:`classify_images` is the engine behind :meth:`nbinfer.Session.classify`. It turns paths,
+globs, directories, PIL images, arrays and encoded bytes into the tensor a model expects, sends
+them in batches and returns the top-k classes as a :class:`ClassificationFrame`::
+
+    frame = session.classify("digits", "scans/*.png", top_k=3)
+    frame[frame["rank"] == 1]           # best class per image: image, rank, label, score, class
+
+How the tensor is built (:func:`plan_images`): the model's single image input (or ``input=``)
+gives the size ``H x W``, the channels (1: grayscale ``L``, 3: ``RGB``) and the layout: the
+config's ``format`` (``FORMAT_NCHW`` / ``FORMAT_NHWC``) when the server sets one, else guessed
+from the shape (``[C, H, W]`` when the first dim is 1 or 3, ``[H, W, C]`` when the last is,
+``[H, W]`` for grayscale without a channel axis). Images are decoded (JPEG with Pillow's
+``draft`` shortcut), converted, resized bilinearly, stacked, scaled in one vectorised step and
+cast to the input's datatype. Scalings (as in Triton's image client): ``"none"`` (0..255),
+``"unit"`` (``x / 255``), ``"inception"`` (``x / 127.5 - 1``), ``"vgg"`` (minus the ImageNet
+channel means), or a function of the ``uint8`` batch ``[N, H, W, C]``; the default is the
+model's config parameter ``nbinfer.image.scaling`` when it publishes one, else ``"none"``.
+``preprocess=`` replaces all of this with a function of one PIL image.
+
+Encoded images: a model whose input is BYTES (or ``encoded=True``, as OpenVINO Model Server
+accepts for image models) gets the JPEG / PNG bytes themselves, one element per image, and
+decodes on the server; files are then read, never decoded, on the client.
+
+Batches follow the model's ``max_batch_size`` (64 images for a model whose leading dim is a
+free ``-1``; one image per request for a model without a batch dim); a thread pool decodes the
+next batches while the current one is in flight. Top-k comes from the server's
+classification extension when it offers one, else is computed locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import glob
+import io
+import os
+from collections import deque
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from nbinfer.errors import InvalidInputError
+from nbinfer.protocol.classification import decode_classification, top_k
+from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.protocol.types import ModelMetadata, RequestedOutput
+
+__all__ = [
+    "SCALINGS",
+    "ClassificationFrame",
+    "ImagePlan",
+    "classify_images",
+    "aclassify_images",
+    "expand_images",
+    "load_image",
+    "plan_images",
+    "read_labels",
+]
+
+#: Config parameter in which a model can publish the scaling it was trained with.
+SCALING_PARAMETER = "nbinfer.image.scaling"
+#: Named scalings (Triton image client's NONE / INCEPTION / VGG plus ``unit`` = ``[0, 1]``).
+SCALINGS = ("none", "unit", "inception", "vgg")
+#: File suffixes taken from a directory.
+IMAGE_SUFFIXES = frozenset(
+    {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
+)
+#: Images per request for a model whose leading dim is a free ``-1`` (no max_batch_size).
+DEFAULT_BATCH = 64
+_VGG_MEANS = {1: (128.0,), 3: (123.0, 117.0, 104.0)}
+
+Scaling = str | Callable[[np.ndarray[Any, Any]], Any]
+ImageSource = Any  # str | os.PathLike | bytes | PIL.Image.Image | np.ndarray
+
+
+class _Result(Protocol):
+    def as_numpy(self, name: str) -> np.ndarray[Any, Any]: ...
+
+
+#: ``infer(inputs, outputs)`` -> a result with ``as_numpy`` (a bound client / session call).
+InferFn = Callable[[dict[str, np.ndarray[Any, Any]], list[RequestedOutput]], _Result]
+AsyncInferFn = Callable[
+    [dict[str, np.ndarray[Any, Any]], list[RequestedOutput]], Awaitable[_Result]
+]
+
+
+def _pil() -> Any:
+    try:
+        from PIL import Image
+    except ImportError as exc:  # pragma: no cover - pillow is a runtime dependency
+        raise ImportError("image classification needs Pillow: pip install pillow") from exc
+    return Image
+
+
+# -- sources ---------------------------------------------------------------------------------
+
+
+def _is_pil(obj: Any) -> bool:
+    mod = type(obj).__module__
+    return mod.startswith("PIL.") and hasattr(obj, "convert")
+
+
+def _expand_path(text: str) -> list[str]:
+    if any(ch in text for ch in "*?["):
+        found = sorted(glob.glob(os.path.expanduser(text), recursive=True))
+        if not found:
+            raise InvalidInputError(f"no image matches {text!r}")
+        return found
+    path = Path(text).expanduser()
+    if path.is_dir():
+        found = sorted(str(p) for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if not found:
+            raise InvalidInputError(f"directory {text!r} holds no image files")
+        return found
+    if not path.is_file():
+        raise InvalidInputError(f"image file {text!r} does not exist")
+    return [str(path)]
+
+
+def expand_images(images: Any) -> list[tuple[Any, ImageSource]]:
+    """Flatten what a user passes into ``(key, source)`` pairs, one per image.
+
+    Paths, globs and directories expand to files (keys: the paths); bytes, PIL images and
+    arrays keep their position as key. A 4-D array, or a 3-D array whose last dim is not 1, 3
+    or 4, is a batch of images.
+
+    Raises:
+        InvalidInputError: A path does not exist, a glob matches nothing, an item is of an
+            unknown type.
+    """
+    sources: list[ImageSource] = []
+
+    def add(item: Any, top: bool) -> None:
+        if isinstance(item, str | os.PathLike):
+            sources.extend(_expand_path(os.fspath(item)))
+        elif isinstance(item, bytes | bytearray | memoryview):
+            sources.append(bytes(item))
+        elif _is_pil(item):
+            sources.append(item)
+        elif isinstance(item, np.ndarray):
+            if item.ndim == 4 or (item.ndim == 3 and item.shape[-1] not in (1, 3, 4)):
+                sources.extend(list(item))
+            elif item.ndim in (2, 3):
+                sources.append(item)
+            else:
+                raise InvalidInputError(f"an image array must be 2-D to 4-D, got {item.shape}")
+        elif top and isinstance(item, Sequence | Iterator):
+            for sub in item:
+                add(sub, False)
+        else:
+            raise InvalidInputError(
+                f"cannot read an image from {type(item).__name__}; pass paths, globs, "
+                "PIL images, arrays or encoded bytes"
+            )
+
+    add(images, True)
+    if not sources:
+        raise InvalidInputError("no images to classify")
+    return [(s if isinstance(s, str) else i, s) for i, s in enumerate(sources)]
+
+
+def _array_to_uint8(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    if arr.dtype == np.uint8:
+        return arr
+    if arr.dtype.kind == "f" and arr.size and float(np.nanmax(arr)) <= 1.0:
+        arr = arr * 255.0
+    out: np.ndarray[Any, Any] = np.clip(np.nan_to_num(arr), 0, 255).round().astype(np.uint8)
+    return out
+
+
+def load_image(source: ImageSource, *, draft: tuple[str, tuple[int, int]] | None = None) -> Any:
+    """Open one image source as a PIL image (pixels loaded).
+
+    Arrays in float are taken as ``0..1`` when their maximum is at most 1, else ``0..255``.
+    ``draft=(mode, (w, h))`` lets a JPEG decode at a reduced scale (Pillow's ``draft``).
+
+    Raises:
+        InvalidInputError: The data is not an image Pillow can read.
+    """
+    pil = _pil()
+    if _is_pil(source):
+        return source
+    if isinstance(source, np.ndarray):
+        arr = _array_to_uint8(source)
+        if arr.ndim == 3 and arr.shape[-1] == 1:
+            arr = arr[..., 0]
+        return pil.fromarray(np.ascontiguousarray(arr))
+    try:
+        im = pil.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+        if draft is not None and im.format == "JPEG":
+            im.draft(*draft)
+        im.load()
+    except (OSError, ValueError, SyntaxError) as exc:
+        where = source if isinstance(source, str) else f"{len(source)} bytes"
+        raise InvalidInputError(f"cannot decode image {where!r}: {exc}") from exc
+    return im
+
+
+def encode_image(source: ImageSource) -> bytes:
+    """The encoded bytes of a source: a file's bytes as they are, else the image as PNG."""
+    if isinstance(source, bytes):
+        return source
+    if isinstance(source, str):
+        with open(source, "rb") as fh:
+            return fh.read()
+    buf = io.BytesIO()
+    load_image(source).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+# -- what the model wants --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePlan:
+    """How images become a model's input tensor.
+
+    Attributes:
+        input: Input tensor name.
+        datatype: Its v2 datatype (what is sent: ``BYTES`` when ``encoded``).
+        output: The scores output.
+        layout: ``"NCHW"``, ``"NHWC"`` or ``"NHW"`` (no channel axis), per image without N.
+        channels: 1 (grayscale) or 3 (RGB).
+        height: Target height (0 when encoded).
+        width: Target width (0 when encoded).
+        batched: The input has a leading batch dim.
+        max_batch: Largest batch the model takes (0: no limit).
+        encoded: Send JPEG / PNG bytes (BYTES) instead of pixels.
+        item_shape: Shape of one image's tensor (without the batch dim).
+    """
+
+    input: str
+    datatype: str
+    output: str
+    layout: str
+    channels: int
+    height: int
+    width: int
+    batched: bool
+    max_batch: int
+    encoded: bool
+    item_shape: tuple[int, ...]
+
+
+def _pick(specs: Sequence[Any], name: str | None, what: str, model: str) -> Any:
+    if name is not None:
+        for spec in specs:
+            if spec.name == name:
+                return spec
+        known = ", ".join(s.name for s in specs) or "none"
+        raise InvalidInputError(f"model {model!r} has no {what} {name!r}; {what}s: {known}")
+    if len(specs) != 1:
+        known = ", ".join(s.name for s in specs) or "none"
+        raise InvalidInputError(
+            f"model {model!r} has {len(specs)} {what}s ({known}); say which with {what}="
+        )
+    return specs[0]
+
+
+def _layout_of(dims: list[int], fmt: str, model: str) -> str:
+    if len(dims) == 2:
+        return "NHW"
+    if len(dims) == 3:
+        if fmt in ("FORMAT_NCHW", "NCHW"):
+            return "NCHW"
+        if fmt in ("FORMAT_NHWC", "NHWC"):
+            return "NHWC"
+        if dims[0] in (1, 3) and dims[-1] not in (1, 3):
+            return "NCHW"
+        if dims[-1] in (1, 3):
+            return "NHWC"
+    raise InvalidInputError(
+        f"model {model!r}: cannot tell the image layout of input shape {dims}; pass "
+        "layout='NCHW' or 'NHWC' (or preprocess=)"
+    )
+
+
+def plan_images(
+    metadata: ModelMetadata,
+    config: Mapping[str, Any] | None = None,
+    *,
+    input: str | None = None,
+    output: str | None = None,
+    size: tuple[int, int] | None = None,
+    layout: str | None = None,
+    encoded: bool | None = None,
+) -> ImagePlan:
+    """Work out the input tensor of an image model from its metadata (and config).
+
+    Args:
+        metadata: The model's metadata.
+        config: The model's config (``max_batch_size``, the input's ``format``), if known.
+        input: The image input (default: the only input).
+        output: The scores output (default: the only output).
+        size: ``(height, width)`` for inputs with variable spatial dims.
+        layout: ``"NCHW"`` / ``"NHWC"``, overriding the config's format and the guess.
+        encoded: Send encoded bytes (default: when the input is BYTES).
+
+    Raises:
+        InvalidInputError: The model's inputs / outputs or shapes do not make an image model.
+    """
+    config = config or {}
+    model = metadata.name
+    spec = _pick(metadata.inputs, input, "input", model)
+    out = _pick(metadata.outputs, output, "output", model)
+    mbs = int(config.get("max_batch_size", metadata.parameters.get("max_batch_size", 0)) or 0)
+    shape = list(spec.shape)
+    if encoded is None:
+        encoded = spec.datatype == "BYTES"
+    if encoded:
+        batched = mbs > 0 or (bool(shape) and shape[0] == -1)
+        item = tuple(d if d > 0 else 1 for d in shape[1:]) if batched else ()
+        return ImagePlan(spec.name, "BYTES", out.name, "", 0, 0, 0, batched, mbs, True, item)
+    if mbs > 0:
+        batched = True
+    else:  # a leading free dim before the image dims acts as the batch dim
+        batched = bool(shape) and shape[0] == -1 and (len(shape) == 4 or len(shape) == 3)
+        if len(shape) == 3 and batched and (shape[-1] in (1, 3) or shape[1] in (1, 3)):
+            batched = False  # [-1, W, 3] style: an HWC image with a free height
+    dims = shape[1:] if batched else shape
+    fmt = layout or ""
+    if not fmt:
+        for cfg_in in config.get("input") or []:
+            if isinstance(cfg_in, Mapping) and cfg_in.get("name") == spec.name:
+                fmt = str(cfg_in.get("format") or "")
+    kind = _layout_of(dims, fmt, model)
+    if kind == "NCHW":
+        channels, height, width = dims
+    elif kind == "NHWC":
+        height, width, channels = dims
+    else:
+        (height, width), channels = dims, 1
+    if size is not None:
+        height, width = int(size[0]), int(size[1])
+    if height <= 0 or width <= 0:
+        raise InvalidInputError(
+            f"model {model!r}: input {spec.name!r} {shape} has variable spatial dims; pass "
+            "size=(height, width)"
+        )
+    if channels not in (1, 3):
+        raise InvalidInputError(
+            f"model {model!r}: input {spec.name!r} {shape} has {channels} channels; images "
+            "give 1 (grayscale) or 3 (RGB); use preprocess= for anything else"
+        )
+    item = {"NCHW": (channels, height, width), "NHWC": (height, width, channels)}.get(
+        kind, (height, width)
+    )
+    return ImagePlan(
+        spec.name, spec.datatype, out.name, kind, channels, height, width, batched, mbs, False, item
+    )
+
+
+def _scaled(batch: np.ndarray[Any, Any], scaling: Scaling, dtype: np.dtype[Any]) -> Any:
+    if callable(scaling):
+        return scaling(batch)
+    name = scaling.lower()
+    if name == "none":
+        return batch
+    x = batch.astype(dtype if dtype.kind == "f" else np.float32)
+    if name == "unit":
+        return x / 255.0
+    if name == "inception":
+        return x / 127.5 - 1.0
+    if name == "vgg":
+        return x - np.asarray(_VGG_MEANS[batch.shape[-1]], dtype=x.dtype)
+    raise InvalidInputError(f"unknown scaling {scaling!r}; known: {', '.join(SCALINGS)}")
+
+
+def pixels(
+    sources: Sequence[ImageSource],
+    plan: ImagePlan,
+    *,
+    scaling: Scaling = "none",
+    preprocess: Callable[[Any], Any] | None = None,
+) -> np.ndarray[Any, Any]:
+    """Decode, convert, resize, stack, scale and lay out a batch of images for ``plan``.
+
+    Raises:
+        InvalidInputError: An image cannot be decoded, or ``preprocess`` returns the wrong
+            shape.
+    """
+    dtype = numpy_dtype(plan.datatype)
+    if preprocess is not None:
+        arrays = [np.asarray(preprocess(load_image(s))) for s in sources]
+        batch = np.stack(arrays).astype(dtype, copy=False)
+        if batch.shape[1:] != plan.item_shape:
+            raise InvalidInputError(
+                f"preprocess returned images of shape {list(batch.shape[1:])}; input "
+                f"{plan.input!r} takes {list(plan.item_shape)}"
+            )
+        return batch
+    pil = _pil()
+    mode = "L" if plan.channels == 1 else "RGB"
+    size = (plan.width, plan.height)
+    arrays = []
+    for source in sources:
+        im = load_image(source, draft=(mode, size))
+        if im.mode != mode:
+            im = im.convert(mode)
+        if im.size != size:
+            im = im.resize(size, pil.Resampling.BILINEAR)
+        arrays.append(np.asarray(im))
+    batch = np.stack(arrays)
+    if batch.ndim == 3:
+        batch = batch[..., np.newaxis]
+    out = np.asarray(_scaled(batch, scaling, dtype)).astype(dtype, copy=False)
+    if plan.layout == "NCHW":
+        out = out.transpose(0, 3, 1, 2)
+    elif plan.layout == "NHW":
+        out = out[..., 0]
+    return np.ascontiguousarray(out)
+
+
+def encoded_batch(sources: Sequence[ImageSource], plan: ImagePlan) -> np.ndarray[Any, Any]:
+    """The encoded bytes of a batch as a BYTES (object) array shaped for ``plan``."""
+    out = np.empty(len(sources), dtype=object)
+    out[:] = [encode_image(s) for s in sources]
+    return out.reshape((len(sources), *plan.item_shape))
+
+
+def read_labels(labels: Sequence[str] | str | os.PathLike[str]) -> list[str]:
+    """Class labels from a sequence or a labels file (one label per line, Triton's format)."""
+    if isinstance(labels, str | os.PathLike):
+        text = Path(labels).read_text(encoding="utf-8")
+        return [line.strip() for line in text.splitlines() if line.strip()]
+    return [str(label) for label in labels]
+
+
+# -- the result ------------------------------------------------------------------------------
+
+
+class ClassificationFrame(pd.DataFrame):  # type: ignore[misc]
+    """A DataFrame of top-k classes (image, rank, label, score, class) that displays as a grid.
+
+    It is a real DataFrame; in a notebook it renders as an image grid with top-k bars
+    (``nbinfer.notebook.gallery``). Filtering and copying keep the images.
+    """
+
+    _metadata = ["_nbinfer_images"]  # noqa: RUF012 - pandas' own convention
+
+    @property
+    def _constructor(self) -> Callable[..., ClassificationFrame]:
+        return ClassificationFrame
+
+    @property
+    def images(self) -> dict[Any, ImageSource]:
+        """The image behind each ``image`` key (paths are reopened when displayed)."""
+        return dict(getattr(self, "_nbinfer_images", None) or {})
+
+    def _repr_html_(self) -> str | None:
+        from nbinfer.notebook.gallery import classification_html
+
+        return classification_html(self)
+
+
+def classification_frame(
+    keys: Sequence[Any],
+    indices: np.ndarray[Any, Any],
+    scores: np.ndarray[Any, Any],
+    labels: Sequence[str | None],
+    images: Mapping[Any, ImageSource] | None = None,
+) -> ClassificationFrame:
+    """Long-format top-k frame: one row per (image, rank), best first.
+
+    Args:
+        keys: One key per image (its path or position).
+        indices: Class indices ``[n, k]``.
+        scores: Scores ``[n, k]``.
+        labels: Label per row-major cell of ``indices`` (``None``: the index as text).
+        images: The sources by key, for the grid display.
+    """
+    n, k = indices.shape
+    flat_idx = indices.reshape(-1)
+    frame = ClassificationFrame(
+        {
+            "image": np.repeat(np.asarray(keys, dtype=object), k),
+            "rank": np.tile(np.arange(1, k + 1), n),
+            "label": [
+                lab if lab is not None else str(i)
+                for lab, i in zip(labels, flat_idx.tolist(), strict=True)
+            ],
+            "score": scores.reshape(-1).astype(np.float32, copy=False),
+            "class": flat_idx.astype(np.int64, copy=False),
+        }
+    )
+    frame._nbinfer_images = dict(images or {})
+    return frame
+
+
+# -- the pipeline ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Job:
+    """One classify call: batches to prepare, how, and what came back."""
+
+    plan: ImagePlan
+    items: list[tuple[Any, ImageSource]]
+    batch_size: int
+    k: int
+    server_topk: bool
+    labels: list[str] | None
+    scaling: Scaling
+    preprocess: Callable[[Any], Any] | None
+    workers: int
+    progress: bool | None
+    parts: list[tuple[Any, Any, list[str | None]]] = field(default_factory=list)
+
+    def batches(self) -> list[list[tuple[Any, ImageSource]]]:
+        step = self.batch_size
+        return [self.items[i : i + step] for i in range(0, len(self.items), step)]
+
+    def prepare(self, batch: list[tuple[Any, ImageSource]]) -> dict[str, np.ndarray[Any, Any]]:
+        sources = [s for _, s in batch]
+        if self.plan.encoded:
+            tensor = encoded_batch(sources, self.plan)
+        else:
+            tensor = pixels(sources, self.plan, scaling=self.scaling, preprocess=self.preprocess)
+        if not self.plan.batched:
+            tensor = tensor[0]
+        return {self.plan.input: tensor}
+
+    def outputs(self) -> list[RequestedOutput]:
+        count = self.k if self.server_topk else 0
+        return [RequestedOutput(self.plan.output, class_count=count)]
+
+    def top(self, result: _Result, n: int) -> tuple[Any, Any, list[str | None]]:
+        """Class indices, scores and labels ``[n, k]`` of one batch's result."""
+        arr = result.as_numpy(self.plan.output)
+        if self.server_topk:
+            rows = decode_classification(arr.reshape(n, -1))
+            idx = np.array([[r.index for r in row] for row in rows], dtype=np.int64)
+            score = np.array([[r.score for r in row] for row in rows], dtype=np.float32)
+            names = [r.label for row in rows for r in row]
+        else:
+            idx, score = top_k(np.asarray(arr).reshape(n, -1), self.k)
+            names = [None] * idx.size
+        if self.labels is not None:
+            own = self.labels
+            names = [own[i] if i < len(own) else None for i in idx.reshape(-1).tolist()]
+        return idx, score, names
+
+    def bar(self) -> Any:
+        show = self.progress if self.progress is not None else len(self.items) > self.batch_size
+        if not show:
+            return None
+        try:
+            from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
+        except ImportError:  # no progress bar without tqdm
+            return None
+        return tqdm(total=len(self.items), unit="img", desc="classify", leave=False)
+
+    def run(self) -> Generator[tuple[concurrent.futures.Future[Any], int], None, None]:
+        """Prepared batches in order, the next ones decoding while the caller infers."""
+        with concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, self.workers), thread_name_prefix="nbinfer-images"
+        ) as pool:
+            queue: deque[tuple[concurrent.futures.Future[Any], int]] = deque()
+            try:
+                for batch in self.batches():
+                    queue.append((pool.submit(self.prepare, batch), len(batch)))
+                    if len(queue) > self.workers:
+                        yield queue.popleft()
+                while queue:
+                    yield queue.popleft()
+            finally:
+                for fut, _ in queue:
+                    fut.cancel()
+
+    def frame(self) -> ClassificationFrame:
+        idx = np.concatenate([p[0] for p in self.parts])
+        score = np.concatenate([p[1] for p in self.parts])
+        names = [name for p in self.parts for name in p[2]]
+        keys = [key for key, _ in self.items]
+        return classification_frame(keys, idx, score, names, dict(self.items))
+
+
+@contextlib.contextmanager
+def _driving(job: _Job) -> Iterator[tuple[Iterator[tuple[Any, int]], Callable[..., None]]]:
+    """The batches of ``job`` and ``take(result, n)``, which collects answers into ``job``."""
+    bar = job.bar()
+
+    def take(result: _Result, n: int) -> None:
+        job.parts.append(job.top(result, n))
+        if bar is not None:
+            bar.update(n)
+
+    batches = job.run()
+    try:
+        yield batches, take
+    finally:
+        batches.close()
+        if bar is not None:
+            bar.close()
+
+
+def _job(
+    metadata: ModelMetadata,
+    config: Mapping[str, Any] | None,
+    images: Any,
+    *,
+    top_k: int,
+    labels: Sequence[str] | str | os.PathLike[str] | None,
+    server_labels: Mapping[str, Sequence[str]] | None,
+    extensions: Sequence[str],
+    batch_size: int | None,
+    scaling: Scaling | None,
+    preprocess: Callable[[Any], Any] | None,
+    size: tuple[int, int] | None,
+    layout: str | None,
+    encoded: bool | None,
+    input: str | None,
+    output: str | None,
+    server_topk: bool | None,
+    workers: int,
+    progress: bool | None,
+) -> _Job:
+    if top_k < 1:
+        raise InvalidInputError(f"top_k must be >= 1, got {top_k}")
+    plan = plan_images(
+        metadata, config, input=input, output=output, size=size, layout=layout, encoded=encoded
+    )
+    items = expand_images(images)
+    if not plan.batched:
+        size_ = 1
+    else:
+        size_ = batch_size or plan.max_batch or DEFAULT_BATCH
+        if plan.max_batch:
+            size_ = min(size_, plan.max_batch)
+    if scaling is None:
+        params = (config or {}).get("parameters") or {}
+        value = params.get(SCALING_PARAMETER)
+        scaling = str(value.get("string_value", "none")) if isinstance(value, Mapping) else "none"
+    if isinstance(scaling, str) and scaling.lower() not in SCALINGS:
+        raise InvalidInputError(f"unknown scaling {scaling!r}; known: {', '.join(SCALINGS)}")
+    own = read_labels(labels) if labels is not None else None
+    if own is None and server_labels and plan.output in server_labels:
+        own = list(server_labels[plan.output])
+    use_server = "classification" in extensions if server_topk is None else server_topk
+    return _Job(plan, items, size_, top_k, use_server, own, scaling, preprocess, workers, progress)
+
+
+def classify_images(infer: InferFn, metadata: ModelMetadata, images: Any, **options: Any) -> Any:
+    """Classify images with ``infer`` (a bound inference call); see :meth:`Session.classify`.
+
+    Args:
+        infer: ``infer(inputs, outputs)`` returning a result with ``as_numpy``.
+        metadata: The model's metadata.
+        images: Paths, globs, directories, PIL images, arrays, bytes, or a list of them.
+        **options: ``config``, ``top_k``, ``labels``, ``server_labels``, ``extensions``,
+            ``batch_size``, ``scaling``, ``preprocess``, ``size``, ``layout``, ``encoded``,
+            ``input``, ``output``, ``server_topk``, ``workers``, ``progress``.
+
+    Returns:
+        A :class:`ClassificationFrame`.
+
+    Raises:
+        InvalidInputError: Unreadable images, a model that does not take images, bad options.
+    """
+    job = _job(metadata, options.pop("config", None), images, **_defaults(options))
+    outputs = job.outputs()
+    with _driving(job) as (batches, take):
+        for fut, n in batches:
+            take(infer(fut.result(), outputs), n)
+    return job.frame()
+
+
+async def aclassify_images(
+    infer: AsyncInferFn, metadata: ModelMetadata, images: Any, **options: Any
+) -> Any:
+    """Like :func:`classify_images` with an ``async`` inference call (decoding stays threaded)."""
+    job = _job(metadata, options.pop("config", None), images, **_defaults(options))
+    outputs = job.outputs()
+    with _driving(job) as (batches, take):
+        for fut, n in batches:
+            take(await infer(await asyncio.wrap_future(fut), outputs), n)
+    return job.frame()
+
+
+def _defaults(options: dict[str, Any]) -> dict[str, Any]:
+    known = {
+        "top_k": 5,
+        "labels": None,
+        "server_labels": None,
+        "extensions": (),
+        "batch_size": None,
+        "scaling": None,
+        "preprocess": None,
+        "size": None,
+        "layout": None,
+        "encoded": None,
+        "input": None,
+        "output": None,
+        "server_topk": None,
+        "workers": 2,
+        "progress": None,
+    }
+    unknown = set(options) - set(known)
+    if unknown:
+        raise TypeError(
+            f"unknown classify option(s) {sorted(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return {**known, **options}

@@ -1,0 +1,114 @@
+"""The image grid of a classification frame: one card per image with its top-k bars.
+
+:meth:`nbinfer.Session.classify` returns a :class:`~nbinfer.interop.images.ClassificationFrame`
+whose ``_repr_html_`` calls :func:`classification_html`. Thumbnails are PNG data URIs (tiny
+images are scaled up with crisp pixels by CSS); every path and label passes through
+:func:`~nbinfer.notebook.display.escape`; colours come from JupyterLab's ``--jp-*`` variables
+through the shared stylesheet, so dark themes work.
+
+Example::
+
+    from nbinfer.notebook.gallery import classification_html
+    html = classification_html(session.classify("digits", "digits/*.png"))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+import numpy as np
+
+from nbinfer.errors import InvalidInputError
+from nbinfer.notebook.display import Html, bars, card, escape, png_data_uri
+
+__all__ = ["GALLERY_CSS", "MAX_IMAGES", "THUMB", "classification_html", "thumbnail_uri"]
+
+#: At most this many images are drawn (the frame keeps all of them).
+MAX_IMAGES = 48
+#: Thumbnail bound in pixels.
+THUMB = 96
+
+#: Grid layout, scoped under ``.nbi-gallery`` (colours from the shared ``.nbi`` variables).
+GALLERY_CSS = """
+.nbi .nbi-gallery { display: grid; gap: 8px; margin: 6px 0 2px;
+  grid-template-columns: repeat(auto-fill, minmax(190px, 1fr)); max-width: 100%; }
+.nbi .nbi-gcell { margin: 0; padding: 6px; border: 1px solid var(--nbi-border);
+  border-radius: 4px; background: var(--nbi-bg-alt); min-width: 0; }
+.nbi .nbi-gcell img { display: block; margin: 0 auto 4px; width: 96px; height: 96px;
+  object-fit: contain; image-rendering: pixelated; border-radius: 2px;
+  background: var(--jp-layout-color0, transparent); }
+.nbi .nbi-gcell figcaption { text-align: center; color: var(--nbi-fg-muted);
+  font-size: 0.85em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.nbi .nbi-gcell .nbi-bars { grid-template-columns: max-content minmax(30px, 1fr) max-content;
+  font-size: 0.9em; gap: 1px 6px; }
+.nbi .nbi-gcell .nbi-bars .nbi-label { max-width: 7em; }
+.nbi .nbi-gcell .nbi-bars > .nbi-label:first-child { font-weight: 600; }
+.nbi .nbi-gcell .nbi-missing { width: 96px; height: 96px; margin: 0 auto 4px;
+  display: flex; align-items: center; justify-content: center; color: var(--nbi-fg-muted); }
+"""
+
+
+def thumbnail_uri(source: Any, size: int = THUMB) -> str:
+    """A PNG data URI of one image source (path, bytes, PIL image or array), at most ``size``."""
+    from nbinfer.interop.images import load_image
+
+    image = load_image(source)
+    if image.mode not in ("L", "RGB", "RGBA"):
+        image = image.convert("RGB")
+    return png_data_uri(np.asarray(image), size)
+
+
+def _caption(key: Any) -> str:
+    return os.path.basename(key) if isinstance(key, str) else f"#{key}"
+
+
+def _cell(key: Any, source: Any, rows: Any) -> str:
+    img = '<div class="nbi-missing">no preview</div>'
+    if source is not None:
+        # A file changed or gone since classify keeps its bars, without a picture.
+        with contextlib.suppress(InvalidInputError, OSError, ValueError):
+            img = f'<img src="{escape(thumbnail_uri(source))}" alt="{escape(key)}">'
+    scores = [float(s) for s in rows["score"]]
+    scale = 1.0 if all(0.0 <= s <= 1.0 for s in scores) else max(map(abs, scores), default=1.0)
+    chart = bars(
+        list(zip(rows["label"].astype(str), [[s] for s in scores], strict=True)),
+        scale=scale or 1.0,
+        value=lambda segs: f"{segs[0]:.3f}",
+    )
+    title = escape(key)
+    return (
+        f'<figure class="nbi-gcell">{img}'
+        f'<figcaption title="{title}">{escape(_caption(key))}</figcaption>{chart}</figure>'
+    )
+
+
+def classification_html(frame: Any, *, max_images: int = MAX_IMAGES) -> Html:
+    """The grid of a classification frame (columns ``image``, ``rank``, ``label``, ``score``).
+
+    Args:
+        frame: A frame from :meth:`~nbinfer.Session.classify` (or any frame with those columns;
+            images come from its ``images`` mapping when it has one).
+        max_images: Draw at most this many images.
+    """
+    images = dict(getattr(frame, "images", None) or {})
+    ordered = frame.sort_values(["rank"], kind="stable") if len(frame) else frame
+    keys = list(dict.fromkeys(frame["image"].tolist()))
+    groups = dict(tuple(ordered.groupby("image", sort=False)))
+    cells = [_cell(key, images.get(key), groups[key]) for key in keys[:max_images]]
+    k = int(frame["rank"].max()) if len(frame) else 0
+    shown = min(len(keys), max_images)
+    more = (
+        f'<div class="nbi-muted">{shown} of {len(keys)} images shown; the frame has all '
+        f"{len(frame)} rows</div>"
+        if len(keys) > max_images
+        else ""
+    )
+    body = Html(
+        f'<style>{GALLERY_CSS}</style><div class="nbi-gallery">{"".join(cells)}</div>{more}'
+    )
+    text = frame.head(4 * max(k, 1)).to_string() if len(frame) else "empty classification"
+    return card(
+        "Classification", f"{len(keys)} images", body, text=text, sub=f"top-{k}" if k else ""
+    )

@@ -1,0 +1,293 @@
+"""session.classify against the embedded server: held-out digits, encoded bytes, layouts, grid."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from nbinfer.errors import InvalidInputError
+from nbinfer.interop.images import (
+    ClassificationFrame,
+    expand_images,
+    pixels,
+    plan_images,
+)
+from nbinfer.protocol.types import ModelMetadata, TensorSpec
+from nbinfer.server.demo.nets import load_weights
+from nbinfer.server.model import Model
+from nbinfer.session import Session
+
+sklearn_datasets = pytest.importorskip("sklearn.datasets")
+
+
+@pytest.fixture(scope="module")
+def digits() -> Any:
+    return sklearn_datasets.load_digits()
+
+
+@pytest.fixture(scope="module")
+def held_out(digits: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The images the demo model did not train on (the split stored with its weights), 0..255."""
+    idx = load_weights("digits")["test_idx"]
+    images = (digits.images[idx] * 255.0 / 16.0).round().astype(np.uint8)
+    return images, digits.target[idx]
+
+
+@pytest.fixture(scope="module")
+def png_dir(tmp_path_factory: pytest.TempPathFactory, held_out: Any) -> Path:
+    """Held-out digits as PNG files, upscaled to 32x32 (classify resizes them back)."""
+    folder = tmp_path_factory.mktemp("digits")
+    images, targets = held_out
+    for i, (img, target) in enumerate(zip(images, targets, strict=True)):
+        big = Image.fromarray(img).resize((32, 32), Image.Resampling.BILINEAR)
+        big.save(folder / f"{i:04d}_{target}.png")
+    return folder
+
+
+def _truth(paths: pd.Series) -> np.ndarray:
+    return np.array([int(Path(p).stem.split("_")[1]) for p in paths])
+
+
+def _top1_accuracy(frame: pd.DataFrame, truth: np.ndarray) -> float:
+    top = frame[frame["rank"] == 1]
+    return float((top["label"].astype(int).to_numpy() == truth).mean())
+
+
+@pytest.fixture(scope="module", params=["http", "grpc"])
+def session(request: pytest.FixtureRequest) -> Iterator[Session]:
+    with Session(device="cpu", protocol=request.param) as s:
+        yield s
+
+
+def test_classify_held_out_digit_files_reaches_95_percent(session: Session, png_dir: Path) -> None:
+    frame = session.classify("digits", str(png_dir / "*.png"), top_k=3, progress=False)
+    assert isinstance(frame, ClassificationFrame)
+    assert list(frame.columns) == ["image", "rank", "label", "score", "class"]
+    assert len(frame) == 3 * 540
+    top = frame[frame["rank"] == 1]
+    assert _top1_accuracy(frame, _truth(top["image"])) >= 0.95
+    # ranks 1..3 per image, best first
+    scores = frame["score"].to_numpy().reshape(-1, 3)
+    assert (np.diff(scores, axis=1) <= 0).all()
+    assert frame["rank"].tolist()[:6] == [1, 2, 3, 1, 2, 3]
+
+
+def test_classify_arrays_matches_the_model_on_the_raw_digits(
+    session: Session, held_out: Any
+) -> None:
+    images, targets = held_out
+    frame = session.classify("digits", images, top_k=1)
+    assert frame["image"].tolist() == list(range(len(images)))
+    probs = session.client.infer("digits", {"input": images / np.float32(255)}).as_numpy(
+        "probabilities"
+    )
+    np.testing.assert_array_equal(frame["class"].to_numpy(), probs.argmax(axis=1))
+    assert _top1_accuracy(frame, targets) >= 0.95
+
+
+def test_encoded_png_bytes_are_decoded_by_the_server(session: Session, png_dir: Path) -> None:
+    frame = session.classify("digits_encoded", png_dir, top_k=2)  # a directory
+    top = frame[frame["rank"] == 1]
+    assert _top1_accuracy(frame, _truth(top["image"])) >= 0.95
+
+
+def test_encoded_and_pixel_paths_agree_on_jpeg_bytes(session: Session, held_out: Any) -> None:
+    images, _ = held_out
+    blobs = []
+    for img in images[:40]:
+        buf = io.BytesIO()
+        Image.fromarray(img).resize((64, 64)).save(buf, format="JPEG", quality=95)
+        blobs.append(buf.getvalue())
+    pixels_side = session.classify("digits", blobs, top_k=1)
+    server_side = session.classify("digits_encoded", blobs, top_k=1)
+    agree = (pixels_side["class"].to_numpy() == server_side["class"].to_numpy()).mean()
+    assert agree >= 0.95  # JPEG draft decoding on the client may differ in a pixel or two
+
+
+def test_server_and_local_top_k_agree(session: Session, held_out: Any) -> None:
+    images, _ = held_out
+    remote = session.classify("digits", images[:70], top_k=4, server_topk=True)
+    local = session.classify("digits", images[:70], top_k=4, server_topk=False)
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(remote[["image", "rank", "label", "class"]]),
+        pd.DataFrame(local[["image", "rank", "label", "class"]]),
+    )
+    np.testing.assert_allclose(remote["score"], local["score"], atol=1e-5)
+
+
+def test_mixed_sources_keep_their_keys(session: Session, png_dir: Path, held_out: Any) -> None:
+    images, targets = held_out
+    path = sorted(png_dir.glob("*.png"))[0]
+    frame = session.classify(
+        "digits",
+        [str(path), Image.fromarray(images[1]), images[2], path.read_bytes()],
+        top_k=1,
+    )
+    assert frame["image"].tolist() == [str(path), 1, 2, 3]
+    # the file is held-out image 0 (upscaled); its bytes are the same image again
+    assert frame["label"].tolist() == [str(t) for t in targets[[0, 1, 2, 0]]]
+
+
+def test_labels_file_overrides_the_models_labels(session: Session, tmp_path: Path) -> None:
+    names = [f"digit {i}" for i in range(10)]
+    labels = tmp_path / "labels.txt"
+    labels.write_text("\n".join(names) + "\n")
+    img = np.zeros((8, 8), dtype=np.uint8)
+    frame = session.classify("digits", img, top_k=10, labels=labels)
+    assert frame["label"].tolist() == [names[c] for c in frame["class"]]
+
+
+def test_rgb_nchw_model_gets_batches_within_max_batch_size(session: Session) -> None:
+    class Brightest(Model):
+        """Scores = mean of each channel; images arrive as UINT8 NCHW 3x6x5."""
+
+        name = "brightest_channel"
+        inputs = (("x", "UINT8", [3, 6, 5]),)
+        outputs = (("scores", "FP32", [3]),)
+        max_batch_size = 4
+        labels = ("red", "green", "blue")
+
+        def predict(self, inputs: dict[str, Any], context: Any) -> Any:
+            return inputs["x"].astype(np.float32).mean(axis=(2, 3))
+
+    session.serve(Brightest())  # runs in the server process
+    colours = [(250, 10, 10), (10, 250, 10), (10, 10, 250)] * 3
+    images = [Image.new("RGB", (40, 30), c) for c in colours]
+    frame = session.classify("brightest_channel", images, top_k=1)
+    assert frame["label"].tolist() == ["red", "green", "blue"] * 3
+    stats = session.stats("brightest_channel").iloc[0]
+    assert (stats["inference_count"], stats["execution_count"]) == (9, 3)  # 4 + 4 + 1
+
+
+def test_aclassify_matches_classify(session: Session, held_out: Any) -> None:
+    images, _ = held_out
+    sync = session.classify("digits", images[:100], top_k=2, batch_size=16)
+    result = asyncio.run(session.aclassify("digits", images[:100], top_k=2, batch_size=16))
+    pd.testing.assert_frame_equal(pd.DataFrame(sync), pd.DataFrame(result))
+
+
+def test_unreadable_inputs_fail_with_invalid_input(session: Session, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        session.classify("digits", str(tmp_path / "nope.png"))
+    with pytest.raises(InvalidInputError, match="no image matches"):
+        session.classify("digits", str(tmp_path / "*.png"))
+    with pytest.raises(InvalidInputError, match="cannot decode"):
+        session.classify("digits", b"not an image")
+    with pytest.raises(InvalidInputError, match="has no input"):
+        session.classify("digits", np.zeros((8, 8)), input="pixels")
+
+
+# -- the grid --------------------------------------------------------------------------------
+
+
+class _Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_grid_html_shows_thumbnails_and_escapes_labels(session: Session, tmp_path: Path) -> None:
+    evil = "<script>alert(1)</script>"
+    labels = tmp_path / "labels.txt"
+    labels.write_text("\n".join([evil, *[str(i) for i in range(1, 10)]]))
+    path = tmp_path / "<img src=x onerror=alert(2)>.png"
+    Image.fromarray(np.eye(8, dtype=np.uint8) * 255).save(path)
+    frame = session.classify("digits", [str(path), np.zeros((8, 8), np.uint8)], labels=labels)
+    html = frame._repr_html_()
+    assert "<script>" not in html and "<img src=x" not in html
+    parser = _Collect()
+    parser.feed(html)
+    imgs = [attrs for tag, attrs in parser.tags if tag == "img"]
+    assert len(imgs) == 2
+    assert all((a["src"] or "").startswith("data:image/png;base64,") for a in imgs)
+    assert evil in "".join(parser.text)  # shown as text, not markup
+    # filtering keeps the frame type and its images
+    top = frame[frame["rank"] == 1]
+    assert isinstance(top, ClassificationFrame) and len(top.images) == 2
+    assert top._repr_html_().count("<figure") == 2
+
+
+# -- preprocessing from metadata (no server) -------------------------------------------------
+
+
+def _meta(shape: list[int], datatype: str = "FP32") -> ModelMetadata:
+    return ModelMetadata(
+        name="m",
+        inputs=[TensorSpec("x", datatype, shape)],
+        outputs=[TensorSpec("y", "FP32", [-1, 10])],
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "config", "expected"),
+    [
+        ([-1, 3, 224, 224], {"max_batch_size": 8}, ("NCHW", 3, 224, 224, True)),
+        ([-1, 224, 224, 3], {"max_batch_size": 8}, ("NHWC", 3, 224, 224, True)),
+        ([-1, 8, 8], {}, ("NHW", 1, 8, 8, True)),
+        ([1, 28, 28], {}, ("NCHW", 1, 28, 28, False)),
+        (
+            [-1, 3, 32, 3],
+            {"max_batch_size": 2, "input": [{"name": "x", "format": "FORMAT_NHWC"}]},
+            ("NHWC", 3, 3, 32, True),
+        ),
+    ],
+)
+def test_plan_reads_layout_size_and_batching(
+    shape: list[int], config: dict[str, Any], expected: tuple[Any, ...]
+) -> None:
+    plan = plan_images(_meta(shape), config)
+    assert (plan.layout, plan.channels, plan.height, plan.width, plan.batched) == expected
+
+
+def test_plan_needs_a_size_for_variable_spatial_dims() -> None:
+    with pytest.raises(InvalidInputError, match="size="):
+        plan_images(_meta([-1, 3, -1, -1]), {"max_batch_size": 4})
+    plan = plan_images(_meta([-1, 3, -1, -1]), {"max_batch_size": 4}, size=(20, 30))
+    assert plan.item_shape == (3, 20, 30)
+
+
+@pytest.mark.parametrize(
+    ("scaling", "value"),
+    [("none", 200.0), ("unit", 200 / 255), ("inception", 200 / 127.5 - 1), ("vgg", 200 - 123.0)],
+)
+def test_scalings_follow_tritons_image_client(scaling: str, value: float) -> None:
+    plan = plan_images(_meta([-1, 3, 4, 4]), {"max_batch_size": 2})
+    batch = pixels([Image.new("RGB", (9, 9), (200, 200, 200))], plan, scaling=scaling)
+    assert batch.shape == (1, 3, 4, 4) and batch.dtype == np.float32
+    assert batch[0, 0, 0, 0] == pytest.approx(value, rel=1e-6)
+
+
+def test_user_preprocess_replaces_the_pipeline() -> None:
+    plan = plan_images(_meta([-1, 8, 8]), {})
+    batch = pixels(
+        [Image.new("L", (3, 3), 7)],
+        plan,
+        preprocess=lambda im: np.full((8, 8), im.getpixel((0, 0))),
+    )
+    assert batch.dtype == np.float32 and (batch == 7).all()
+    with pytest.raises(InvalidInputError, match="preprocess returned"):
+        pixels([Image.new("L", (3, 3))], plan, preprocess=lambda im: np.zeros((4, 4)))
+
+
+def test_expand_images_splits_array_batches() -> None:
+    assert len(expand_images(np.zeros((5, 8, 8)))) == 5
+    assert len(expand_images(np.zeros((8, 8, 3)))) == 1
+    assert len(expand_images(np.zeros((2, 8, 8, 3)))) == 2
+    with pytest.raises(InvalidInputError, match="cannot read an image"):
+        expand_images([1.5])
