@@ -246,8 +246,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         """Answer ``status`` (unless a response is under way) and close the connection."""
         self._stop_timers()
         cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:
-            if cycle.response_started:
+        # the request being read (body phase), or a previous one still being answered
+        if cycle is not None and (not self._in_headers or not cycle.response_complete):
+            if cycle.response_started:  # already answered (e.g. 401): just hang up
                 self.transport.close()
                 return
             cycle.response_complete = True  # the application must not answer as well
