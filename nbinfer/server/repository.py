@@ -35,7 +35,7 @@ from nbinfer.errors import (
 )
 from nbinfer.protocol.types import RepositoryModel
 from nbinfer.server.model import Model, TensorDef, normalize_datatype, resolve_device
-from nbinfer.server.paths import ModelFiles, check_model_name, upload_plan
+from nbinfer.server.paths import ModelFiles, check_model_name, check_relative_path, upload_plan
 from nbinfer.server.pbtxt import config_device, parse_pbtxt, string_params
 from nbinfer.server.stats import ModelStats
 
@@ -915,17 +915,35 @@ def _unload_model_object(model: Model) -> None:
 
 
 def _parse_config_override(config: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The load request's config override, its file names checked by the path policy."""
     if config is None or config == "":
         return None
     if isinstance(config, Mapping):
-        return dict(config)
-    try:
-        data = json.loads(config)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"the load 'config' parameter is not valid JSON: {exc}") from exc
+        data: Any = dict(config)
+    else:
+        try:
+            data = json.loads(config)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(
+                f"the load 'config' parameter is not valid JSON: {exc}"
+            ) from exc
     if not isinstance(data, dict):
         raise InvalidInputError("the load 'config' parameter must be a JSON object")
+    _check_config_paths(data)
     return data
+
+
+def _check_config_paths(config: Mapping[str, Any]) -> None:
+    """Refuse a config override naming files outside the model directory, before any work."""
+    filename = config.get("default_model_filename")
+    if filename:
+        check_relative_path(str(filename), what="default_model_filename")
+    for key in ("input", "output"):
+        items = config.get(key)
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, Mapping) and item.get("label_filename"):
+                what = f"config {key} {str(item.get('name'))!r}: label_filename"
+                check_relative_path(str(item["label_filename"]), what=what)
 
 
 #: File types a load request may upload without ``allow_code_upload``: data only (never code,
