@@ -1,0 +1,294 @@
+"""Abandoned requests (issue 19, item 5): dropped when queued, cancelled when running.
+
+A client that disconnects (HTTP), whose gRPC deadline passes, or whose ``timeout`` parameter
+elapses frees its worker; slow models never starve the others or load / unload; abandoned
+requests count as failures, not successes.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as tg
+from tritonclient.utils import InferenceServerException
+
+from nbinfer.server.launcher import LocalServer
+
+_MODELS = {
+    # sleeps X seconds and cannot be interrupted
+    "sleepy": """
+        import time
+        from nbinfer.server.model import Model
+
+        class Sleepy(Model):
+            name = "sleepy"
+            inputs = [("X", "FP32", [1])]
+            outputs = [("Y", "FP32", [1])]
+
+            def predict(self, inputs, context):
+                time.sleep(float(inputs["X"][0]))
+                return {"Y": inputs["X"]}
+    """,
+    # the unrelated model: same code, its own workers
+    "other": """
+        import time
+        from nbinfer.server.model import Model
+
+        class Other(Model):
+            name = "other"
+            inputs = [("X", "FP32", [1])]
+            outputs = [("Y", "FP32", [1])]
+
+            def predict(self, inputs, context):
+                time.sleep(float(inputs["X"][0]))
+                return {"Y": inputs["X"]}
+    """,
+    # checks context.cancelled; X == 0 answers how many times it gave up
+    "polite": """
+        import time
+        import numpy as np
+        from nbinfer.server.model import Model
+
+        class Polite(Model):
+            name = "polite"
+            inputs = [("X", "FP32", [1])]
+            outputs = [("Y", "FP32", [1])]
+            gave_up = 0
+
+            def predict(self, inputs, context):
+                end = time.monotonic() + float(inputs["X"][0])
+                while time.monotonic() < end:
+                    if context.cancelled:
+                        type(self).gave_up += 1
+                        raise RuntimeError("cancelled")
+                    time.sleep(0.01)
+                return {"Y": np.array([type(self).gave_up], np.float32)}
+    """,
+    # an async model: cancelled outright; X == 0 answers how many times it was
+    "waiter": """
+        import asyncio
+        import numpy as np
+        from nbinfer.server.model import Model
+
+        class Waiter(Model):
+            name = "waiter"
+            inputs = [("X", "FP32", [1])]
+            outputs = [("Y", "FP32", [1])]
+            cancelled = 0
+
+            async def predict(self, inputs, context):
+                try:
+                    await asyncio.sleep(float(inputs["X"][0]))
+                except asyncio.CancelledError:
+                    type(self).cancelled += 1
+                    raise
+                return {"Y": np.array([type(self).cancelled], np.float32)}
+    """,
+    # one instance with a queue: requests wait behind the running one
+    "single": """
+        import time
+        from nbinfer.server.model import Model
+
+        class Single(Model):
+            name = "single"
+            inputs = [("X", "FP32", [1])]
+            outputs = [("Y", "FP32", [1])]
+            max_queue_size = 16
+
+            def predict(self, inputs, context):
+                time.sleep(float(inputs["X"][0]))
+                return {"Y": inputs["X"]}
+    """,
+}
+
+#: How long the uninterruptible sleepers sleep (threads cannot be pre-empted).
+LONG = 20.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    repo: Path = tmp_path_factory.mktemp("cancel_repo")
+    for name, source in _MODELS.items():
+        vdir = repo / name / "1"
+        vdir.mkdir(parents=True)
+        (vdir / "model.py").write_text(textwrap.dedent(source))
+    srv = LocalServer(model_repository=repo, demo=False, device="cpu")
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop(grace=2.0)
+
+
+def _body(seconds: float, **parameters: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [seconds]}]
+    }
+    if parameters:
+        body["parameters"] = parameters
+    return body
+
+
+def _http_infer(server: LocalServer, model: str, seconds: float, timeout: float = 30.0) -> Any:
+    with httpx.Client(timeout=timeout) as c:
+        return c.post(f"{server.http_url}/v2/models/{model}/infer", json=_body(seconds))
+
+
+def _abandon_http(server: LocalServer, model: str, seconds: float, n: int, after: float) -> None:
+    """``n`` concurrent requests whose clients give up (disconnect) after ``after`` seconds."""
+
+    def one() -> None:
+        with pytest.raises(httpx.TimeoutException):
+            _http_infer(server, model, seconds, timeout=after)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _grpc_infer(
+    server: LocalServer, model: str, seconds: float, timeout: float | None = None
+) -> Any:
+    client = tg.InferenceServerClient(server.grpc_url)
+    try:
+        x = tg.InferInput("X", [1], "FP32")
+        x.set_data_from_numpy(np.array([seconds], np.float32))
+        return client.infer(model, [x], client_timeout=timeout)
+    finally:
+        client.close()
+
+
+def _abandon_grpc(server: LocalServer, model: str, seconds: float, n: int, after: float) -> None:
+    def one() -> None:
+        with pytest.raises(InferenceServerException) as info:
+            _grpc_infer(server, model, seconds, timeout=after)
+        assert info.value.status() == "StatusCode.DEADLINE_EXCEEDED"
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _stats(server: LocalServer, model: str) -> dict[str, Any]:
+    r = httpx.get(f"{server.http_url}/v2/models/{model}/stats")
+    stats: dict[str, Any] = r.json()["model_stats"][0]
+    return stats
+
+
+def _counts(server: LocalServer, model: str) -> tuple[int, int]:
+    s = _stats(server, model)["inference_stats"]
+    return s["success"]["count"], s["fail"]["count"]
+
+
+def _wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def test_abandoned_sleeping_requests_do_not_starve_another_model_http(server: LocalServer) -> None:
+    success, fail = _counts(server, "sleepy")
+    _abandon_http(server, "sleepy", LONG, n=6, after=0.5)
+    t0 = time.monotonic()
+    r = _http_infer(server, "other", 1.0)
+    assert r.status_code == 200, r.text
+    assert time.monotonic() - t0 < 3.0
+    # abandoned requests are failures, not successes (also once their threads finish)
+    _wait_for(lambda: _counts(server, "sleepy")[1] == fail + 6)
+    assert _counts(server, "sleepy")[0] == success
+
+
+def test_abandoned_sleeping_requests_do_not_starve_another_model_grpc(server: LocalServer) -> None:
+    success, fail = _counts(server, "other")
+    _abandon_grpc(server, "other", LONG, n=6, after=0.5)
+    t0 = time.monotonic()
+    result = _grpc_infer(server, "polite", 1.0)
+    assert result.as_numpy("Y") is not None
+    assert time.monotonic() - t0 < 3.0
+    _wait_for(lambda: _counts(server, "other")[1] == fail + 6)
+    assert _counts(server, "other")[0] == success
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_cooperative_model_frees_its_workers_within_a_second(
+    server: LocalServer, protocol: str
+) -> None:
+    before = _http_infer(server, "polite", 0.0).json()["outputs"][0]["data"][0]
+    # more abandoned requests than the model's worker share: all of them must be given up
+    abandon = _abandon_http if protocol == "http" else _abandon_grpc
+    abandon(server, "polite", 60.0, n=6, after=0.5)
+    gave_up = time.monotonic()
+    if protocol == "http":
+        r = _http_infer(server, "polite", 0.0)
+        count = r.json()["outputs"][0]["data"][0]
+    else:
+        count = float(_grpc_infer(server, "polite", 0.0).as_numpy("Y")[0])
+    assert time.monotonic() - gave_up < 1.0
+    # the ones that had started saw context.cancelled (the others never ran)
+    assert count > before
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_an_async_model_is_cancelled_when_its_client_gives_up(
+    server: LocalServer, protocol: str
+) -> None:
+    before = _http_infer(server, "waiter", 0.0).json()["outputs"][0]["data"][0]
+    success, fail = _counts(server, "waiter")
+    abandon = _abandon_http if protocol == "http" else _abandon_grpc
+    abandon(server, "waiter", 60.0, n=3, after=0.3)
+    _wait_for(lambda: _counts(server, "waiter")[1] == fail + 3, timeout=1.0)
+    after = _http_infer(server, "waiter", 0.0).json()["outputs"][0]["data"][0]
+    assert after == before + 3
+    assert _counts(server, "waiter")[0] == success + 1
+
+
+def test_timeout_parameter_cancels_a_running_request(server: LocalServer) -> None:
+    before = _http_infer(server, "polite", 0.0).json()["outputs"][0]["data"][0]
+    _, fail = _counts(server, "polite")
+    t0 = time.monotonic()
+    with httpx.Client(timeout=30) as c:
+        r = c.post(f"{server.http_url}/v2/models/polite/infer", json=_body(60.0, timeout=200_000))
+    assert r.status_code == 503
+    assert "timed out" in r.json()["error"]
+    assert time.monotonic() - t0 < 1.5
+    assert _counts(server, "polite")[1] == fail + 1
+    _wait_for(lambda: _http_infer(server, "polite", 0.0).json()["outputs"][0]["data"][0] > before)
+
+
+def test_queued_requests_whose_clients_gave_up_never_run(server: LocalServer) -> None:
+    execs = _stats(server, "single")["execution_count"]
+    success, fail = _counts(server, "single")
+    first: list[Any] = []
+    running = threading.Thread(target=lambda: first.append(_http_infer(server, "single", 2.0)))
+    running.start()
+    time.sleep(0.3)
+    _abandon_http(server, "single", 2.0, n=3, after=0.3)  # queued behind the first
+    running.join()
+    assert first[0].status_code == 200
+    time.sleep(0.5)
+    assert _stats(server, "single")["execution_count"] == execs + 1
+    assert _counts(server, "single") == (success + 1, fail + 3)
+
+
+def test_unload_and_reload_work_with_abandoned_requests_pending(server: LocalServer) -> None:
+    _abandon_http(server, "sleepy", LONG, n=6, after=0.3)
+    with httpx.Client(timeout=10) as c:
+        t0 = time.monotonic()
+        assert c.post(f"{server.http_url}/v2/repository/models/sleepy/unload").status_code == 200
+        assert c.post(f"{server.http_url}/v2/repository/models/sleepy/load").status_code == 200
+        assert time.monotonic() - t0 < 5.0
+    r = _http_infer(server, "sleepy", 0.0)
+    assert r.status_code == 200, r.text
