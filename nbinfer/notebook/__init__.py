@@ -18,8 +18,10 @@ def _show_error(
     """IPython custom exception handler: the usual traceback, then the error card."""
     from IPython.display import display
 
+    from nbinfer.notebook.display import mimebundle
+
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
-    display(value)  # type: ignore[no-untyped-call]
+    display(mimebundle(value), raw=True)  # type: ignore[no-untyped-call]
 
 
 def load_ipython_extension(ipython: Any) -> None:

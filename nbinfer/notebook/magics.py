@@ -16,6 +16,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from nbinfer import Session
+from nbinfer.protocol import numpy_dtype
 
 __all__ = ["NbinferMagics"]
 
@@ -59,8 +60,13 @@ def _v2_request_inputs(body: Any) -> Any:
     for item in body["inputs"]:
         if not isinstance(item, dict) or "name" not in item or "data" not in item:
             raise UsageError('each of "inputs" needs "name" and "data" (v2 JSON request)')
-        data = np.asarray(item["data"])
-        out[item["name"]] = data.reshape(item["shape"]) if "shape" in item else data
+        datatype = item.get("datatype")
+        if datatype is None:  # plain lists: the client casts them to the model's datatype
+            data = np.asarray(item["data"])
+            out[item["name"]] = data.reshape(item.get("shape", data.shape)).tolist()
+            continue
+        array = np.asarray(item["data"], dtype=numpy_dtype(datatype))
+        out[item["name"]] = array.reshape(item.get("shape", array.shape))
     return out
 
 

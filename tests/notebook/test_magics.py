@@ -1,0 +1,173 @@
+"""%nbinfer / %%infer in an IPython shell against the embedded server, and in a real kernel."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+import nbinfer
+
+IRIS_JSON = '{"input": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]}'
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[InteractiveShell]:
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbinfer")
+    ip.run_line_magic("nbinfer", "local --device cpu")
+    yield ip
+    ip.run_line_magic("nbinfer", "stop")
+
+
+def magics(ip: InteractiveShell) -> Any:
+    return ip.magics_manager.registry["NbinferMagics"]
+
+
+def test_load_ext_registers_line_and_cell_magics(shell: InteractiveShell) -> None:
+    assert shell.find_line_magic("nbinfer") is not None
+    assert shell.find_cell_magic("infer") is not None
+
+
+def test_help_lists_every_subcommand_and_the_cell_magic(shell: InteractiveShell) -> None:
+    doc = shell.find_line_magic("nbinfer").__doc__ or ""
+    for sub in ("local", "connect URL", "models", "status", "browse", "stop", "%%infer"):
+        assert sub in doc
+    for flag in ("--model-repository", "--device", "--grpc", "--token"):
+        assert flag in doc  # magic_arguments appends the usage
+    assert "-o NAME" in (shell.find_cell_magic("infer").__doc__ or "")
+
+
+def test_local_status_and_models_use_the_session(shell: InteractiveShell) -> None:
+    session = magics(shell).session
+    assert isinstance(session, nbinfer.Session) and session.server is not None
+    assert shell.run_line_magic("nbinfer", "status") is session
+    models = shell.run_line_magic("nbinfer", "models")
+    assert isinstance(models, pd.DataFrame) and "iris" in set(models["name"])
+
+
+def test_infer_cell_json_displays_and_stores_result(shell: InteractiveShell) -> None:
+    result = shell.run_cell_magic("infer", "iris -o probs", IRIS_JSON)
+    assert shell.user_ns["probs"] is result
+    assert isinstance(result, nbinfer.InferResult)
+    assert result.as_numpy("probabilities").shape == (2, 3)
+    assert "text/html" in shell.display_formatter.format(result)[0]
+
+
+def test_infer_cell_python_expression_uses_user_namespace(shell: InteractiveShell) -> None:
+    shell.user_ns["a"] = np.arange(16, dtype=np.float32).reshape(1, 16)
+    result = shell.run_cell_magic("infer", "add_sub", '{"INPUT0": a, "INPUT1": a * 2}')
+    np.testing.assert_array_equal(result["OUTPUT0"], 3 * shell.user_ns["a"])
+
+
+def test_infer_cell_dataframe_expression_returns_dataframe(shell: InteractiveShell) -> None:
+    shell.user_ns["frame"] = pd.DataFrame(json.loads(IRIS_JSON)["input"], index=["a", "b"])
+    out = shell.run_cell_magic("infer", "iris -o table", "frame")
+    assert isinstance(out, pd.DataFrame) and list(out.index) == ["a", "b"]
+    assert shell.user_ns["table"] is out
+
+
+def test_infer_cell_accepts_a_v2_json_request(shell: InteractiveShell) -> None:
+    body = json.dumps(
+        {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [5, 3, 1, 0]}]}
+    )
+    result = shell.run_cell_magic("infer", "iris", body)
+    assert result.as_numpy("probabilities").shape == (1, 3)
+
+
+def test_infer_cell_over_grpc_reaches_the_same_server(shell: InteractiveShell) -> None:
+    result = shell.run_cell_magic("infer", "iris --grpc -o g", IRIS_JSON)
+    http = shell.run_cell_magic("infer", "iris", IRIS_JSON)
+    np.testing.assert_allclose(result["probabilities"], http["probabilities"], rtol=1e-6)
+    assert magics(shell)._grpc.protocol == "grpc"
+
+
+def test_infer_cell_rejects_empty_or_garbage_bodies(shell: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="inputs in the cell body"):
+        shell.run_cell_magic("infer", "iris", "  \n")
+    with pytest.raises(UsageError, match="neither JSON nor a Python expression"):
+        shell.run_cell_magic("infer", "iris", "x = = 1")
+
+
+def test_subcommand_flags_are_checked(shell: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="does not take --device"):
+        shell.run_line_magic("nbinfer", "models --device cpu")
+    with pytest.raises(UsageError, match="needs a URL"):
+        shell.run_line_magic("nbinfer", "connect")
+
+
+def test_connect_with_token_reaches_an_authenticated_server() -> None:
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbinfer")
+    own = type(magics(ip))(ip)  # a second magics object: leaves the module's session alone
+    with nbinfer.LocalServer(demo=True, device="cpu", auth_token="s3cret") as server:
+        session = own.nbinfer(f"connect {server.http_url} --token s3cret")
+        assert session.server is None and "iris" in set(session.models["name"])
+        grpc = own.nbinfer(f"connect grpc://{server.grpc_url} --grpc --token s3cret")
+        assert grpc.protocol == "grpc" and session._closed  # connecting again closes the old one
+        own.nbinfer("stop")
+        assert grpc._closed and own.session is None
+
+
+def test_browse_returns_the_model_browser(shell: InteractiveShell) -> None:
+    if not hasattr(nbinfer.Session, "browse"):
+        pytest.skip("Session.browse() (the model browser, notebook/widgets.py) is not there yet")
+    browser = shell.run_line_magic("nbinfer", "browse")
+    assert browser is not None and hasattr(browser, "_repr_mimebundle_")
+
+
+def test_nbinfer_errors_show_traceback_then_a_what_to_try_card(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = shell.run_cell('%%infer nope\n{"x": [1]}\n')
+    assert isinstance(result.error_in_exec, nbinfer.ModelNotFoundError)
+    out = capsys.readouterr().out
+    assert "ModelNotFoundError" in out and "Traceback" in out  # the usual traceback
+    assert "What to try" in out and "%nbinfer models" in out  # then the card (text/plain here)
+
+
+def test_magics_without_a_session_say_how_to_start_one() -> None:
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbinfer")
+    own = type(magics(ip))(ip)
+    with pytest.raises(UsageError, match="%nbinfer local"):
+        own.nbinfer("status")
+
+
+def test_a_real_kernel_loads_the_extension_and_gets_html(tmp_path: Any) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    cells = [
+        "%load_ext nbinfer",
+        "%nbinfer local --device cpu",
+        "%%infer iris -o probs\n" + IRIS_JSON,
+        "probs.as_numpy('probabilities').shape",
+        '%%infer nope\n{"x": [1]}',
+        "%nbinfer stop",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+    outputs = [cell.outputs for cell in nb.cells]
+    assert not any(o.output_type == "error" for o in outputs[0]), outputs[0]
+    session_html = outputs[1][0]["data"]["text/html"]
+    assert "Session" in session_html and "iris" in session_html
+    result_html = outputs[2][0]["data"]["text/html"]
+    assert "InferResult" in result_html and "probabilities" in result_html
+    assert outputs[3][0]["data"]["text/plain"] == "(2, 3)"
+    kinds = [o.output_type for o in outputs[4]]
+    assert "error" in kinds and "display_data" in kinds, kinds
+    card = next(o for o in outputs[4] if o.output_type == "display_data")
+    assert "What to try" in card["data"]["text/html"]
