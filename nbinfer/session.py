@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from nbinfer.interop.pandas import FrameJob
+    from nbinfer.notebook.widgets import ModelBrowser
     from nbinfer.protocol.columns import ColumnSelection
     from nbinfer.server.launcher import LocalServer
 
@@ -605,6 +606,24 @@ class Session:
         from nbinfer.interop.stats import StatsFrame  # a DataFrame that draws a latency chart
 
         return StatsFrame(rows, columns=columns)
+
+    def browse(self, *, models: Sequence[str] = ()) -> ModelBrowser:
+        """Open the model browser: an ipywidgets UI over this session's server.
+
+        The model list with state; for the selected model its metadata, config, statistics,
+        load / unload buttons and a "try it" form built from its inputs. What the server does
+        not offer is hidden (no repository extension: no load / unload).
+
+        Args:
+            models: Model names to list when the server offers no repository index.
+
+        Example::
+
+            session.browse()        # the last expression of a cell displays it
+        """
+        from nbinfer.notebook.widgets import ModelBrowser
+
+        return ModelBrowser(self, models=models)
 
     # -- notebook-defined models -----------------------------------------------------------
 

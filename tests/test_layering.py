@@ -41,6 +41,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "nbinfer.client",
         "nbinfer.interop",
         "nbinfer.server",
+        # Lazy, inside Session.browse() only: the model browser is a view over the session.
+        "nbinfer.notebook.widgets",
     ),
 }
 

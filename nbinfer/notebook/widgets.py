@@ -1,0 +1,847 @@
+"""ModelBrowser: an ipywidgets UI over a :class:`~nbinfer.Session`.
+
+``session.browse()`` returns a :class:`ModelBrowser`: the server's models with their state; for
+the selected model its metadata, config, statistics, load / unload buttons and a "try it" form
+built from the input specs (numbers or arrays, text for BYTES, an image upload for image-like
+inputs) that runs inference and shows the result.
+
+It is a view over the session (every call goes through :class:`~nbinfer.Session` or its client,
+never raw I/O) and it shows only what the server offers: without the ``model_repository``
+extension, or with a restricted repository index, there are no load / unload buttons and the
+model list holds what is known (``browse(models=[...])`` and the "open" box); without the
+``statistics`` extension there is no statistics tab. Slow work (loading, inference) runs on one
+background thread with a busy state, so the kernel stays free; an error in any callback is shown
+in the widget.
+
+Example::
+
+    browser = session.browse()
+    browser                      # displays the UI in a notebook
+    browser.select("iris")       # the same as clicking it
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import concurrent.futures
+import html
+import io
+import json
+import logging
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as W
+import numpy as np
+
+from nbinfer.errors import InvalidInputError, NbinferError
+from nbinfer.notebook import display
+from nbinfer.protocol.dtypes import numpy_dtype
+
+if TYPE_CHECKING:
+    from nbinfer.client import InferResult
+    from nbinfer.protocol.types import ModelMetadata, TensorSpec
+    from nbinfer.session import Session
+
+__all__ = ["ModelBrowser"]
+
+logger = logging.getLogger("nbinfer")
+
+#: Numeric inputs with at most this many elements get one number box per element.
+SMALL_INPUT = 8
+#: Array inputs up to this many elements start as a list of zeros; larger ones as the scalar 0.
+LISTED_INPUT = 256
+_IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp")
+
+_CSS = """
+<style>
+.nbinfer-browser {
+  --nbb-fg: var(--jp-ui-font-color1, inherit);
+  --nbb-muted: var(--jp-ui-font-color2, rgba(127, 127, 127, 0.95));
+  --nbb-bg: var(--jp-layout-color1, transparent);
+  --nbb-bg-alt: var(--jp-layout-color2, rgba(127, 127, 127, 0.10));
+  --nbb-border: var(--jp-border-color2, rgba(127, 127, 127, 0.35));
+  --nbb-accent: var(--jp-brand-color1, #3b82f6);
+  --nbb-ok: var(--jp-success-color1, #3f9f4f);
+  --nbb-warn: var(--jp-warn-color1, #d98a00);
+  --nbb-err: var(--jp-error-color1, #d9453d);
+  font-family: var(--jp-ui-font-family, system-ui, sans-serif); color: var(--nbb-fg);
+  border: 1px solid var(--nbb-border); border-radius: 6px; background: var(--nbb-bg);
+  overflow: hidden; max-width: 1100px;
+}
+.nbinfer-browser .nbb-top { background: var(--nbb-bg-alt); padding: 6px 10px;
+  border-bottom: 1px solid var(--nbb-border); align-items: center; }
+.nbinfer-browser .nbb-title { font-size: 14px; }
+.nbinfer-browser .nbb-title b { font-size: 15px; }
+.nbinfer-browser .nbb-muted { color: var(--nbb-muted); font-size: 12px; }
+.nbinfer-browser .nbb-ext { color: var(--nbb-muted); font-size: 11px; line-height: 1.3; }
+.nbinfer-browser .nbb-side { width: 230px; min-width: 200px; padding: 8px;
+  border-right: 1px solid var(--nbb-border); }
+.nbinfer-browser .nbb-side select { font-size: 13px; line-height: 1.6;
+  font-family: var(--jp-code-font-family, monospace); }
+.nbinfer-browser .nbb-side option { padding: 3px 6px; }
+.nbinfer-browser .nbb-main { flex: 1 1 auto; padding: 8px 12px; min-width: 0; }
+.nbinfer-browser .nbb-h { font-size: 18px; font-weight: 600; margin-right: 8px; }
+.nbinfer-browser .nbb-badge { display: inline-block; padding: 0 8px; border-radius: 10px;
+  font-size: 11px; font-weight: 600; vertical-align: middle; border: 1px solid currentColor;
+  color: var(--nbb-muted); }
+.nbinfer-browser .nbb-ready { color: var(--nbb-ok); }
+.nbinfer-browser .nbb-bad { color: var(--nbb-err); }
+.nbinfer-browser code, .nbinfer-browser pre { font-family: var(--jp-code-font-family, monospace);
+  font-size: 12px; }
+.nbinfer-browser pre.nbb-pre { background: var(--nbb-bg-alt); padding: 8px; border-radius: 4px;
+  max-height: 320px; overflow: auto; margin: 4px 0; color: var(--nbb-fg); }
+.nbinfer-browser .nbb-error { border-left: 4px solid var(--nbb-err); padding: 4px 10px;
+  margin: 6px 0; font-size: 13px; }
+.nbinfer-browser .nbb-error > b { color: var(--nbb-err); }
+.nbinfer-browser .nbb-note { border-left: 4px solid var(--nbb-warn); padding: 4px 8px;
+  margin: 6px 0; font-size: 12px; color: var(--nbb-muted); }
+.nbinfer-browser .nbb-label { font-size: 12px; margin: 8px 0 2px 0; }
+.nbinfer-browser .nbb-spin { display: inline-block; width: 10px; height: 10px;
+  border: 2px solid var(--nbb-border); border-top-color: var(--nbb-accent);
+  border-radius: 50%; animation: nbb-spin .8s linear infinite; vertical-align: middle; }
+@keyframes nbb-spin { to { transform: rotate(360deg); } }
+.nbinfer-browser .nbb-ok { color: var(--nbb-ok); }
+.nbinfer-browser .nbb-thumb img { max-height: 96px; border-radius: 3px;
+  border: 1px solid var(--nbb-border); vertical-align: middle; }
+.nbinfer-browser .nbi { max-width: none; }
+</style>
+"""
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+# -- what the server offers -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a server says it offers (from its metadata ``extensions``)."""
+
+    name: str
+    version: str
+    extensions: tuple[str, ...]
+
+    @property
+    def repository(self) -> bool:
+        """The model repository extension (index, load, unload)."""
+        return any(e.startswith("model_repository") for e in self.extensions)
+
+    @property
+    def statistics(self) -> bool:
+        """The statistics extension."""
+        return "statistics" in self.extensions
+
+    @property
+    def configuration(self) -> bool:
+        """The model configuration extension."""
+        return "model_configuration" in self.extensions
+
+
+@dataclass
+class _Row:
+    name: str
+    version: str = ""
+    state: str = ""
+    reason: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return self.state.upper() == "READY"
+
+
+# -- the try-it form: one editor per input ----------------------------------------------------
+
+
+def _concrete(shape: Sequence[int]) -> list[int]:
+    """The shape with every variable dimension set to 1."""
+    return [1 if d < 0 else int(d) for d in shape]
+
+
+def _fit(name: str, shape: Sequence[int], size: int) -> list[int]:
+    """A shape for ``size`` elements: the last variable dimension takes what is left."""
+    dims = _concrete(shape)
+    variable = [i for i, d in enumerate(shape) if d < 0]
+    fixed = int(np.prod(dims)) if dims else 1
+    if variable:
+        fixed_part = int(np.prod([d for i, d in enumerate(dims) if i != variable[-1]] or [1]))
+        if size % fixed_part == 0:
+            dims[variable[-1]] = size // fixed_part
+            return dims
+    elif size == fixed:
+        return dims
+    raise InvalidInputError(
+        f"input {name!r}: {size} values do not fit its shape {list(shape)}", tensor=name
+    )
+
+
+def _image_layout(spec: TensorSpec) -> tuple[bool, int, int, int] | None:
+    """``(channels_first, channels, height, width)`` when ``spec`` looks like an image batch."""
+    if spec.datatype not in ("UINT8", "FP32"):
+        return None
+    shape = list(spec.shape)
+    if len(shape) == 4:
+        body = shape[1:]
+    elif len(shape) == 3 and all(d > 0 for d in shape):
+        body = shape
+    else:
+        return None
+    channels = (1, 3, 4)
+    if body[-1] in channels and body[0] not in channels:
+        return False, body[-1], body[0], body[1]
+    if body[0] in channels and body[-1] not in channels:
+        return True, body[0], body[1], body[2]
+    return None
+
+
+class _Editor:
+    """One input of the try-it form: a widget and how to read a tensor from it."""
+
+    def __init__(self, spec: TensorSpec, widget: Any) -> None:
+        self.spec = spec
+        self.widget = widget
+
+    def value(self) -> np.ndarray[Any, Any]:
+        raise NotImplementedError
+
+
+class _NumbersEditor(_Editor):
+    """One number box per element (small fixed-size numeric inputs)."""
+
+    def __init__(self, spec: TensorSpec) -> None:
+        self.shape = _concrete(spec.shape)
+        self.dtype = numpy_dtype(spec.datatype)
+        size = int(np.prod(self.shape)) if self.shape else 1
+        if spec.datatype == "BOOL":
+            boxes = [W.Checkbox(value=False, indent=False) for _ in range(size)]
+        elif self.dtype.kind in "iu":
+            boxes = [W.IntText(value=0) for _ in range(size)]
+        else:
+            boxes = [W.FloatText(value=0.0) for _ in range(size)]
+        for i, box in enumerate(boxes):
+            box.layout = W.Layout(width="92px")
+            box.tooltip = f"{spec.name}[{i}]"
+        self.boxes = boxes
+        super().__init__(spec, W.HBox(boxes, layout=W.Layout(flex_flow="row wrap")))
+
+    def value(self) -> np.ndarray[Any, Any]:
+        return np.asarray([b.value for b in self.boxes], dtype=self.dtype).reshape(self.shape)
+
+
+class _ArrayEditor(_Editor):
+    """A text area holding a (nested) list or a scalar that fills the shape."""
+
+    def __init__(self, spec: TensorSpec) -> None:
+        self.shape = _concrete(spec.shape)
+        self.dtype = numpy_dtype(spec.datatype)
+        size = int(np.prod(self.shape)) if self.shape else 1
+        start = json.dumps(np.zeros(self.shape).tolist()) if size <= LISTED_INPUT else "0"
+        area = W.Textarea(
+            value=start,
+            placeholder=f"a nested list, or one number that fills {self.shape}",
+            layout=W.Layout(width="100%", height="70px" if size > 16 else "34px"),
+        )
+        super().__init__(spec, area)
+
+    def value(self) -> np.ndarray[Any, Any]:
+        name, text = self.spec.name, self.widget.value.strip()
+        try:
+            parsed = ast.literal_eval(text)
+            array = np.asarray(parsed, dtype=self.dtype)
+        except (ValueError, TypeError, SyntaxError, MemoryError) as exc:
+            raise InvalidInputError(
+                f"input {name!r}: cannot read {text[:60]!r} as {self.spec.datatype} numbers "
+                f"({exc})",
+                tensor=name,
+            ) from exc
+        if array.ndim == 0:
+            return np.full(self.shape, array, dtype=self.dtype)
+        if array.ndim != len(self.spec.shape):
+            array = array.reshape(_fit(name, self.spec.shape, array.size))
+        return array
+
+
+class _TextEditor(_Editor):
+    """BYTES input: one element per line."""
+
+    def __init__(self, spec: TensorSpec) -> None:
+        area = W.Textarea(
+            value="hello nbinfer",
+            placeholder="one element per line",
+            layout=W.Layout(width="100%", height="52px"),
+        )
+        super().__init__(spec, area)
+
+    def value(self) -> np.ndarray[Any, Any]:
+        lines = self.widget.value.split("\n")
+        if len(lines) > 1 and lines[-1] == "":
+            lines.pop()
+        array = np.empty(len(lines), dtype=object)
+        array[:] = [line.encode("utf-8") for line in lines]
+        return array.reshape(_fit(self.spec.name, self.spec.shape, len(lines)))
+
+
+class _ImageEditor(_Editor):
+    """Image-like input: an upload decoded with Pillow and resized to the model's H x W."""
+
+    def __init__(self, spec: TensorSpec, layout: tuple[bool, int, int, int]) -> None:
+        self.layout = layout
+        channels_first, channels, height, width = layout
+        self.upload = W.FileUpload(accept="image/*", multiple=False, description="Upload image")
+        self.upload.layout = W.Layout(width="150px")
+        size = f"{width}x{height}" if height > 0 and width > 0 else "its own size"
+        order = "NCHW" if channels_first else "NHWC"
+        self.preview = W.HTML(
+            f'<span class="nbb-muted">resized to {size}, {channels} channel(s), {order}</span>'
+        )
+        self.upload.observe(self._show, names="value")
+        super().__init__(spec, W.HBox([self.upload, self.preview]))
+
+    def _show(self, change: dict[str, Any]) -> None:
+        files = change["new"]
+        if not files:
+            return
+        entry = files[0]
+        mime = entry.get("type") if entry.get("type") in _IMAGE_MIME else "image/png"
+        data = base64.b64encode(bytes(entry["content"])).decode("ascii")
+        self.preview.value = (
+            f'<span class="nbb-thumb"><img src="data:{mime};base64,{data}" '
+            f'alt="{_esc(entry.get("name", ""))}"/></span> '
+            f'<span class="nbb-muted">{_esc(entry.get("name", ""))}</span>'
+        )
+
+    def value(self) -> np.ndarray[Any, Any]:
+        from PIL import Image, UnidentifiedImageError
+
+        name = self.spec.name
+        if not self.upload.value:
+            raise InvalidInputError(f"input {name!r}: upload an image first", tensor=name)
+        content = bytes(self.upload.value[0]["content"])
+        channels_first, channels, height, width = self.layout
+        try:
+            image: Image.Image = Image.open(io.BytesIO(content))
+            image = image.convert({1: "L", 3: "RGB", 4: "RGBA"}[channels])
+        except (UnidentifiedImageError, OSError) as exc:
+            raise InvalidInputError(
+                f"input {name!r}: cannot decode the uploaded file as an image ({exc})",
+                tensor=name,
+            ) from exc
+        if height > 0 and width > 0:
+            image = image.resize((width, height), Image.Resampling.BILINEAR)
+        array = np.asarray(image)
+        if array.ndim == 2:
+            array = array[:, :, None]
+        if channels_first:
+            array = array.transpose(2, 0, 1)
+        if self.spec.datatype == "FP32":
+            array = array.astype(np.float32) / 255.0
+        if len(self.spec.shape) == 4:
+            array = array[None]
+        return np.ascontiguousarray(array)
+
+
+def _editor(spec: TensorSpec) -> _Editor:
+    layout = _image_layout(spec)
+    if layout is not None:
+        return _ImageEditor(spec, layout)
+    if spec.datatype == "BYTES":
+        return _TextEditor(spec)
+    shape = _concrete(spec.shape)
+    if shape and int(np.prod(shape)) <= SMALL_INPUT and len(shape) <= 2:
+        return _NumbersEditor(spec)
+    return _ArrayEditor(spec)
+
+
+# -- HTML pieces (the notebook display layer's renderers inside the browser's frame) ----------
+
+
+def _error_html(what: str, exc: BaseException) -> str:
+    """A visible error: what failed, the server's message, what to try (and a bug's traceback)."""
+    parts = [f'<div class="nbb-error"><b>{_esc(what)} failed</b>', display.render_error(exc)]
+    if not isinstance(exc, NbinferError):  # a bug, ours or the model's: show where
+        trace = "".join(traceback.format_exception(exc))
+        parts.append(
+            f'<details><summary>traceback</summary><pre class="nbb-pre">{_esc(trace)}</pre>'
+            "</details>"
+        )
+    return "".join(parts) + "</div>"
+
+
+def _top_classes(result: InferResult, labels: dict[str, list[str]], top: int = 5) -> str:
+    """Top classes of each labelled score output (first row) as bars."""
+    from nbinfer.protocol.types import ClassificationResult
+
+    parts = []
+    for name, names in labels.items():
+        if name not in result:
+            continue
+        scores = np.asarray(result[name])
+        if scores.ndim == 0 or scores.shape[-1] != len(names) or scores.dtype.kind != "f":
+            continue
+        first = scores.reshape(-1, len(names))[0]
+        best = [
+            ClassificationResult(float(first[i]), int(i), names[i])
+            for i in np.argsort(-first)[:top]
+        ]
+        text = ", ".join(f"{c.label} {c.score:.4f}" for c in best)
+        parts.append(
+            display.card("Top classes", name, display.render_classification(best), text=text)
+        )
+    return "".join(parts)
+
+
+def _result_html(result: InferResult, labels: dict[str, list[str]], elapsed: float) -> str:
+    head = (
+        f'<div class="nbb-label"><span class="nbb-ok">&#10004;</span> <b>{_esc(result.model_name)}'
+        f"</b> answered in {elapsed * 1e3:.1f} ms</div>"
+    )
+    return head + _top_classes(result, labels) + display.render_result(result)
+
+
+# -- the browser ------------------------------------------------------------------------------
+
+
+class ModelBrowser:
+    """An ipywidgets UI over a session's models; see the module docstring.
+
+    Args:
+        session: The session to browse.
+        models: Model names to list when the server offers no repository index.
+        background: Run server calls on a background thread (the kernel stays free). With
+            ``False`` every callback completes before it returns.
+
+    Attributes:
+        widget: The root ipywidgets container (what displays).
+        capabilities: What the server offers, from its metadata.
+    """
+
+    def __init__(
+        self, session: Session, *, models: Sequence[str] = (), background: bool = True
+    ) -> None:
+        self.session = session
+        self._known = list(models)
+        self._rows: dict[str, _Row] = {}
+        self._editors: list[_Editor] = []
+        self._current: str | None = None
+        self._index_error: BaseException | None = None
+        self._pool = (
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbinfer-browser")
+            if background
+            else None
+        )
+        self._pending: list[concurrent.futures.Future[None]] = []
+        self._meta_error: BaseException | None = None
+        #: Whether load / unload are offered (repository extension and a readable index).
+        self.repository_enabled = False
+        self._can_unload = True
+        self.capabilities = self._read_capabilities()
+        self._build()
+        self._task("Listing models", self._refresh_list)
+
+    # -- construction ----------------------------------------------------------------------
+
+    def _read_capabilities(self) -> Capabilities:
+        try:
+            meta = self.session.client.get_server_metadata()
+        except NbinferError as exc:
+            logger.debug("server metadata unavailable: %s", exc)
+            self._meta_error = exc
+            return Capabilities("unknown server", "", ())
+        self._meta_error = None
+        return Capabilities(meta.name, meta.version, tuple(meta.extensions))
+
+    def _build(self) -> None:
+        caps = self.capabilities
+        extensions = ", ".join(caps.extensions) or "none advertised"
+        self.title = W.HTML(
+            f'<div class="nbb-title"><b>Model browser</b> &nbsp;<span class="nbb-muted">'
+            f"{_esc(caps.name)} {_esc(caps.version)} &middot; {_esc(self.session.url)}</span>"
+            f'</div><div class="nbb-ext">extensions: {_esc(extensions)}</div>'
+        )
+        self.refresh_button = W.Button(
+            description="Refresh", icon="refresh", tooltip="Reload the model list"
+        )
+        self.refresh_button.layout = W.Layout(width="100px", margin="0 0 0 auto")
+        self.refresh_button.on_click(lambda _b: self.refresh())
+        top = W.HBox([self.title, self.refresh_button])
+        top.add_class("nbb-top")
+
+        self.model_list = W.Select(options=[], rows=12, layout=W.Layout(width="100%"))
+        self.model_list.observe(self._on_pick, names="value")
+        self.list_note = W.HTML("")
+        self.open_name = W.Text(placeholder="model name", layout=W.Layout(width="130px"))
+        self.open_button = W.Button(description="Open", layout=W.Layout(width="64px"))
+        self.open_button.on_click(lambda _b: self.open(self.open_name.value))
+        self.open_box = W.HBox([self.open_name, self.open_button])
+        side = W.VBox(
+            [
+                W.HTML('<div class="nbb-label"><b>Models</b></div>'),
+                self.model_list,
+                self.list_note,
+                self.open_box,
+            ]
+        )
+        side.add_class("nbb-side")
+
+        self.header = W.HTML("")
+        self.load_button = W.Button(
+            description="Load", icon="upload", button_style="success", tooltip="Load / reload"
+        )
+        self.unload_button = W.Button(description="Unload", icon="eject", button_style="warning")
+        self.load_button.on_click(lambda _b: self.load())
+        self.unload_button.on_click(lambda _b: self.unload())
+        for b in (self.load_button, self.unload_button):
+            b.layout = W.Layout(width="96px")
+        self.status = W.HTML("")
+        self.actions = W.HBox([self.load_button, self.unload_button, self.status])
+        self.error = W.HTML("")
+
+        self.form = W.VBox([])
+        self.run_button = W.Button(
+            description="Run", icon="play", button_style="primary", tooltip="Run inference"
+        )
+        self.run_button.layout = W.Layout(width="96px", margin="8px 0")
+        self.run_button.on_click(lambda _b: self.run())
+        self.result = W.HTML("")
+        self.try_it = W.VBox([self.form, self.run_button, self.result])
+        self.metadata_view = W.HTML("")
+        self.config_view = W.HTML("")
+        self.stats_view = W.HTML("")
+        pages: list[tuple[str, Any]] = [("Try it", self.try_it), ("Metadata", self.metadata_view)]
+        if caps.configuration or not caps.extensions:
+            pages.append(("Config", self.config_view))
+        if caps.statistics:
+            pages.append(("Statistics", self.stats_view))
+        self.tabs = W.Tab(children=[p for _, p in pages])
+        self.tabs.titles = tuple(t for t, _ in pages)
+        self.detail = W.VBox([self.header, self.actions, self.tabs])
+        self.detail.layout.display = "none"
+        self._placeholder = W.HTML(
+            '<div class="nbb-muted">Select a model on the left to see its metadata, config and '
+            "statistics, and to try it.</div>"
+        )
+        main = W.VBox([self.error, self._placeholder, self.detail])
+        main.add_class("nbb-main")
+
+        body = W.HBox([side, main], layout=W.Layout(align_items="stretch"))
+        self.widget = W.VBox([W.HTML(_CSS), top, body])
+        self.widget.add_class("nbinfer-browser")
+        if self._meta_error is not None:
+            self.error.value = _error_html("Reading the server metadata", self._meta_error)
+
+    # -- display ---------------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<ModelBrowser {self.session.url} ({len(self._rows)} models)>"
+
+    # -- running callbacks -----------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """Whether a server call is under way."""
+        return any(not f.done() for f in self._pending)
+
+    def wait(self, timeout: float | None = 60.0) -> None:
+        """Block until every started callback has finished (its errors are in the widget)."""
+        for future in list(self._pending):
+            future.result(timeout)
+        self._pending = [f for f in self._pending if not f.done()]
+
+    def close(self) -> None:
+        """Close the widgets and stop the background thread."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self.widget.close()
+
+    def _set_busy(self, label: str | None) -> None:
+        for button in (
+            self.load_button,
+            self.unload_button,
+            self.run_button,
+            self.refresh_button,
+            self.open_button,
+        ):
+            button.disabled = label is not None
+        self.unload_button.disabled = label is not None or not self._can_unload
+        if label is not None:
+            self.status.value = (
+                f'<span class="nbb-spin"></span> <span class="nbb-muted">{_esc(label)}&hellip;'
+                "</span>"
+            )
+
+    def _task(self, label: str, work: Callable[[], None], *, error_to: Any = None) -> None:
+        """Run ``work`` with a busy state; any exception is shown in the widget."""
+        target = self.error if error_to is None else error_to
+        self._set_busy(label)
+        self.error.value = ""
+
+        def guarded() -> None:
+            try:
+                work()
+                self.status.value = ""
+            except Exception as exc:  # every failure is shown, none is swallowed
+                logger.debug("%s failed", label, exc_info=True)
+                target.value = _error_html(label, exc)
+                self.status.value = ""
+            finally:
+                self._set_busy(None)
+
+        if self._pool is None:
+            guarded()
+            return
+        self._pending = [f for f in self._pending if not f.done()]
+        self._pending.append(self._pool.submit(guarded))
+
+    # -- the model list --------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Re-read the model list (and the selected model)."""
+        self._task("Listing models", self._refresh_list)
+
+    def _index(self) -> list[_Row] | None:
+        """The repository index, or ``None`` (with a note) when the server restricts it."""
+        if not self.capabilities.repository:
+            return None
+        try:
+            frame = self.session.models
+        except NbinferError as exc:
+            self._index_error = exc
+            return None
+        self._index_error = None
+        return [
+            _Row(str(r["name"]), str(r["version"]), str(r["state"]), str(r["reason"]))
+            for r in frame.to_dict("records")
+        ]
+
+    def _known_rows(self) -> list[_Row]:
+        rows = []
+        for name in dict.fromkeys(self._known):
+            try:
+                state = "READY" if self.session.client.is_model_ready(name) else "NOT READY"
+            except NbinferError:
+                state = "UNKNOWN"
+            rows.append(_Row(name, state=state))
+        return rows
+
+    def _refresh_list(self) -> None:
+        rows = self._index()
+        indexed = rows is not None
+        if rows is None:
+            rows = self._known_rows()
+        self._rows = {r.name: r for r in rows}
+        self.repository_enabled = indexed
+        self.load_button.layout.display = self.unload_button.layout.display = (
+            None if indexed else "none"
+        )
+        self.open_box.layout.display = "none" if indexed else None
+        if indexed:
+            self.list_note.value = ""
+        elif self._index_error is not None:
+            self.list_note.value = (
+                '<div class="nbb-note">The server refused its model index '
+                f"(<code>{_esc(type(self._index_error).__name__)}</code>: "
+                f"{_esc(self._index_error)}). Open a model by name; for load / unload pass "
+                "credentials to Session (token= / headers=).</div>"
+            )
+        else:
+            self.list_note.value = (
+                '<div class="nbb-note">This server offers no model repository: open a model by '
+                "name (or pass models=[...] to browse()).</div>"
+            )
+        options = [(self._label(r), r.name) for r in rows]
+        current = self._current
+        self.model_list.unobserve(self._on_pick, names="value")
+        try:
+            self.model_list.options = options
+            self.model_list.value = current if current in self._rows else None
+        finally:
+            self.model_list.observe(self._on_pick, names="value")
+        if current in self._rows:
+            self._show(current)
+
+    @staticmethod
+    def _label(row: _Row) -> str:
+        mark = "\u25cf" if row.ready else "\u25cb"
+        state = "" if row.ready or not row.state else f"  ({row.state.lower()})"
+        return f"{mark} {row.name}{state}"
+
+    @property
+    def models(self) -> list[str]:
+        """The names in the model list."""
+        return list(self._rows)
+
+    # -- selecting a model -----------------------------------------------------------------
+
+    def _on_pick(self, change: dict[str, Any]) -> None:
+        if change["new"]:
+            self.select(change["new"])
+
+    def select(self, name: str) -> None:
+        """Show ``name``: header, metadata, config, statistics and its try-it form."""
+        self._current = name
+        if self.model_list.value != name and name in self._rows:
+            self.model_list.value = name  # fires _on_pick, which calls back here
+            return
+        self._task(f"Reading {name}", lambda: self._show(name))
+
+    def open(self, name: str) -> None:
+        """Add ``name`` to the list (servers without a repository index) and select it."""
+        name = name.strip()
+        if not name:
+            return
+
+        def work() -> None:
+            self.session.model(name)  # raises ModelNotFoundError for unknown names
+            if name not in self._known:
+                self._known.append(name)
+            self._current = name
+            self._refresh_list()
+
+        self._task(f"Opening {name}", work)
+
+    def _show(self, name: str) -> None:
+        row = self._rows.get(name, _Row(name))
+        self.detail.layout.display = None
+        self._placeholder.layout.display = "none"
+        self.result.value = ""
+        self.form.children = []
+        self.run_button.layout.display = "none"
+        self.header.value = self._header_html(row, None)
+        if self.repository_enabled:
+            self.load_button.description = "Reload" if row.ready else "Load"
+            self._can_unload = row.ready
+        try:
+            meta = self.session.client.get_model_metadata(name, row.version)
+        except NbinferError as exc:
+            self.metadata_view.value = _error_html("Reading the metadata", exc)
+            self.config_view.value = ""
+            self.form.children = [
+                W.HTML('<div class="nbb-muted">No inputs to try: the model is not available.</div>')
+            ]
+            self._show_stats(name)
+            return
+        self.header.value = self._header_html(row, meta)
+        self.metadata_view.value = display.render_metadata(meta)
+        self._show_config(name, row.version)
+        self._show_stats(name)
+        self._editors = [_editor(spec) for spec in meta.inputs]
+        rows: list[Any] = []
+        for ed in self._editors:
+            rows.append(
+                W.HTML(
+                    f'<div class="nbb-label"><code><b>{_esc(ed.spec.name)}</b></code> '
+                    f'<span class="nbb-muted">{_esc(ed.spec.datatype)} {_esc(list(ed.spec.shape))}'
+                    "</span></div>"
+                )
+            )
+            rows.append(ed.widget)
+        if not self._editors:
+            rows.append(W.HTML('<div class="nbb-muted">The model declares no inputs.</div>'))
+        self.form.children = rows
+        self.run_button.layout.display = None if self._editors else "none"
+
+    def _header_html(self, row: _Row, meta: ModelMetadata | None) -> str:
+        state = row.state or "UNKNOWN"
+        cls = (
+            "nbb-ready"
+            if row.ready
+            else ("nbb-bad" if state.upper() in ("UNAVAILABLE", "FAILED") else "")
+        )
+        reason = f' <span class="nbb-muted">{_esc(row.reason)}</span>' if row.reason else ""
+        extra = ""
+        if meta is not None:
+            io_summary = (
+                ", ".join(f"{s.name} {s.datatype}{list(s.shape)}" for s in meta.inputs)
+                or "no declared inputs"
+            )
+            extra = (
+                f'<div class="nbb-muted">{_esc(meta.platform or "platform ?")} &middot; versions '
+                f"{_esc(', '.join(meta.versions) or '-')} &middot; {_esc(io_summary)}</div>"
+            )
+        return (
+            f'<div><span class="nbb-h">{_esc(row.name)}</span>'
+            f'<span class="nbb-badge {cls}">{_esc(state)}</span>{reason}</div>{extra}'
+        )
+
+    def _show_config(self, name: str, version: str) -> None:
+        try:
+            config = self.session.client.get_model_config(name, version)
+        except NbinferError as exc:
+            self.config_view.value = (
+                '<div class="nbb-muted">This server gives no configuration for the model '
+                f"(<code>{_esc(type(exc).__name__)}</code>: {_esc(exc)}).</div>"
+            )
+            return
+        text = json.dumps(config, indent=2, sort_keys=False, default=str)
+        self.config_view.value = f'<pre class="nbb-pre">{_esc(text)}</pre>'
+
+    def _show_stats(self, name: str) -> None:
+        if not self.capabilities.statistics:
+            return
+        try:
+            frame = self.session.stats(name)
+        except NbinferError as exc:
+            self.stats_view.value = (
+                '<div class="nbb-note">Statistics are not available from this server '
+                f"(<code>{_esc(type(exc).__name__)}</code>: {_esc(exc)}).</div>"
+            )
+            return
+        self.stats_view.value = display.render_stats(frame)
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def _selected(self) -> str:
+        if self._current is None:
+            raise InvalidInputError("select a model first")
+        return self._current
+
+    def _lifecycle(self, verb: str, call: Callable[[str], object]) -> None:
+        name = self._current or ""
+
+        def work() -> None:
+            call(self._selected())
+            self._refresh_list()
+
+        self._task(f"{verb} {name}", work)
+
+    def load(self) -> None:
+        """Load (or reload) the selected model."""
+        self._lifecycle("Loading", self.session.load)
+
+    def unload(self) -> None:
+        """Unload the selected model."""
+        self._lifecycle("Unloading", self.session.unload)
+
+    def inputs(self) -> dict[str, np.ndarray[Any, Any]]:
+        """The tensors the try-it form holds now.
+
+        Raises:
+            InvalidInputError: A field cannot be read as its input's datatype and shape.
+        """
+        return {ed.spec.name: ed.value() for ed in self._editors}
+
+    def run(self) -> None:
+        """Run the selected model on the try-it form's values and show the result."""
+        name = self._current or ""
+        self.result.value = ""
+
+        def work() -> None:
+            model = self._selected()
+            tensors = self.inputs()
+            started = time.perf_counter()
+            result = self.session.infer(model, tensors)
+            elapsed = time.perf_counter() - started
+            labels = self.session.model(model).labels
+            self.result.value = _result_html(result, labels, elapsed)
+            self._show_stats(model)
+
+        self._task(f"Running {name}", work, error_to=self.result)

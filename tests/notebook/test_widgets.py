@@ -1,0 +1,356 @@
+"""The model browser (``session.browse()``): its widget tree and callbacks, without a browser.
+
+Against the embedded server (every extension), and against real servers on 127.0.0.1 that offer
+less: one that advertises neither the repository nor the statistics extension, and one whose
+repository index and statistics answer 401 (as Triton's restricted APIs do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nbinfer import Session
+from nbinfer.errors import UnauthenticatedError
+from nbinfer.notebook.widgets import ModelBrowser
+from nbinfer.server.app import ServerOptions, serve_async
+from nbinfer.server.dataplane import DataPlane
+from nbinfer.server.demo import demo_models
+from nbinfer.server.repository import ModelRepository
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[Session]:
+    with Session(device="cpu") as s:
+        yield s
+
+
+@pytest.fixture
+def browser(session: Session) -> Iterator[ModelBrowser]:
+    b = session.browse()
+    b.wait()
+    yield b
+    b.close()
+
+
+def _pick(browser: ModelBrowser, name: str) -> None:
+    browser.select(name)
+    browser.wait()
+    assert browser.error.value == ""
+
+
+def _shown(widget: Any) -> bool:
+    return widget.layout.display != "none"
+
+
+def _png(width: int, height: int, color: tuple[int, int, int]) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(out, format="PNG")
+    return out.getvalue()
+
+
+def _upload(editor: Any, content: bytes, name: str = "cat.png") -> None:
+    editor.upload.value = (
+        {
+            "name": name,
+            "type": "image/png",
+            "size": len(content),
+            "content": memoryview(content),
+            "last_modified": datetime.datetime.now(datetime.timezone.utc),
+        },
+    )
+
+
+# -- the embedded server: everything offered ----------------------------------------------------
+
+
+def test_browse_lists_demo_models_with_state_and_offers_every_feature(
+    browser: ModelBrowser,
+) -> None:
+    assert {"add_sub", "echo", "iris", "digits"} <= set(browser.models)
+    labels = dict((v, k) for k, v in browser.model_list.options)
+    assert labels["iris"] == "\u25cf iris"  # a filled dot: READY
+    assert browser.capabilities.repository and browser.capabilities.statistics
+    assert browser.tabs.titles == ("Try it", "Metadata", "Config", "Statistics")
+    assert _shown(browser.load_button) and _shown(browser.unload_button)
+    assert not _shown(browser.open_box)
+    assert "nbinfer" in browser.title.value and "model_repository" in browser.title.value
+    assert not browser.busy
+    bundle = browser._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_selecting_iris_shows_metadata_config_stats_and_a_number_form(
+    browser: ModelBrowser,
+) -> None:
+    _pick(browser, "iris")
+    assert browser.model_list.value == "iris"
+    assert _shown(browser.detail)
+    assert "iris" in browser.header.value and "READY" in browser.header.value
+    assert "probabilities" in browser.metadata_view.value
+    assert "input" in browser.metadata_view.value
+    assert "max_batch_size" in browser.config_view.value
+    assert "Statistics" in browser.stats_view.value
+    (editor,) = browser._editors
+    assert editor.spec.name == "input" and len(editor.boxes) == 4  # one box per feature
+    for box, value in zip(editor.boxes, [5.1, 3.5, 1.4, 0.2], strict=True):
+        box.value = value
+    browser.run()
+    browser.wait()
+    result = browser.result.value
+    assert "answered in" in result and "probabilities" in result
+    assert "setosa" in result  # labelled top classes
+    expected = browser.session.infer("iris", {"input": np.array([[5.1, 3.5, 1.4, 0.2]], "f4")})
+    assert expected["probabilities"].argmax() == 0
+    assert ">1<" in browser.stats_view.value or "inferences" in browser.stats_view.value
+
+
+def test_try_it_sends_text_to_a_bytes_input(browser: ModelBrowser) -> None:
+    _pick(browser, "echo")
+    (editor,) = browser._editors
+    editor.widget.value = "first line\nsecond <b>line</b>"
+    arrays = browser.inputs()
+    assert arrays["INPUT0"].shape == (1, 2)
+    browser.run()
+    browser.wait()
+    assert "second &lt;b&gt;line&lt;/b&gt;" in browser.result.value  # escaped, not markup
+    assert "<b>line</b>" not in browser.result.value
+
+
+def test_try_it_array_input_scalar_fills_and_bad_text_shows_in_the_widget(
+    browser: ModelBrowser,
+) -> None:
+    _pick(browser, "add_sub")
+    first, second = browser._editors
+    first.widget.value = "2"
+    second.widget.value = str(list(range(16)))
+    arrays = browser.inputs()
+    assert arrays["INPUT0"].shape == (1, 16) and arrays["INPUT0"].dtype == np.float32
+    assert arrays["INPUT1"].shape == (1, 16)  # a flat list gets the batch dimension
+    browser.run()
+    browser.wait()
+    assert "OUTPUT0" in browser.result.value and "InvalidInputError" not in browser.result.value
+
+    second.widget.value = "[1, 2, 3]"  # 3 values cannot fill [-1, 16]
+    browser.run()
+    browser.wait()
+    assert "Running add_sub failed" in browser.result.value
+    assert "InvalidInputError" in browser.result.value
+    assert "do not fit" in browser.result.value
+
+    second.widget.value = "not numbers"
+    browser.run()
+    browser.wait()
+    assert "cannot read" in browser.result.value
+    assert not browser.busy and not browser.run_button.disabled
+
+
+def test_unload_then_try_it_shows_the_server_error_then_load_restores(
+    browser: ModelBrowser,
+) -> None:
+    _pick(browser, "iris")
+    browser.unload()
+    browser.wait()
+    assert browser.error.value == ""
+    labels = dict((v, k) for k, v in browser.model_list.options)
+    assert labels["iris"].startswith("\u25cb iris") and "unavailable" in labels["iris"]
+    assert "UNAVAILABLE" in browser.header.value
+    assert browser.load_button.description == "Load" and browser.unload_button.disabled
+    browser.run()  # the form is gone with the metadata: the click names the problem
+    browser.wait()
+    assert "failed" in browser.result.value or "failed" in browser.metadata_view.value
+    try:
+        browser.load()
+        browser.wait()
+        assert browser.error.value == ""
+        assert "READY" in browser.header.value
+        assert browser.load_button.description == "Reload"
+        assert len(browser._editors) == 1
+    finally:
+        browser.session.load("iris")
+
+
+def test_errors_in_callbacks_are_shown_not_swallowed(session: Session) -> None:
+    browser = session.browse()
+    browser.wait()
+    browser.select("no_such_model")
+    browser.wait()
+    assert "ModelNotFoundError" in browser.metadata_view.value
+    browser.open("")  # nothing to open: no call, no error
+    browser._current = "no_such_model"
+    browser.load()
+    browser.wait()
+    assert "Loading no_such_model failed" in browser.error.value
+    assert "ModelNotFoundError" in browser.error.value
+    browser.close()
+
+
+def test_image_inputs_get_an_upload_decoded_and_resized(session: Session) -> None:
+    def mean_rgb(image: np.ndarray) -> np.ndarray:  # [N, 32, 32, 3] uint8 -> [N, 3]
+        return image.reshape(image.shape[0], -1, 3).mean(axis=1).astype(np.float32)
+
+    def size_chw(image: np.ndarray) -> np.ndarray:  # [N, 3, 24, 40] fp32 -> shape and max
+        return np.array([[*image.shape[1:], image.max()]], dtype=np.float32)
+
+    session.serve(
+        mean_rgb,
+        name="image_mean",
+        inputs=[("image", "UINT8", [-1, 32, 32, 3])],
+        outputs=[("mean", "FP32", [-1, 3])],
+    )
+    session.serve(
+        size_chw,
+        name="image_chw",
+        inputs=[("image", "FP32", [-1, 3, 24, 40])],
+        outputs=[("info", "FP32", [-1, 4])],
+    )
+    browser = session.browse()
+    browser.wait()
+    try:
+        _pick(browser, "image_mean")
+        (editor,) = browser._editors
+        assert type(editor).__name__ == "_ImageEditor"
+        browser.run()  # no upload yet: a clear message, in the widget
+        browser.wait()
+        assert "upload an image first" in browser.result.value
+        _upload(editor, _png(64, 48, (200, 100, 50)))
+        assert "data:image/png;base64," in editor.preview.value
+        assert editor.value().shape == (1, 32, 32, 3)
+        browser.run()
+        browser.wait()
+        assert "200" in browser.result.value and "100" in browser.result.value
+
+        _pick(browser, "image_chw")
+        (editor,) = browser._editors
+        _upload(editor, _png(10, 10, (255, 0, 0)))
+        array = editor.value()
+        assert array.shape == (1, 3, 24, 40) and array.dtype == np.float32
+        assert array.max() == pytest.approx(1.0)
+        _upload(editor, b"not an image")
+        browser.run()
+        browser.wait()
+        assert "cannot decode" in browser.result.value
+    finally:
+        browser.close()
+
+
+# -- servers that offer less ----------------------------------------------------------------------
+
+
+class _RestrictedPlane(DataPlane):
+    """Advertises the repository and statistics extensions but refuses them (Triton's restricted
+    APIs answer 401 without the configured header)."""
+
+    def repository_index(self, *, ready_only: bool = False) -> Any:
+        raise UnauthenticatedError("This API is restricted, expecting header 'admin-key'")
+
+    def statistics(self, name: str = "", version: str = "") -> dict[str, Any]:
+        raise UnauthenticatedError("This API is restricted, expecting header 'admin-key'")
+
+
+def _serve(plane: DataPlane) -> Iterator[str]:
+    """Serve ``plane`` over HTTP on 127.0.0.1 from a thread; yields its URL."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    urls: list[str] = []
+    stop: list[asyncio.Event] = []
+
+    async def main() -> None:
+        stop.append(asyncio.Event())
+        await serve_async(
+            ServerOptions(),
+            stop=stop[0],
+            on_ready=lambda http, grpc: (urls.append(http), ready.set()),
+            dataplane=plane,
+        )
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    assert ready.wait(30), "server did not start"
+    try:
+        yield urls[0]
+    finally:
+        loop.call_soon_threadsafe(stop[0].set)
+        thread.join(30)
+        loop.close()
+
+
+@pytest.fixture(scope="module")
+def bare_url() -> Iterator[str]:
+    repo = ModelRepository(models=demo_models())
+    yield from _serve(DataPlane(repo, extensions=["binary_tensor_data", "model_configuration"]))
+
+
+@pytest.fixture(scope="module")
+def restricted_url() -> Iterator[str]:
+    yield from _serve(_RestrictedPlane(ModelRepository(models=demo_models())))
+
+
+def test_server_without_repository_or_statistics_hides_them(bare_url: str) -> None:
+    with Session(bare_url) as session:
+        browser = session.browse(models=["iris"])
+        browser.wait()
+        assert browser.models == ["iris"]
+        assert not browser.capabilities.repository and not browser.capabilities.statistics
+        assert not _shown(browser.load_button) and not _shown(browser.unload_button)
+        assert "Statistics" not in browser.tabs.titles
+        assert _shown(browser.open_box)
+        assert "no model repository" in browser.list_note.value
+        _pick(browser, "iris")
+        assert "READY" in browser.header.value
+        for box in browser._editors[0].boxes:
+            box.value = 6.0
+        browser.run()
+        browser.wait()
+        assert "probabilities" in browser.result.value
+
+        browser.open_name.value = "add_sub"
+        browser.open_button.click()
+        browser.wait()
+        assert browser.models == ["iris", "add_sub"]
+        assert browser.model_list.value == "add_sub"
+        browser.open("nope")
+        browser.wait()
+        assert "Opening nope failed" in browser.error.value
+        assert browser.models == ["iris", "add_sub"]
+        browser.close()
+
+
+def test_restricted_repository_and_statistics_are_explained_not_raised(
+    restricted_url: str,
+) -> None:
+    with Session(restricted_url) as session:
+        browser = session.browse(models=["echo"])
+        browser.wait()
+        assert browser.error.value == ""
+        assert browser.capabilities.repository  # advertised ...
+        assert not _shown(browser.load_button)  # ... but refused: no buttons
+        assert "refused its model index" in browser.list_note.value
+        assert "UnauthenticatedError" in browser.list_note.value
+        _pick(browser, "echo")
+        assert "not available" in browser.stats_view.value
+        assert "admin-key" in browser.stats_view.value
+        browser.run()
+        browser.wait()
+        assert "hello nbinfer" in browser.result.value
+        browser.close()
+
+
+def test_synchronous_mode_completes_callbacks_before_returning(session: Session) -> None:
+    browser = ModelBrowser(session, background=False)
+    assert "iris" in browser.models
+    browser.select("digits")
+    assert type(browser._editors[0]).__name__ == "_ArrayEditor"  # [-1, 8, 8]: 64 numbers
+    assert browser.inputs()["input"].shape == (1, 8, 8)
+    browser.run()
+    assert "probabilities" in browser.result.value
+    browser.close()
