@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTH_TOKEN_ENV",
+    "LIMIT_OPTIONS",
     "ServerOptions",
     "build_dataplane",
     "run",
@@ -107,13 +108,13 @@ class ServerOptions:
             auth_token=getattr(ns, "auth_token", None) or os.environ.get(AUTH_TOKEN_ENV) or None,
             insecure_no_auth=bool(getattr(ns, "insecure_no_auth", False)),
             allow_code_upload=bool(getattr(ns, "allow_code_upload", False)),
-            **{k: getattr(ns, k) for k in _LIMIT_OPTIONS if getattr(ns, k, None) is not None},
+            **{k: getattr(ns, k) for k in LIMIT_OPTIONS if getattr(ns, k, None) is not None},
         )
 
 
 #: Options of the connection limits and workers, same names on the command line (the first
 #: six are fields of ``connections.HttpLimits``).
-_LIMIT_OPTIONS = (
+LIMIT_OPTIONS = (
     "max_header_bytes",
     "max_header_count",
     "header_timeout",
@@ -231,7 +232,7 @@ async def serve_async(
     app = RestApp(dp, max_request_bytes=options.max_request_bytes, auth_token=options.auth_token)
     http_cap, grpc_cap = fd_budget()
     limits = HttpLimits(
-        **{name: getattr(options, name) for name in _LIMIT_OPTIONS[:6]},
+        **{name: getattr(options, name) for name in LIMIT_OPTIONS[:6]},
         max_connections=options.max_connections or http_cap,
     )
     protocol = limited_protocol(limits)

@@ -102,6 +102,8 @@ class LocalServer:
             ``start()`` refuses such a host with :class:`~nbinfer.errors.ServerStartError`.
         allow_code_upload: Let model repository load requests upload code or pickled files
             (``model.py``, TorchScript); off by default.
+        limits: Connection limits and workers by option name, e.g.
+            ``{"header_timeout": 5, "max_connections": 200}`` (see ``docs/server.md``).
 
     Example::
 
@@ -130,6 +132,7 @@ class LocalServer:
         auth_token: str | None = None,
         insecure_no_auth: bool = False,
         allow_code_upload: bool = False,
+        limits: Mapping[str, float] | None = None,
     ) -> None:
         self.model_repository = None if model_repository is None else os.fspath(model_repository)
         self.demo = demo
@@ -146,6 +149,7 @@ class LocalServer:
         self.auth_token = auth_token or None
         self.insecure_no_auth = insecure_no_auth
         self.allow_code_upload = allow_code_upload
+        self.limits = dict(limits or {})
         self._control: socket.socket | None = None
         self._control_lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -232,6 +236,15 @@ class LocalServer:
             cmd.append("--insecure-no-auth")
         if self.allow_code_upload:
             cmd.append("--allow-code-upload")
+        if self.limits:
+            from nbinfer.server.app import LIMIT_OPTIONS
+
+            for name, value in self.limits.items():
+                if name not in LIMIT_OPTIONS:
+                    raise ValueError(
+                        f"unknown server limit {name!r}; known: {', '.join(LIMIT_OPTIONS)}"
+                    )
+                cmd += ["--" + name.replace("_", "-"), str(value)]
         # PR_SET_PDEATHSIG fires when the spawning *thread* exits: only ask for it when spawned
         # from the main thread (the getppid watchdog covers the other cases).
         if threading.current_thread() is threading.main_thread():

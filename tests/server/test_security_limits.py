@@ -26,23 +26,18 @@ TOKEN = "limits-token"
 #: Documented bound (docs/security.md): RSS growth under 10 x 50 MB unfinished headers.
 RSS_BOUND_MB = 64
 
-_LIMITS = [
-    "--header-timeout",
-    "1",
-    "--body-timeout",
-    "1",
-    "--keep-alive-timeout",
-    "1",
-    "--max-header-bytes",
-    "16384",
-    "--max-header-count",
-    "40",
-]
+_LIMITS = {
+    "header_timeout": 1,
+    "body_timeout": 1,
+    "keep_alive_timeout": 1,
+    "max_header_bytes": 16384,
+    "max_header_count": 40,
+}
 
 
 @pytest.fixture(scope="module", params=[None, TOKEN], ids=["no-token", "token"])
 def server(request: pytest.FixtureRequest) -> Iterator[LocalServer]:
-    srv = LocalServer(demo=True, device="cpu", auth_token=request.param, extra_args=_LIMITS)
+    srv = LocalServer(demo=True, device="cpu", auth_token=request.param, limits=_LIMITS)
     srv.start()
     try:
         yield srv
@@ -314,6 +309,11 @@ def test_garbage_protobuf_on_model_infer_is_invalid_argument(server: LocalServer
             response_deserializer=pb.ServerLiveResponse.FromString,
         )
         assert ok(pb.ServerLiveRequest(), timeout=10).live
+
+
+def test_unknown_limit_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="header_timeout"):
+        LocalServer(limits={"header_timout": 1}).command()
 
 
 # -- file descriptors -----------------------------------------------------------------------------
