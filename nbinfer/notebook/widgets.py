@@ -662,6 +662,7 @@ class ModelBrowser:
         self.model_list.unobserve(self._on_pick, names="value")
         try:
             self.model_list.options = options
+            self.model_list.rows = max(6, min(len(options), 16))
             self.model_list.value = current if current in self._rows else None
         finally:
             self.model_list.observe(self._on_pick, names="value")
@@ -759,13 +760,14 @@ class ModelBrowser:
         reason = f' <span class="nbb-muted">{_esc(row.reason)}</span>' if row.reason else ""
         extra = ""
         if meta is not None:
-            io_summary = (
-                ", ".join(f"{s.name} {s.datatype}{list(s.shape)}" for s in meta.inputs)
-                or "no declared inputs"
-            )
-            extra = (
-                f'<div class="nbb-muted">{_esc(meta.platform or "platform ?")} &middot; versions '
-                f"{_esc(', '.join(meta.versions) or '-')} &middot; {_esc(io_summary)}</div>"
+            specs = [f"{s.name} {s.datatype} {list(s.shape)}" for s in meta.inputs]
+            facts = {
+                "platform": meta.platform or "?",
+                "versions": ", ".join(meta.versions) or "-",
+                "inputs": "; ".join(specs) or "none declared",
+            }
+            extra = '<div class="nbb-muted">{}</div>'.format(
+                " &middot; ".join(f"{k} <code>{_esc(v)}</code>" for k, v in facts.items())
             )
         return (
             f'<div><span class="nbb-h">{_esc(row.name)}</span>'
