@@ -191,6 +191,10 @@ def test_model_browser_in_jupyterlab(lab: dict[str, Any], chromium: Any, tmp_pat
         result = form.get_by_text(re.compile("answered in"))
         result.wait_for(timeout=30_000)
         assert "setosa" in form.inner_text()
+        ui.locator(".lm-TabBar-tab", has_text="Statistics").click()
+        form.get_by_text("Latency per request").wait_for(timeout=30_000)  # the run was counted
+        ui.locator(".lm-TabBar-tab", has_text="Try it").click()
+        result.wait_for(timeout=30_000)
         time.sleep(0.3)  # let the bars' layout settle before the picture
 
         page_shot = tmp_path / "jupyterlab.png"
