@@ -11,6 +11,7 @@ import asyncio
 import datetime
 import io
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -354,3 +355,27 @@ def test_synchronous_mode_completes_callbacks_before_returning(session: Session)
     browser.run()
     assert "probabilities" in browser.result.value
     browser.close()
+
+
+def test_slow_work_runs_in_the_background_with_a_busy_state(session: Session) -> None:
+    def slow(x: np.ndarray) -> np.ndarray:
+        time.sleep(0.5)
+        return x
+
+    session.serve(
+        slow, name="slow", inputs=[("x", "FP32", [-1, 2])], outputs=[("y", "FP32", [-1, 2])]
+    )
+    browser = session.browse()
+    try:
+        _pick(browser, "slow")
+        started = time.perf_counter()
+        browser.run()
+        returned = time.perf_counter() - started
+        assert returned < 0.3  # the kernel is not held while the model runs
+        assert browser.busy and browser.run_button.disabled and browser.load_button.disabled
+        assert "Running slow" in browser.status.value and "nbb-spin" in browser.status.value
+        browser.wait()
+        assert not browser.busy and not browser.run_button.disabled
+        assert browser.status.value == "" and "answered in" in browser.result.value
+    finally:
+        browser.close()
