@@ -44,8 +44,11 @@ __all__ = [
 ]
 
 #: Request size aimed at when the model declares no ``max_batch_size``: far below any server's
-#: request limit (ours: 256 MiB; Triton's gRPC: 2 GiB) and large enough to amortise a round trip.
-DEFAULT_CHUNK_BYTES = 8 * 1024 * 1024
+#: request limit (ours: 256 MiB; KServe / MLServer gRPC: 4-100 MiB), large enough that a round
+#: trip costs little (~0.1 ms of ~2 ms), small enough to pipeline finely and to keep a NumPy
+#: model's working set in cache. Measured on ``iris``: 512 KiB (32k rows) needs 2-3x less server
+#: CPU than 4-8 MiB, where OpenBLAS starts threads for the [n, 4] @ [4, 3] product.
+DEFAULT_CHUNK_BYTES = 512 * 1024
 #: Requests kept in flight by default: one being computed while the next is sent and the previous
 #: one decoded.
 DEFAULT_CONCURRENCY = 4
