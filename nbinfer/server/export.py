@@ -171,6 +171,9 @@ def to_yaml(obj: Any, indent: int = 0) -> str:
 
 _RUNTIMES = {"triton": ("kserve-tritonserver", "triton")}
 _PROTOCOLS = ("v1", "v2", "grpc-v2")
+#: The protocolVersions KServe's ServingRuntime of each known runtime supports (its webhook
+#: rejects an InferenceService asking another one of that runtime).
+_RUNTIME_PROTOCOLS = {"triton": ("v2", "grpc-v2")}
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -217,6 +220,12 @@ def kserve_manifest(
         raise InvalidInputError(f"protocol {protocol!r} is not one of {', '.join(_PROTOCOLS)}")
     if not storage_uri:
         raise InvalidInputError("storage_uri is empty; give where the exported repository lives")
+    supported = _RUNTIME_PROTOCOLS.get(runtime)
+    if supported is not None and protocol not in supported:
+        raise InvalidInputError(
+            f"KServe's {_RUNTIMES[runtime][0]} runtime serves protocol {' and '.join(supported)} "
+            f"only (its ServingRuntime lists no {protocol!r}); use --protocol v2 or grpc-v2"
+        )
     runtime_name, default_format = _RUNTIMES.get(runtime, (runtime, "triton"))
     model: dict[str, Any] = {
         "modelFormat": {"name": model_format or default_format},
@@ -227,9 +236,10 @@ def kserve_manifest(
     if protocol == "grpc-v2":
         model["ports"] = [{"name": "h2c", "protocol": "TCP", "containerPort": 9000}]
     if gpus:
+        quantity = str(int(gpus))  # a Kubernetes quantity: kserve's models take strings only
         model["resources"] = {
-            "limits": {"nvidia.com/gpu": int(gpus)},
-            "requests": {"nvidia.com/gpu": int(gpus)},
+            "limits": {"nvidia.com/gpu": quantity},
+            "requests": {"nvidia.com/gpu": quantity},
         }
     predictor: dict[str, Any] = {}
     if min_replicas is not None:
@@ -712,13 +722,8 @@ def _write_source_python(model: Model, version_dir: Path) -> dict[str, Any]:
                 f"{path.name} uses parts of nbinfer that are not vendored: {', '.join(problems)} "
                 f"(portable sources may use {', '.join(sorted(RUNTIME_NAMES))})"
             )
-    if (
-        (whole
-        and type(model).__module__.startswith("nbinfer_model_"))
-        or (
-            whole
-            and getattr(getattr(model, "fn", None), "__module__", "").startswith("nbinfer_model_")
-        )
+    if (whole and type(model).__module__.startswith("nbinfer_model_")) or (
+        whole and getattr(getattr(model, "fn", None), "__module__", "").startswith("nbinfer_model_")
     ):
         shutil.copytree(  # a repository model's own files (weights ...) stay beside its source
             path.parent,

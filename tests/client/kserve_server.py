@@ -7,6 +7,7 @@ and registers ``inference.*`` protos in protobuf's default pool, which clashes w
 
 Models:
 
+* ``add_sub``    FP32 ``INPUT0``, ``INPUT1`` [-1, 16] -> ``OUTPUT0`` sum, ``OUTPUT1`` difference
 * ``add_one``    FP32 ``INPUT0`` [-1, 4] -> ``OUTPUT0`` = INPUT0 + 1 (also KServe v1 ``:predict``)
 * ``times_two``  INT64 ``INPUT0`` [-1] -> ``OUTPUT0`` = INPUT0 * 2
 * ``upper``      BYTES ``INPUT0`` [-1] -> ``OUTPUT0`` = upper-cased INPUT0
@@ -63,7 +64,7 @@ def _bind_loopback() -> None:
     grpc_aio_server.Server.add_insecure_port = loopback_add_port
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901 - the models are local classes: kserve is imported late
     args = _parse()
     import kserve
     from kserve.errors import InferenceError, InvalidInput
@@ -118,6 +119,44 @@ def main() -> None:
                 requested_outputs=payload.request_outputs or None,
             )
 
+    class AddSub(TensorModel):
+        """FP32 ``INPUT0``, ``INPUT1`` [-1, 16] -> ``OUTPUT0`` = sum, ``OUTPUT1`` = difference."""
+
+        def __init__(self) -> None:
+            super().__init__("add_sub", "FP32", [-1, 16], None)
+
+        def get_input_types(self) -> list[dict[str, Any]]:
+            return [
+                {"name": n, "datatype": "FP32", "shape": [-1, 16]} for n in ("INPUT0", "INPUT1")
+            ]
+
+        def get_output_types(self) -> list[dict[str, Any]]:
+            return [
+                {"name": n, "datatype": "FP32", "shape": [-1, 16]} for n in ("OUTPUT0", "OUTPUT1")
+            ]
+
+        def predict(
+            self, payload: InferRequest | dict[str, Any], headers: dict[str, str] | None = None
+        ) -> InferResponse | dict[str, Any]:
+            assert not isinstance(payload, dict)
+            a = payload.get_input_by_name("INPUT0")
+            b = payload.get_input_by_name("INPUT1")
+            if a is None or b is None:
+                raise InvalidInput("model 'add_sub' expects INPUT0 and INPUT1")
+            x, y = a.as_numpy(), b.as_numpy()
+            outputs = []
+            for name, value in (("OUTPUT0", x + y), ("OUTPUT1", x - y)):
+                out = InferOutput(name=name, shape=list(value.shape), datatype="FP32")
+                out.set_data_from_numpy(value)
+                outputs.append(out)
+            return InferResponse(
+                response_id=payload.id or "",
+                model_name=self.name,
+                infer_outputs=outputs,
+                use_binary_outputs=payload.use_binary_outputs,
+                requested_outputs=payload.request_outputs or None,
+            )
+
     def upper(data: np.ndarray) -> np.ndarray:
         return np.array(
             [(v if isinstance(v, bytes) else str(v).encode()).upper() for v in data.ravel()],
@@ -136,6 +175,7 @@ def main() -> None:
         TensorModel("upper", "BYTES", [-1], upper),
         TensorModel("broken", "FP32", [-1], explode),
         TensorModel("refusing", "FP32", [-1], refuse),
+        AddSub(),
     ]
     kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port, workers=1).start(models)
 

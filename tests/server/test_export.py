@@ -243,7 +243,7 @@ def test_kserve_manifest_is_an_inference_service_for_triton() -> None:
     assert model["runtime"] == "kserve-tritonserver"
     assert model["protocolVersion"] == "v2"
     assert model["storageUri"] == "gs://bucket/models"
-    assert model["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    assert model["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     grpc = yaml.safe_load(kserve_manifest("iris", "s3://b/m", protocol="grpc-v2"))
     assert grpc["spec"]["predictor"]["model"]["ports"][0]["name"] == "h2c"
 

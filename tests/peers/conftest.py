@@ -1,0 +1,286 @@
+"""The real v2 peers, installed once and started once per test session (reusable fixtures).
+
+Every server fixture below is session-scoped and yields a :class:`Peer`: ``name``,
+``http_url`` (``http://127.0.0.1:P``), ``grpc_url`` (``grpc://127.0.0.1:Q``), ``models`` (the
+names it serves) and ``binary_http`` (whether it takes the binary tensor extension). Each serves
+the same ``add_sub`` (FP32 ``INPUT0``, ``INPUT1`` [-1, 16] -> ``OUTPUT0`` sum, ``OUTPUT1``
+difference), ``times_two`` (INT64 [-1] -> x * 2) and ``upper`` (BYTES [-1] -> upper-cased):
+
+* ``nbinfer_peer``  nbinfer's own ``LocalServer`` (demo models + ``tests/peers/models``).
+* ``triton``        real ``tritonserver`` 2.51 (from the ``nvidia-pytriton`` wheel, Python
+  backend) serving the nbinfer *exports* of those models, with a numpy-only Python standing in
+  for a stock Triton image (see PEERS.md for why it is set up this way); also ``negate``.
+* ``triton_launcher`` a function ``(repository) -> Peer`` starting more Tritons (stopped at the
+  end of the session).
+* ``mlserver``      Seldon MLServer 1.7 (``parallel_workers=0``), runtimes in ``mlserver_models``.
+* ``kserve``        KServe's ``ModelServer`` (``tests/client/kserve_server.py``, a subprocess).
+
+Peers live in their own virtualenvs (``venvs.py``: ``~/.cache/nbinfer-peers/<peer>-<hash>``,
+built on first use, ~15 s each when cold); a peer that cannot be installed skips its tests with
+the reason. Use them from any test directory with ``pytest_plugins = ["tests.peers.conftest"]``
+or by moving a test under ``tests/peers/``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from venvs import PeerUnavailable, ensure_venv, python_of
+
+HERE = Path(__file__).parent
+PEER_MODELS = HERE / "models"
+KSERVE_SCRIPT = HERE.parent / "client" / "kserve_server.py"
+MATRIX_MODELS = ("add_sub", "times_two", "upper")
+START_TIMEOUT = 90.0
+
+
+@dataclass
+class Peer:
+    """A running v2 server."""
+
+    name: str
+    http_port: int
+    grpc_port: int
+    models: tuple[str, ...] = MATRIX_MODELS
+    binary_http: bool = True
+    process: subprocess.Popen[bytes] | None = None
+    log: IO[bytes] | None = None
+    stop_fn: Callable[[], None] | None = field(default=None, repr=False)
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"grpc://127.0.0.1:{self.grpc_port}"
+
+    def output(self) -> str:
+        if self.log is None:
+            return ""
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-6000:]
+
+    def stop(self) -> None:
+        if self.stop_fn is not None:
+            self.stop_fn()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self.log is not None:
+            self.log.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(peer: Peer, what: str) -> Peer:
+    deadline = time.monotonic() + START_TIMEOUT
+    url = f"{peer.http_url}/v2/health/ready"
+    while time.monotonic() < deadline:
+        if peer.process is not None and peer.process.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return peer
+        except OSError:
+            pass
+        time.sleep(0.2)
+    out = peer.output()
+    peer.stop()
+    raise RuntimeError(f"{what} did not become ready at {url}:\n{out}")
+
+
+def _start(name: str, cmd: list[str], *, env: dict[str, str], cwd: Path, **kw: object) -> Peer:
+    log = open(cwd / f"{name}.log", "w+b")  # noqa: SIM115 - closed by Peer.stop
+    http_port, grpc_port = int(kw.pop("http_port")), int(kw.pop("grpc_port"))  # type: ignore[call-overload]
+    process = subprocess.Popen(
+        cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    )
+    peer = Peer(name, http_port, grpc_port, process=process, log=log, **kw)  # type: ignore[arg-type]
+    return _wait_ready(peer, name)
+
+
+def _venv_or_skip(peer: str) -> Path:
+    try:
+        return ensure_venv(peer)
+    except PeerUnavailable as exc:
+        pytest.skip(f"{peer} cannot be installed on this machine: {exc}")
+
+
+# -- nbinfer ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def nbinfer_peer() -> Iterator[Peer]:
+    from nbinfer.server.launcher import LocalServer
+
+    server = LocalServer(model_repository=PEER_MODELS, demo=True, device="cpu")
+    server.start()
+    http = int(server.http_url.rsplit(":", 1)[1])
+    grpc = int(server.grpc_url.rsplit(":", 1)[1])
+    yield Peer("nbinfer", http, grpc, models=(*MATRIX_MODELS, "negate"), stop_fn=server.stop)
+    server.stop()
+
+
+# -- real Triton -------------------------------------------------------------------------------
+
+
+def _triton_home(venv: Path) -> tuple[Path, list[str]]:
+    """A copy of the wheel's tritonserver dir with this Python's backend stub; the lib path."""
+    site = Path(
+        subprocess.check_output(
+            [str(python_of(venv)), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            text=True,
+        ).strip()
+    )
+    src = site / "pytriton" / "tritonserver"
+    home = venv / "triton-home"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = src / "python_backend_stubs" / version / "triton_python_backend_stub"
+    if not stub.is_file():
+        pytest.skip(f"the nvidia-pytriton wheel has no Python backend stub for Python {version}")
+    if not (home / "backends" / "python" / stub.name).is_file():
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.copytree(src, home)
+        shutil.copy2(stub, home / "backends" / "python" / stub.name)
+    libs = [str(sysconfig.get_config_var("LIBDIR")), str(site / "nvidia_pytriton.libs")]
+    return home, libs
+
+
+@pytest.fixture(scope="session")
+def triton_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Peer]]:
+    venv = _venv_or_skip("triton")
+    stock = _venv_or_skip("stock-python")
+    home, libs = _triton_home(venv)
+    started: list[Peer] = []
+
+    def launch(repository: Path, models: tuple[str, ...] = MATRIX_MODELS) -> Peer:
+        http, grpc = free_port(), free_port()
+        env = dict(os.environ)
+        # Triton's embedded Python finds its prefix through `python3` on PATH (PYTHONPATH is
+        # ignored): the numpy-only venv plays a stock Triton image's Python.
+        env["PATH"] = f"{stock / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([*libs, env.get("LD_LIBRARY_PATH", "")])
+        env.pop("PYTHONPATH", None)
+        cmd = [
+            str(home / "bin" / "tritonserver"),
+            f"--model-repository={repository}",
+            f"--backend-directory={home / 'backends'}",
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            f"--http-port={http}",
+            f"--grpc-port={grpc}",
+            "--allow-metrics=false",
+            "--exit-timeout-secs=5",
+        ]
+        cwd = tmp_path_factory.mktemp("triton")
+        peer = _start(
+            "triton", cmd, env=env, cwd=cwd, http_port=http, grpc_port=grpc, models=models
+        )
+        started.append(peer)
+        return peer
+
+    yield launch
+    for peer in started:
+        peer.stop()
+
+
+def export_peer_models(out: Path) -> Path:
+    """Export demo ``add_sub`` / ``echo`` and the models of ``tests/peers/models`` to ``out``."""
+    from nbinfer.server.demo.models import AddSub, Echo
+    from nbinfer.server.export import export_model
+    from nbinfer.server.repository import ModelRepository
+
+    for demo in (AddSub(), Echo()):
+        export_model(demo, out)
+    repo = ModelRepository(PEER_MODELS, device="cpu")
+    try:
+        for name in ("times_two", "upper", "negate"):
+            model = repo.resolve(name).model
+            assert model is not None
+            export_model(model, out)
+    finally:
+        repo.close()
+    return out
+
+
+@pytest.fixture(scope="session")
+def triton_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_peer_models(tmp_path_factory.mktemp("triton-repo"))
+
+
+@pytest.fixture(scope="session")
+def triton(triton_launcher: Callable[..., Peer], triton_repository: Path) -> Peer:
+    return triton_launcher(triton_repository, models=(*MATRIX_MODELS, "negate", "echo"))
+
+
+# -- Seldon MLServer ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def mlserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
+    venv = _venv_or_skip("mlserver")
+    root = tmp_path_factory.mktemp("mlserver")
+    shutil.copy(HERE / "mlserver_models" / "models.py", root / "models.py")
+    http, grpc = free_port(), free_port()
+    settings = {
+        "parallel_workers": 0,  # MLServer 1.7's workers fail with uvloop >= 0.22 (PEERS.md)
+        "host": "127.0.0.1",
+        "http_port": http,
+        "grpc_port": grpc,
+        "metrics_port": free_port(),
+        "metrics_endpoint": None,
+    }
+    (root / "settings.json").write_text(json.dumps(settings))
+    for name, cls in (("add_sub", "AddSub"), ("times_two", "TimesTwo"), ("upper", "Upper")):
+        (root / name).mkdir()
+        doc = {"name": name, "implementation": f"models.{cls}"}
+        (root / name / "model-settings.json").write_text(json.dumps(doc))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cmd = [str(venv / "bin" / "mlserver"), "start", str(root)]
+    peer = _start(
+        "mlserver", cmd, env=env, cwd=root, http_port=http, grpc_port=grpc, binary_http=False
+    )
+    yield peer
+    peer.stop()
+
+
+# -- KServe ModelServer ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
+    if importlib.util.find_spec("kserve") is None:
+        pytest.skip("kserve is not installed (it comes with nbinfer[test])")
+    http, grpc = free_port(), free_port()
+    cmd = [sys.executable, str(KSERVE_SCRIPT), "--http-port", str(http), "--grpc-port", str(grpc)]
+    cwd = tmp_path_factory.mktemp("kserve")
+    peer = _start("kserve", cmd, env=dict(os.environ), cwd=cwd, http_port=http, grpc_port=grpc)
+    yield peer
+    peer.stop()
