@@ -498,7 +498,8 @@ class Session:
                 ``"inception"``, ``"vgg"`` or a function of the ``uint8`` NHWC batch),
                 ``preprocess`` (a function of one PIL image), ``size``, ``layout``,
                 ``encoded`` (send JPEG / PNG bytes as BYTES), ``input``, ``output``,
-                ``batch_size``, ``server_topk``, ``workers``, ``progress``.
+                ``batch_size``, ``server_topk``, ``concurrency`` (requests in flight),
+                ``workers`` (decoding threads for big images), ``progress``.
 
         Returns:
             A DataFrame with columns ``image`` (path or position), ``rank``, ``label``,
@@ -515,12 +516,14 @@ class Session:
         """
         from nbinfer.interop.images import classify_images
 
-        def infer(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> InferResult:
-            return self.client.infer(model, inputs, outputs=outputs, model_version=model_version)
+        def submit(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> Any:
+            return self.client.async_infer(
+                model, inputs, outputs=outputs, model_version=model_version
+            )
 
         opts = self._image_options(model, model_version, dict(options, top_k=top_k))
         metadata = self.client.get_model_metadata(model, model_version)
-        frame: pd.DataFrame = classify_images(infer, metadata, images, **opts)
+        frame: pd.DataFrame = classify_images(submit, metadata, images, **opts)
         return frame
 
     async def aclassify(

@@ -24,8 +24,8 @@ accepts for image models) gets the JPEG / PNG bytes themselves, one element per 
 decodes on the server; files are then read, never decoded, on the client.
 
 Batches follow the model's ``max_batch_size`` (64 images for a model whose leading dim is a
-free ``-1``; one image per request for a model without a batch dim); a thread pool decodes the
-next batches while the current one is in flight. Top-k comes from the server's
+free ``-1``; one image per request for a model without a batch dim); the next batch decodes
+while up to ``concurrency`` (2) requests are in flight. Top-k comes from the server's
 classification extension when it offers one, else is computed locally.
 """
 
@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import glob
 import io
 import os
+import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -73,6 +73,10 @@ IMAGE_SUFFIXES = frozenset(
 )
 #: Images per request for a model whose leading dim is a free ``-1`` (no max_batch_size).
 DEFAULT_BATCH = 64
+#: Decoding threads for big images (see :data:`THREADED_DECODE_FROM`).
+DEFAULT_WORKERS = min(4, (os.cpu_count() or 2) + 1)
+#: Seconds per image of the first batch above which later batches decode in threads.
+THREADED_DECODE_FROM = 150e-6
 _VGG_MEANS = {1: (128.0,), 3: (123.0, 117.0, 104.0)}
 
 Scaling = str | Callable[[np.ndarray[Any, Any]], Any]
@@ -83,8 +87,10 @@ class _Result(Protocol):
     def as_numpy(self, name: str) -> np.ndarray[Any, Any]: ...
 
 
-#: ``infer(inputs, outputs)`` -> a result with ``as_numpy`` (a bound client / session call).
-InferFn = Callable[[dict[str, np.ndarray[Any, Any]], list[RequestedOutput]], _Result]
+#: ``submit(inputs, outputs)`` -> a future of a result with ``as_numpy`` (``Client.async_infer``).
+SubmitFn = Callable[
+    [dict[str, np.ndarray[Any, Any]], list[RequestedOutput]], "concurrent.futures.Future[Any]"
+]
 AsyncInferFn = Callable[
     [dict[str, np.ndarray[Any, Any]], list[RequestedOutput]], Awaitable[_Result]
 ]
@@ -114,7 +120,12 @@ def _expand_path(text: str) -> list[str]:
         return found
     path = Path(text).expanduser()
     if path.is_dir():
-        found = sorted(str(p) for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        with os.scandir(path) as entries:
+            found = sorted(
+                e.path
+                for e in entries
+                if os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES and e.is_file()
+            )
         if not found:
             raise InvalidInputError(f"directory {text!r} holds no image files")
         return found
@@ -174,6 +185,28 @@ def _array_to_uint8(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return out
 
 
+def read_file(path: str) -> bytes:
+    """A file's bytes (one ``read`` of its size: cheaper than ``open().read()`` per image)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        size = os.fstat(fd).st_size
+        chunks = [os.read(fd, max(size, 1))]
+        while chunks[-1]:  # the file grew, or a pipe: read to the end
+            chunks.append(os.read(fd, 1 << 16))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _format_of(data: bytes) -> tuple[str, ...] | None:
+    """Pillow's format name from the magic bytes of PNG and JPEG (``None``: let Pillow probe)."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return ("PNG",)
+    if data.startswith(b"\xff\xd8\xff"):
+        return ("JPEG",)
+    return None
+
+
 def load_image(source: ImageSource, *, draft: tuple[str, tuple[int, int]] | None = None) -> Any:
     """Open one image source as a PIL image (pixels loaded).
 
@@ -192,7 +225,8 @@ def load_image(source: ImageSource, *, draft: tuple[str, tuple[int, int]] | None
             arr = arr[..., 0]
         return pil.fromarray(np.ascontiguousarray(arr))
     try:
-        im = pil.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+        data = read_file(source) if isinstance(source, str) else source
+        im = pil.open(io.BytesIO(data), formats=_format_of(data))
         if draft is not None and im.format == "JPEG":
             im.draft(*draft)
         im.load()
@@ -207,8 +241,7 @@ def encode_image(source: ImageSource) -> bytes:
     if isinstance(source, bytes):
         return source
     if isinstance(source, str):
-        with open(source, "rb") as fh:
-            return fh.read()
+        return read_file(source)
     buf = io.BytesIO()
     load_image(source).save(buf, format="PNG")
     return buf.getvalue()
@@ -508,6 +541,7 @@ class _Job:
     labels: list[str] | None
     scaling: Scaling
     preprocess: Callable[[Any], Any] | None
+    concurrency: int
     workers: int
     progress: bool | None
     parts: list[tuple[Any, Any, list[str | None]]] = field(default_factory=list)
@@ -525,6 +559,43 @@ class _Job:
         if not self.plan.batched:
             tensor = tensor[0]
         return {self.plan.input: tensor}
+
+    def prepared(self) -> Iterator[tuple[dict[str, np.ndarray[Any, Any]], int]]:
+        """Each batch's inputs, in order.
+
+        The first batch decodes in the caller's thread; when an image took longer than
+        :data:`THREADED_DECODE_FROM` seconds, ``workers`` threads decode the rest ahead of the
+        caller (Pillow releases the GIL while it inflates and resamples big images; for small
+        ones a second thread only fights the caller for the GIL).
+        """
+        batches = iter(self.batches())
+        first = next(batches, None)
+        if first is None:
+            return
+        start = time.perf_counter()
+        inputs = self.prepare(first)
+        heavy = (time.perf_counter() - start) / len(first) >= THREADED_DECODE_FROM
+        yield inputs, len(first)
+        if self.workers <= 0 or not heavy:
+            for batch in batches:
+                yield self.prepare(batch), len(batch)
+            return
+        with concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.workers, thread_name_prefix="nbinfer-images"
+        ) as pool:
+            ahead: deque[tuple[concurrent.futures.Future[Any], int]] = deque()
+            try:
+                for batch in batches:
+                    ahead.append((pool.submit(self.prepare, batch), len(batch)))
+                    if len(ahead) > self.workers:
+                        fut, n = ahead.popleft()
+                        yield fut.result(), n
+                while ahead:
+                    fut, n = ahead.popleft()
+                    yield fut.result(), n
+            finally:
+                for fut, _ in ahead:
+                    fut.cancel()
 
     def outputs(self) -> list[RequestedOutput]:
         count = self.k if self.server_topk else 0
@@ -556,23 +627,6 @@ class _Job:
             return None
         return tqdm(total=len(self.items), unit="img", desc="classify", leave=False)
 
-    def run(self) -> Generator[tuple[concurrent.futures.Future[Any], int], None, None]:
-        """Prepared batches in order, the next ones decoding while the caller infers."""
-        with concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(1, self.workers), thread_name_prefix="nbinfer-images"
-        ) as pool:
-            queue: deque[tuple[concurrent.futures.Future[Any], int]] = deque()
-            try:
-                for batch in self.batches():
-                    queue.append((pool.submit(self.prepare, batch), len(batch)))
-                    if len(queue) > self.workers:
-                        yield queue.popleft()
-                while queue:
-                    yield queue.popleft()
-            finally:
-                for fut, _ in queue:
-                    fut.cancel()
-
     def frame(self) -> ClassificationFrame:
         idx = np.concatenate([p[0] for p in self.parts])
         score = np.concatenate([p[1] for p in self.parts])
@@ -581,23 +635,30 @@ class _Job:
         return classification_frame(keys, idx, score, names, dict(self.items))
 
 
-@contextlib.contextmanager
-def _driving(job: _Job) -> Iterator[tuple[Iterator[tuple[Any, int]], Callable[..., None]]]:
-    """The batches of ``job`` and ``take(result, n)``, which collects answers into ``job``."""
-    bar = job.bar()
+class _Window:
+    """Requests in flight, answered in order; the progress bar; closes it all on exit."""
 
-    def take(result: _Result, n: int) -> None:
-        job.parts.append(job.top(result, n))
-        if bar is not None:
-            bar.update(n)
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+        self.bar = job.bar()
+        self.pending: deque[tuple[Any, int]] = deque()
 
-    batches = job.run()
-    try:
-        yield batches, take
-    finally:
-        batches.close()
-        if bar is not None:
-            bar.close()
+    def full(self) -> bool:
+        return len(self.pending) >= self.job.concurrency
+
+    def take(self, result: _Result, n: int) -> None:
+        self.job.parts.append(self.job.top(result, n))
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def __enter__(self) -> _Window:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fut, _ in self.pending:
+            fut.cancel()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _job(
@@ -618,9 +679,12 @@ def _job(
     input: str | None,
     output: str | None,
     server_topk: bool | None,
+    concurrency: int,
     workers: int,
     progress: bool | None,
 ) -> _Job:
+    if concurrency < 1:
+        raise InvalidInputError(f"concurrency must be >= 1, got {concurrency}")
     if top_k < 1:
         raise InvalidInputError(f"top_k must be >= 1, got {top_k}")
     plan = plan_images(
@@ -643,19 +707,34 @@ def _job(
     if own is None and server_labels and plan.output in server_labels:
         own = list(server_labels[plan.output])
     use_server = "classification" in extensions if server_topk is None else server_topk
-    return _Job(plan, items, size_, top_k, use_server, own, scaling, preprocess, workers, progress)
+    return _Job(
+        plan,
+        items,
+        size_,
+        top_k,
+        use_server,
+        own,
+        scaling,
+        preprocess,
+        concurrency,
+        workers,
+        progress,
+    )
 
 
-def classify_images(infer: InferFn, metadata: ModelMetadata, images: Any, **options: Any) -> Any:
-    """Classify images with ``infer`` (a bound inference call); see :meth:`Session.classify`.
+def classify_images(submit: SubmitFn, metadata: ModelMetadata, images: Any, **options: Any) -> Any:
+    """Classify images with ``submit`` (a bound inference call); see :meth:`Session.classify`.
+
+    Images are decoded in the calling thread while up to ``concurrency`` requests are in
+    flight (``submit`` returns a future, e.g. ``Client.async_infer``).
 
     Args:
-        infer: ``infer(inputs, outputs)`` returning a result with ``as_numpy``.
+        submit: ``submit(inputs, outputs)`` returning a future of a result with ``as_numpy``.
         metadata: The model's metadata.
         images: Paths, globs, directories, PIL images, arrays, bytes, or a list of them.
         **options: ``config``, ``top_k``, ``labels``, ``server_labels``, ``extensions``,
             ``batch_size``, ``scaling``, ``preprocess``, ``size``, ``layout``, ``encoded``,
-            ``input``, ``output``, ``server_topk``, ``workers``, ``progress``.
+            ``input``, ``output``, ``server_topk``, ``concurrency``, ``progress``.
 
     Returns:
         A :class:`ClassificationFrame`.
@@ -665,9 +744,15 @@ def classify_images(infer: InferFn, metadata: ModelMetadata, images: Any, **opti
     """
     job = _job(metadata, options.pop("config", None), images, **_defaults(options))
     outputs = job.outputs()
-    with _driving(job) as (batches, take):
-        for fut, n in batches:
-            take(infer(fut.result(), outputs), n)
+    with _Window(job) as window:
+        for inputs, n in job.prepared():
+            window.pending.append((submit(inputs, outputs), n))
+            while window.pending and (window.full() or window.pending[0][0].done()):
+                fut, n = window.pending.popleft()
+                window.take(fut.result(), n)
+        while window.pending:
+            fut, n = window.pending.popleft()
+            window.take(fut.result(), n)
     return job.frame()
 
 
@@ -677,9 +762,16 @@ async def aclassify_images(
     """Like :func:`classify_images` with an ``async`` inference call (decoding stays threaded)."""
     job = _job(metadata, options.pop("config", None), images, **_defaults(options))
     outputs = job.outputs()
-    with _driving(job) as (batches, take):
-        for fut, n in batches:
-            take(await infer(await asyncio.wrap_future(fut), outputs), n)
+    with _Window(job) as window:
+        for batch in job.batches():
+            inputs = await asyncio.to_thread(job.prepare, batch)  # the loop keeps serving
+            window.pending.append((asyncio.ensure_future(infer(inputs, outputs)), len(batch)))
+            while window.pending and (window.full() or window.pending[0][0].done()):
+                task, n = window.pending.popleft()
+                window.take(await task, n)
+        while window.pending:
+            task, n = window.pending.popleft()
+            window.take(await task, n)
     return job.frame()
 
 
@@ -698,7 +790,8 @@ def _defaults(options: dict[str, Any]) -> dict[str, Any]:
         "input": None,
         "output": None,
         "server_topk": None,
-        "workers": 2,
+        "concurrency": 2,
+        "workers": DEFAULT_WORKERS,
         "progress": None,
     }
     unknown = set(options) - set(known)

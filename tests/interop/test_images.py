@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from nbinfer.errors import InvalidInputError
+from nbinfer.interop import images as images_module
 from nbinfer.interop.images import (
     ClassificationFrame,
     expand_images,
@@ -166,6 +167,16 @@ def test_rgb_nchw_model_gets_batches_within_max_batch_size(session: Session) -> 
     assert frame["label"].tolist() == ["red", "green", "blue"] * 3
     stats = session.stats("brightest_channel").iloc[0]
     assert (stats["inference_count"], stats["execution_count"]) == (9, 3)  # 4 + 4 + 1
+
+
+def test_threaded_decoding_gives_the_same_frame(
+    session: Session, png_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = sorted(str(p) for p in png_dir.glob("*.png"))[:200]
+    inline = session.classify("digits", files, top_k=2, batch_size=16, workers=0)
+    monkeypatch.setattr(images_module, "THREADED_DECODE_FROM", 0.0)  # every image is "big"
+    threaded = session.classify("digits", files, top_k=2, batch_size=16, workers=3)
+    pd.testing.assert_frame_equal(pd.DataFrame(inline), pd.DataFrame(threaded))
 
 
 def test_aclassify_matches_classify(session: Session, held_out: Any) -> None:
