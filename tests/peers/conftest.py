@@ -258,9 +258,20 @@ def mlserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
         "metrics_endpoint": None,
     }
     (root / "settings.json").write_text(json.dumps(settings))
-    for name, cls in (("add_sub", "AddSub"), ("times_two", "TimesTwo"), ("upper", "Upper")):
+    fp32 = [("INPUT0", "FP32", [-1, 16]), ("INPUT1", "FP32", [-1, 16])]
+    declared = {
+        "add_sub": ("AddSub", fp32, [("OUTPUT0", "FP32", [-1, 16]), ("OUTPUT1", "FP32", [-1, 16])]),
+        "times_two": ("TimesTwo", [("INPUT0", "INT64", [-1])], [("OUTPUT0", "INT64", [-1])]),
+        "upper": ("Upper", [("INPUT0", "BYTES", [-1])], [("OUTPUT0", "BYTES", [-1])]),
+    }
+    for name, (cls, ins, outs) in declared.items():
         (root / name).mkdir()
-        doc = {"name": name, "implementation": f"models.{cls}"}
+        doc = {
+            "name": name,
+            "implementation": f"models.{cls}",
+            "inputs": [{"name": n, "datatype": d, "shape": s} for n, d, s in ins],
+            "outputs": [{"name": n, "datatype": d, "shape": s} for n, d, s in outs],
+        }
         (root / name / "model-settings.json").write_text(json.dumps(doc))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     cmd = [str(venv / "bin" / "mlserver"), "start", str(root)]

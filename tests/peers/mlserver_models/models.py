@@ -4,7 +4,24 @@ import numpy as np
 from mlserver import MLModel
 from mlserver.codecs import NumpyCodec
 from mlserver.errors import InferenceError
-from mlserver.types import InferenceRequest, InferenceResponse
+from mlserver.types import InferenceRequest, InferenceResponse, ResponseOutput
+
+
+def _array(inp):
+    if inp.datatype == "BYTES":  # JSON gives str, gRPC bytes; keep the declared shape
+        values = getattr(inp.data, "root", inp.data)
+        flat = [v if isinstance(v, bytes) else str(v).encode() for v in values]
+        return np.array(flat, dtype=object).reshape(inp.shape)
+    return NumpyCodec.decode_input(inp).reshape(inp.shape)
+
+
+def _output(name, arr):
+    if arr.dtype == object:
+        flat = [bytes(v) for v in arr.reshape(-1)]
+        return ResponseOutput(name=name, shape=list(arr.shape), datatype="BYTES", data=flat)
+    out = NumpyCodec.encode_output(name, arr)
+    out.shape = list(arr.shape)  # NumpyCodec makes [N] into [N, 1]
+    return out
 
 
 class _Tensors(MLModel):
@@ -15,7 +32,7 @@ class _Tensors(MLModel):
         raise NotImplementedError
 
     async def predict(self, payload: InferenceRequest) -> InferenceResponse:
-        arrays = {i.name: NumpyCodec.decode_input(i) for i in payload.inputs}
+        arrays = {i.name: _array(i) for i in payload.inputs}
         try:
             outputs = self.compute(arrays)
         except KeyError as exc:
@@ -23,7 +40,7 @@ class _Tensors(MLModel):
         return InferenceResponse(
             model_name=self.name,
             id=payload.id,
-            outputs=[NumpyCodec.encode_output(name, arr) for name, arr in outputs.items()],
+            outputs=[_output(name, arr) for name, arr in outputs.items()],
         )
 
 
