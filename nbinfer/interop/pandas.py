@@ -166,13 +166,17 @@ def outputs_to_dataframe(
             cells = np.empty(len(arr), dtype=object)
             cells[:] = list(arr)
             block, names = cells.reshape(-1, 1), [out.name]
+        if not block.flags.writeable:  # a view on received bytes: the user's frame is editable
+            block = block.copy()
         # one 2-D block per output: pandas keeps it as is (no per-column copies)
         frames.append(pd_.DataFrame(block, columns=names, index=use_index, copy=False))
     if not frames:
         return pd_.DataFrame(index=use_index)
     if len(frames) == 1:
         return frames[0]
-    return pd_.concat(frames, axis=1, copy=False)
+    if int(pd_.__version__.split(".")[0]) < 3:  # pandas 3 never copies here (copy-on-write)
+        return pd_.concat(frames, axis=1, copy=False)
+    return pd_.concat(frames, axis=1)
 
 
 # ------------------------------------------------------------------------------ chunked runs

@@ -195,6 +195,24 @@ def test_columns_follow_model_declared_order_when_names_differ(session: Session)
     np.testing.assert_array_equal(mapped["s"].to_numpy(), out["s"].to_numpy())
 
 
+def test_cell_columns_feed_each_input_and_every_output_gets_its_columns(
+    session: Session,
+) -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.random((30, 16), dtype=np.float32), rng.random((30, 16), dtype=np.float32)
+    frame = pd.DataFrame({"INPUT0": list(a), "INPUT1": list(b)}, index=np.arange(30) * 2)
+    out = session.infer("add_sub", frame, batch_size=4, progress=False)
+    assert out.shape == (30, 32) and out.index.equals(frame.index)
+    np.testing.assert_allclose(out.filter(like="OUTPUT0[").to_numpy(), a + b, rtol=1e-6)
+    np.testing.assert_allclose(out.filter(like="OUTPUT1[").to_numpy(), a - b, rtol=1e-6)
+
+
+def test_result_frame_is_editable_even_from_one_zero_copy_response(session: Session) -> None:
+    out = session.infer("iris", iris_frame(3))
+    out.iloc[0, 0] = -1.0
+    assert out.iloc[0, 0] == -1.0
+
+
 def test_bytes_columns_round_trip_through_echo_in_chunks(session: Session) -> None:
     words = ["alpha", "β-ünïcode", "", "x" * 300] * 25
     frame = pd.DataFrame({"INPUT0": words}, index=pd.RangeIndex(100, 0, -1))
