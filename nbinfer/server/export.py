@@ -900,6 +900,16 @@ def run_export(args: argparse.Namespace) -> int:
             model, args.out, name=args.name, version=args.version, format=args.format
         )
         sys.stdout.write(f"exported {args.model!r} to {path}\n")
+        settings_file = path / str(args.version) / "nbinfer_export.json"
+        if settings_file.is_file():  # Python models: what Triton's Python needs
+            settings = json.loads(settings_file.read_text(encoding="utf-8"))
+            needs = settings["requires"]
+            sys.stdout.write(
+                f"{settings['route']} route; Triton's Python needs Python {needs['python']} and "
+                f"{', '.join(needs['packages'])}\n"
+            )
+            if settings.get("note"):
+                sys.stdout.write(settings["note"] + "\n")
         if args.kserve_manifest:
             isvc = re.sub(r"[^a-z0-9-]+", "-", (args.name or args.model).lower()).strip("-")
             text = kserve_manifest(

@@ -278,7 +278,9 @@ class Triple(Model):
 """
 
 
-def test_main_export_writes_the_entry_and_manifest(tmp_path: Path) -> None:
+def test_main_export_writes_the_entry_and_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     repo = tmp_path / "repo"
     (repo / "triple" / "1").mkdir(parents=True)
     (repo / "triple" / "1" / "model.py").write_text(_NATIVE)
@@ -294,6 +296,7 @@ def test_main_export_writes_the_entry_and_manifest(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 0
     assert "name: triple" in manifest.read_text()
+    assert "source route; Triton's Python needs Python >=3.10 and numpy" in capsys.readouterr().out
     reloaded = load_model_dir(tmp_path / "out" / "triple")
     assert reloaded is not None
     got = _outputs(reloaded, "triple", [InferInput("x", "INT32", [2], np.array([1, 2], np.int32))])
