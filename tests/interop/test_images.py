@@ -45,12 +45,11 @@ def held_out(digits: Any) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def png_dir(tmp_path_factory: pytest.TempPathFactory, held_out: Any) -> Path:
-    """Held-out digits as PNG files, upscaled to 32x32 (classify resizes them back)."""
+    """Held-out digits as 8x8 grayscale PNG files (what load_digits holds, as image files)."""
     folder = tmp_path_factory.mktemp("digits")
     images, targets = held_out
     for i, (img, target) in enumerate(zip(images, targets, strict=True)):
-        big = Image.fromarray(img).resize((32, 32), Image.Resampling.BILINEAR)
-        big.save(folder / f"{i:04d}_{target}.png")
+        Image.fromarray(img).save(folder / f"{i:04d}_{target}.png")
     return folder
 
 
@@ -134,7 +133,7 @@ def test_mixed_sources_keep_their_keys(session: Session, png_dir: Path, held_out
         top_k=1,
     )
     assert frame["image"].tolist() == [str(path), 1, 2, 3]
-    # the file is held-out image 0 (upscaled); its bytes are the same image again
+    # the file is held-out image 0; its bytes are the same image again
     assert frame["label"].tolist() == [str(t) for t in targets[[0, 1, 2, 0]]]
 
 
