@@ -38,13 +38,14 @@ import io
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
+from PIL import Image
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.classification import decode_classification, top_k
@@ -53,13 +54,19 @@ from nbinfer.protocol.types import ModelMetadata, RequestedOutput
 
 __all__ = [
     "SCALINGS",
+    "SCALING_PARAMETER",
     "ClassificationFrame",
     "ImagePlan",
-    "classify_images",
     "aclassify_images",
+    "classification_frame",
+    "classify_images",
+    "encode_image",
+    "encoded_batch",
     "expand_images",
     "load_image",
+    "pixels",
     "plan_images",
+    "read_file",
     "read_labels",
 ]
 
@@ -96,20 +103,7 @@ AsyncInferFn = Callable[
 ]
 
 
-def _pil() -> Any:
-    try:
-        from PIL import Image
-    except ImportError as exc:  # pragma: no cover - pillow is a runtime dependency
-        raise ImportError("image classification needs Pillow: pip install pillow") from exc
-    return Image
-
-
 # -- sources ---------------------------------------------------------------------------------
-
-
-def _is_pil(obj: Any) -> bool:
-    mod = type(obj).__module__
-    return mod.startswith("PIL.") and hasattr(obj, "convert")
 
 
 def _expand_path(text: str) -> list[str]:
@@ -152,7 +146,7 @@ def expand_images(images: Any) -> list[tuple[Any, ImageSource]]:
             sources.extend(_expand_path(os.fspath(item)))
         elif isinstance(item, bytes | bytearray | memoryview):
             sources.append(bytes(item))
-        elif _is_pil(item):
+        elif isinstance(item, Image.Image):
             sources.append(item)
         elif isinstance(item, np.ndarray):
             if item.ndim == 4 or (item.ndim == 3 and item.shape[-1] not in (1, 3, 4)):
@@ -161,7 +155,7 @@ def expand_images(images: Any) -> list[tuple[Any, ImageSource]]:
                 sources.append(item)
             else:
                 raise InvalidInputError(f"an image array must be 2-D to 4-D, got {item.shape}")
-        elif top and isinstance(item, Sequence | Iterator):
+        elif top and isinstance(item, Iterable):  # lists, tuples, generators, Series
             for sub in item:
                 add(sub, False)
         else:
@@ -216,17 +210,16 @@ def load_image(source: ImageSource, *, draft: tuple[str, tuple[int, int]] | None
     Raises:
         InvalidInputError: The data is not an image Pillow can read.
     """
-    pil = _pil()
-    if _is_pil(source):
+    if isinstance(source, Image.Image):
         return source
     if isinstance(source, np.ndarray):
         arr = _array_to_uint8(source)
         if arr.ndim == 3 and arr.shape[-1] == 1:
             arr = arr[..., 0]
-        return pil.fromarray(np.ascontiguousarray(arr))
+        return Image.fromarray(np.ascontiguousarray(arr))
     try:
         data = read_file(source) if isinstance(source, str) else source
-        im = pil.open(io.BytesIO(data), formats=_format_of(data))
+        im = Image.open(io.BytesIO(data), formats=_format_of(data))
         if draft is not None and im.format == "JPEG":
             im.draft(*draft)
         im.load()
@@ -348,14 +341,18 @@ def plan_images(
         encoded = spec.datatype == "BYTES"
     if encoded:
         batched = mbs > 0 or (bool(shape) and shape[0] == -1)
-        item = tuple(d if d > 0 else 1 for d in shape[1:]) if batched else ()
+        # A BYTES input's own dims (e.g. [-1, 1]); a pixel input (OVMS) takes bytes as [N].
+        own = shape[1:] if spec.datatype == "BYTES" else []
+        item = tuple(d if d > 0 else 1 for d in own) if batched else ()
         return ImagePlan(spec.name, "BYTES", out.name, "", 0, 0, 0, batched, mbs, True, item)
+    lead = shape[0] if shape else 0
     if mbs > 0:
         batched = True
-    else:  # a leading free dim before the image dims acts as the batch dim
-        batched = bool(shape) and shape[0] == -1 and (len(shape) == 4 or len(shape) == 3)
-        if len(shape) == 3 and batched and (shape[-1] in (1, 3) or shape[1] in (1, 3)):
-            batched = False  # [-1, W, 3] style: an HWC image with a free height
+    elif len(shape) == 4 and lead in (-1, 1):  # a batch dim without batching; 1: fixed (ONNX)
+        batched, mbs = True, max(lead, 0)
+    else:  # [-1, H, W]: the free dim is the batch, unless it looks like [-1, W, 3] (HWC)
+        batched = len(shape) == 3 and lead == -1 and shape[-1] not in (1, 3)
+        batched = batched and shape[1] not in (1, 3)
     dims = shape[1:] if batched else shape
     fmt = layout or ""
     if not fmt:
@@ -428,7 +425,6 @@ def pixels(
                 f"{plan.input!r} takes {list(plan.item_shape)}"
             )
         return batch
-    pil = _pil()
     mode = "L" if plan.channels == 1 else "RGB"
     size = (plan.width, plan.height)
     arrays = []
@@ -437,7 +433,7 @@ def pixels(
         if im.mode != mode:
             im = im.convert(mode)
         if im.size != size:
-            im = im.resize(size, pil.Resampling.BILINEAR)
+            im = im.resize(size, Image.Resampling.BILINEAR)
         arrays.append(np.asarray(im))
     batch = np.stack(arrays)
     if batch.ndim == 3:
@@ -460,8 +456,10 @@ def encoded_batch(sources: Sequence[ImageSource], plan: ImagePlan) -> np.ndarray
 def read_labels(labels: Sequence[str] | str | os.PathLike[str]) -> list[str]:
     """Class labels from a sequence or a labels file (one label per line, Triton's format)."""
     if isinstance(labels, str | os.PathLike):
-        text = Path(labels).read_text(encoding="utf-8")
-        return [line.strip() for line in text.splitlines() if line.strip()]
+        lines = [line.strip() for line in Path(labels).read_text(encoding="utf-8").splitlines()]
+        while lines and not lines[-1]:  # line i is class i: only trailing blanks go
+            lines.pop()
+        return lines
     return [str(label) for label in labels]
 
 
@@ -621,10 +619,8 @@ class _Job:
         show = self.progress if self.progress is not None else len(self.items) > self.batch_size
         if not show:
             return None
-        try:
-            from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
-        except ImportError:  # no progress bar without tqdm
-            return None
+        from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
+
         return tqdm(total=len(self.items), unit="img", desc="classify", leave=False)
 
     def frame(self) -> ClassificationFrame:

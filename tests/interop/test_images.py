@@ -251,6 +251,7 @@ def _meta(shape: list[int], datatype: str = "FP32") -> ModelMetadata:
         ([-1, 224, 224, 3], {"max_batch_size": 8}, ("NHWC", 3, 224, 224, True)),
         ([-1, 8, 8], {}, ("NHW", 1, 8, 8, True)),
         ([1, 28, 28], {}, ("NCHW", 1, 28, 28, False)),
+        ([1, 3, 32, 32], {}, ("NCHW", 3, 32, 32, True)),  # ONNX export with a fixed batch of 1
         (
             [-1, 3, 32, 3],
             {"max_batch_size": 2, "input": [{"name": "x", "format": "FORMAT_NHWC"}]},
@@ -263,6 +264,15 @@ def test_plan_reads_layout_size_and_batching(
 ) -> None:
     plan = plan_images(_meta(shape), config)
     assert (plan.layout, plan.channels, plan.height, plan.width, plan.batched) == expected
+    if shape[0] == 1 and len(shape) == 4:
+        assert plan.max_batch == 1
+
+
+def test_encoded_plan_sends_one_bytes_element_per_image() -> None:
+    ovms = plan_images(_meta([-1, 224, 224, 3]), {"max_batch_size": 8}, encoded=True)
+    assert (ovms.datatype, ovms.item_shape, ovms.batched) == ("BYTES", (), True)
+    column = plan_images(_meta([-1, 1], "BYTES"), {"max_batch_size": 8})
+    assert (column.encoded, column.item_shape) == (True, (1,))
 
 
 def test_plan_needs_a_size_for_variable_spatial_dims() -> None:
