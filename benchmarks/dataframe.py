@@ -5,7 +5,7 @@ as a CSV would give) goes through the embedded server's ``iris`` model three way
 run against the same server process, and comes back as a DataFrame of the three class
 probabilities aligned with the input index:
 
-* **nbinfer**: ``session.infer("iris", frame)`` (chunked, 4 requests in flight over HTTP);
+* **nbinfer**: ``session.infer("iris", frame)`` (chunked, 8 requests in flight over HTTP);
 * **tritonclient loop**: the loop people write by hand with ``tritonclient.http``: split the
   frame into chunks of the same size as nbinfer's, convert each to a float32 matrix, binary infer,
   ``as_numpy``, then concatenate and wrap in a DataFrame with the frame's index;

@@ -375,8 +375,9 @@ class Session:
             columns: DataFrame only: ``{input: column or [columns]}`` (or a list of columns for
                 a single-input model).
             batch_size: DataFrame only: rows per request (default: the model's
-                ``max_batch_size``, else about 8 MiB of tensor data per request).
-            concurrency: DataFrame only: requests in flight (default 4).
+                ``max_batch_size``, else about 512 KiB of tensor data per request).
+            concurrency: DataFrame only: requests in flight (default 8; the sync client runs
+                at most its ``max_workers`` at once).
             progress: DataFrame only: a progress bar (``tqdm.auto``: a widget in notebooks);
                 default on when the frame takes more than one request.
             expand: ``[n, k]`` outputs as ``k`` columns (default) or one column of arrays.

@@ -49,9 +49,10 @@ __all__ = [
 #: model's working set in cache. Measured on ``iris``: 512 KiB (32k rows) needs 2-3x less server
 #: CPU than 4-8 MiB, where OpenBLAS starts threads for the [n, 4] @ [4, 3] product.
 DEFAULT_CHUNK_BYTES = 512 * 1024
-#: Requests kept in flight by default: one being computed while the next is sent and the previous
-#: one decoded.
-DEFAULT_CONCURRENCY = 4
+#: Requests kept in flight by default: enough that the server always has the next chunk queued
+#: while others are sent and copied into place (measured on ``iris``: 8 beats 4 by ~10-20 %; the
+#: sync client's ``async_infer`` pool has 8 threads).
+DEFAULT_CONCURRENCY = 8
 
 
 def _pandas() -> Any:
