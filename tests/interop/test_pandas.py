@@ -115,6 +115,16 @@ def test_outputs_become_labelled_columns_and_text() -> None:
     assert frame.loc[10, "w"] == "x" and frame.loc[11, "w"] == b"\xff"
 
 
+def test_classification_without_server_labels_uses_model_labels_then_indices() -> None:
+    top = np.array([[b"0.9:2", b"0.1:0"], [b"0.6:5", b"0.4:1:named"]], dtype=object)
+    frame = outputs_to_dataframe(
+        [InferOutput("p", "BYTES", [2, 2], top)], labels={"p": ["a", "b", "c"]}, classified=["p"]
+    )
+    assert list(frame.columns) == ["label", "score", "label_2", "score_2"]
+    assert frame["label"].tolist() == ["c", "5"] and frame["label_2"].tolist() == ["a", "named"]
+    assert frame["score"].tolist() == [0.9, 0.6]
+
+
 def test_from_dataframe_without_metadata_uses_column_names_and_dtypes() -> None:
     df = pd.DataFrame({"n": np.array([1, 2], dtype=np.int32), "s": ["a", "b"]})
     request = InferRequest.from_pandas(df)
