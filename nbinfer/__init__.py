@@ -59,6 +59,7 @@ def load_ipython_extension(ipython: object) -> None:
 
     load(ipython)
 
+
 __all__ = [
     "AsyncClient",
     "BasicAuth",
