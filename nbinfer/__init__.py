@@ -6,6 +6,7 @@ The public API is exactly ``__all__`` (a test checks it). IPython is never impor
 
 from __future__ import annotations
 
+from nbinfer.capabilities import Capabilities
 from nbinfer.client import AsyncClient, Client, InferResult, Sequence
 from nbinfer.config import (
     BasicAuth,
@@ -33,6 +34,7 @@ from nbinfer.errors import (
     TimeoutError,
     TransportError,
     UnauthenticatedError,
+    UnsupportedError,
 )
 from nbinfer.protocol import (
     ClassificationResult,
@@ -64,6 +66,7 @@ __all__ = [
     "AsyncClient",
     "BasicAuth",
     "BearerAuth",
+    "Capabilities",
     "ClientConfig",
     "HeaderAuth",
     "Retries",
@@ -104,6 +107,7 @@ __all__ = [
     "TimeoutError",
     "TransportError",
     "UnauthenticatedError",
+    "UnsupportedError",
     "__version__",
     "load_ipython_extension",
 ]

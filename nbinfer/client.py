@@ -1265,6 +1265,17 @@ class Client(_Core):
 
     # -- KServe v1 -------------------------------------------------------------------------
 
+    def list_models(
+        self, *, headers: Mapping[str, str] | None = None, timeout: float | None = None
+    ) -> list[str]:
+        """KServe's model list (``GET v2/models``, else ``v1/models``): names only, REST only.
+
+        Raises:
+            ModelNotFoundError: The server has neither route.
+            UnsupportedError: A gRPC client (the list is REST only).
+        """
+        return self._run(self._binding.model_list(self._opts(headers, timeout)))
+
     def predict(
         self,
         model_name: str,
@@ -1816,6 +1827,12 @@ class AsyncClient(_Core):
         await self._run(self._binding.shm_unregister("cuda", name, opts))
 
     # -- KServe v1 -------------------------------------------------------------------------
+
+    async def list_models(
+        self, *, headers: Mapping[str, str] | None = None, timeout: float | None = None
+    ) -> list[str]:
+        """KServe's model list (``GET v2/models``, else ``v1/models``): names only, REST only."""
+        return await self._run(self._binding.model_list(self._opts(headers, timeout)))
 
     async def predict(
         self,

@@ -10,6 +10,7 @@ classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC
     │   └── TimeoutError                 connect / read / per-call deadline passed
     ├── InvalidInputError  (400)         bad tensors, shapes, datatypes, sizes, malformed messages
     │   └── DataTypeError                unknown or unsupported v2 datatype / numpy dtype
+    ├── UnsupportedError                 the server lacks the extension / route a call needs
     ├── ServerError(status)              the server answered with an error
     │   ├── ModelNotFoundError  (404)    unknown model, version or route
     │   ├── ModelNotReadyError  (503)    model known but not ready / failed to load
@@ -49,6 +50,7 @@ __all__ = [
     "TimeoutError",
     "TransportError",
     "UnauthenticatedError",
+    "UnsupportedError",
     "error_for_grpc_code",
     "error_for_status",
     "grpc_code_of",
@@ -92,6 +94,34 @@ class InvalidInputError(NbinferError):
 
 class DataTypeError(InvalidInputError):
     """An unknown or unsupported v2 datatype or numpy dtype."""
+
+
+class UnsupportedError(NbinferError):
+    """The server does not offer what a call needs (a protocol extension or route).
+
+    Raised by a :class:`~nbinfer.Session` from what the server advertises (its metadata
+    ``extensions``) or from one probe, never by guessing from an unrelated error. The message names
+    the server, its version, the missing extension and what to do instead.
+
+    Attributes:
+        server: The server's name (from its metadata).
+        version: The server's version.
+        extension: The missing extension or feature (``"statistics"``, ``"model_repository"``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str = "",
+        version: str = "",
+        extension: str = "",
+        **context: Any,
+    ) -> None:
+        super().__init__(message, server=server, version=version, extension=extension, **context)
+        self.server = server
+        self.version = version
+        self.extension = extension
 
 
 class ServerError(NbinferError):
@@ -180,6 +210,7 @@ HTTP_STATUS: dict[type[NbinferError], int] = {
     PayloadTooLargeError: 413,
     UnauthenticatedError: 401,
     InferenceError: 500,
+    UnsupportedError: 501,
 }
 
 #: Error class -> gRPC status code name (``grpc.StatusCode[name]``), kept as strings so this
@@ -194,6 +225,7 @@ GRPC_CODE: dict[type[NbinferError], str] = {
     PayloadTooLargeError: "RESOURCE_EXHAUSTED",
     UnauthenticatedError: "UNAUTHENTICATED",
     InferenceError: "INTERNAL",
+    UnsupportedError: "UNIMPLEMENTED",
 }
 
 
@@ -263,10 +295,14 @@ def error_for_grpc_code(
     """Build the most specific :class:`ServerError` for a gRPC status code name.
 
     RESOURCE_EXHAUSTED means either a full model queue (retryable, 503) or a message above a
-    size limit (grpc's "larger than max" / "exceeds" wording: not retryable, 413).
+    size limit (grpc's "larger than max" / "exceeds" wording: not retryable, 413). UNAVAILABLE
+    with Triton's "protocol is restricted" wording is a missing access header (not retryable,
+    403), not a busy server.
     """
     cls = _BY_GRPC_CODE.get(code, ServerError)
     status = _GRPC_TO_HTTP.get(code, 500)
+    if code == "UNAVAILABLE" and "is restricted" in message:
+        cls, status = UnauthenticatedError, 403
     if code == "RESOURCE_EXHAUSTED" and ("larger than max" in message or "exceeds" in message):
         cls, status = PayloadTooLargeError, 413
     return cls(message, status=status, request_id=request_id, grpc_code=code, **context)

@@ -19,16 +19,32 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
+import dataclasses
 import json
+import logging
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
+
+from nbinfer.capabilities import Capabilities, is_missing_route, read_capabilities
 from nbinfer.client import AsyncClient, Client, InferResult
-from nbinfer.errors import InvalidInputError, NbinferError
-from nbinfer.protocol.types import InferResponse, ModelMetadata, RequestedOutput
+from nbinfer.errors import (
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    NbinferError,
+    ServerError,
+    ServerUnavailableError,
+    UnauthenticatedError,
+    UnsupportedError,
+)
+from nbinfer.protocol.columns import column_datatype
+from nbinfer.protocol.types import InferResponse, ModelMetadata, RequestedOutput, TensorSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,6 +55,23 @@ if TYPE_CHECKING:
     from nbinfer.server.launcher import LocalServer
 
 __all__ = ["ModelHandle", "Session"]
+
+logger = logging.getLogger("nbinfer")
+T = TypeVar("T")
+
+#: ``inputs=`` of :meth:`Session.infer`: specs, or ``{input: datatype | (datatype, shape)}``.
+InputSpecs = Sequence[TensorSpec] | Mapping[str, str | tuple[str, Sequence[int]]]
+
+#: What :meth:`Session.models` / :meth:`Session.stats` say when a server offers neither.
+_LIST_HINT = "Open a model by name instead: session.model('name') or session.infer('name', ...)."
+_GRPC_LIST_HINT = (
+    " The v2 gRPC protocol lists models only through the repository index; KServe lists them over"
+    " REST (GET /v2/models): Session('http://host:port').models."
+)
+_STATS_HINT = (
+    "Inference statistics are a Triton / nbinfer extension; for this server read its own "
+    "metrics (e.g. its Prometheus endpoint) instead."
+)
 
 #: Config parameter prefix under which the nbinfer server publishes an output's class labels.
 LABELS_PARAMETER = "nbinfer.labels."
@@ -136,13 +169,21 @@ class Session:
         demo: Local server only: also serve the demo models.
         auth_token: Local server only: require this bearer token (the session's clients send
             it). Needed to expose the server beyond 127.0.0.1.
+        headers: Headers (HTTP) / call metadata (gRPC) sent with every call of the session,
+            metadata and statistics included: API keys, a restricted Triton's access header
+            (``{"admin-key": "..."}``; over gRPC ``{"triton-grpc-protocol-admin-key": "..."}``).
+        token: A bearer token sent with every call (``authorization: Bearer ...``); with no
+            ``url``, the local server also requires it (as ``auth_token``).
         **client_options: Passed to :class:`~nbinfer.Client` (timeout, retries, ssl, auth,
-            headers, binary, ...).
+            binary, ...).
 
     Example::
 
         with nbinfer.Session() as session:
             frame = session.infer("iris", df)
+
+        team = nbinfer.Session("triton.internal:8000", headers={"admin-key": key})
+        team.capabilities          # what the server offers: name, version, extensions
     """
 
     def __init__(
@@ -154,9 +195,20 @@ class Session:
         device: str = "auto",
         demo: bool = True,
         auth_token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        token: str | None = None,
         **client_options: Any,
     ) -> None:
         self._server: LocalServer | None = None
+        if headers is not None:
+            client_options["headers"] = dict(headers)
+        if token is not None:
+            if "auth" in client_options or (url is None and auth_token not in (None, token)):
+                raise ValueError("pass either token= or auth= / auth_token=, not both")
+            if url is None:
+                auth_token = token
+            else:
+                client_options["auth"] = token
         if url is None:
             from nbinfer.server.launcher import LocalServer
 
@@ -187,6 +239,13 @@ class Session:
         self._aclients: dict[int, AsyncClient] = {}
         self._labels_cache: dict[tuple[str, str], dict[str, list[str]]] = {}
         self._max_batch: dict[tuple[str, str], int] = {}
+        self._capabilities: Capabilities | None = None
+        self._caps_lock = threading.Lock()
+        self._probe_lock = threading.Lock()
+        self._inferred_specs: set[str] = set()
+        self._caps_tried = False
+        #: Binary tensors over HTTP as found by a probe (servers that take them unlisted).
+        self._binary_found: bool | None = None
         self._closed = False
         _OPEN.add(self)
         _register_atexit()
@@ -230,13 +289,82 @@ class Session:
         return self._server
 
     @property
+    def capabilities(self) -> Capabilities:
+        """What the server offers: metadata read once (name, version, extensions) plus probes.
+
+        When the metadata cannot be read (server down, credentials refused) the record says
+        so in ``error`` and is read again next time.
+        """
+        caps = self._capabilities
+        if caps is None:
+            with self._caps_lock:
+                caps = self._capabilities
+                if caps is None:
+                    caps = read_capabilities(self.client)
+                    if caps.error is None:
+                        self._capabilities = caps
+        return caps
+
+    def _ask(self, feature: str, api: str, call: Callable[[], T], *, model: str = "") -> T:
+        """``call()`` for an optional ``feature``, learning once whether the server has it.
+
+        Raises:
+            UnsupportedError: The server lacks the feature (known, or found by this call).
+            UnauthenticatedError: The API is restricted; the message says which header to pass.
+        """
+        caps = self.capabilities
+        extension = "model_repository" if feature in ("repository_index", "model_list") else feature
+        if caps.offers(feature) is False:
+            raise caps.unsupported(extension, api, self._hint(feature))
+        try:
+            value = call()
+        except UnauthenticatedError as exc:
+            raise caps.access_error(exc, api) from exc
+        except (ServerError, UnsupportedError) as exc:
+            if isinstance(exc, ServerError):
+                named = model and isinstance(exc, ModelNotFoundError) and caps.advertises(feature)
+                if named or not is_missing_route(exc):
+                    raise  # an unknown model, not a missing route
+            caps.record(feature, False)
+            raise caps.unsupported(extension, api, self._hint(feature)) from exc
+        caps.record(feature, True)
+        return value
+
+    def _hint(self, feature: str) -> str:
+        if feature == "statistics":
+            return _STATS_HINT
+        return _LIST_HINT + (_GRPC_LIST_HINT if self.protocol == "grpc" else "")
+
+    @property
     def models(self) -> pd.DataFrame:
-        """The model repository index: one row per model (name, version, state, reason)."""
+        """The server's models as a DataFrame, from whatever listing the server offers.
+
+        The repository index gives ``name, version, state, reason``; KServe's model list
+        (``GET /v2/models``, else ``/v1/models``) gives ``name`` only.
+
+        Raises:
+            UnsupportedError: The server lists its models nowhere this session can reach
+                (e.g. KServe over gRPC); the message says what to do instead.
+            UnauthenticatedError: The listing is restricted; the message names the header.
+        """
         import pandas
 
-        rows = self.client.get_model_repository_index()
+        api = "model repository index"
+        try:
+            rows = self._ask("repository_index", api, self.client.get_model_repository_index)
+        except UnsupportedError:
+            if self.protocol != "http":
+                raise
+            try:
+                names = self._ask("model_list", "model list", self.client.list_models)
+            except UnsupportedError as exc:
+                what = "a model listing (neither the repository index nor KServe's /v2/models)"
+                raise self.capabilities.unsupported(
+                    "model_repository", what, self._hint("repository_index")
+                ) from exc
+            return pandas.DataFrame({"name": names}, columns=["name"])
         return pandas.DataFrame(
-            [(m.name, m.version, m.state, m.reason) for m in rows],
+            [(m.name, m.version, _state(m.state), m.reason) for m in rows],
             columns=["name", "version", "state", "reason"],
         )
 
@@ -279,6 +407,27 @@ class Session:
         self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
         self._max_batch = {k: v for k, v in self._max_batch.items() if k[0] != model}
 
+    def _declared(
+        self, meta: ModelMetadata, frame: Any, columns: Any, inputs: InputSpecs | None
+    ) -> ModelMetadata:
+        """The metadata a frame is planned against: ``inputs=``, else the server's.
+
+        Gaps in the server's (no inputs, no datatypes or shapes) are filled from the frame's
+        columns, said once per model at debug level.
+        """
+        if inputs is not None:
+            return dataclasses.replace(meta, inputs=_input_specs(inputs))
+        if meta.inputs and all(s.datatype and s.shape for s in meta.inputs):
+            return meta
+        if meta.name not in self._inferred_specs:
+            self._inferred_specs.add(meta.name)
+            logger.debug(
+                "model %r declares %s: mapping DataFrame columns by name, datatypes from dtypes",
+                meta.name,
+                "no input datatypes / shapes" if meta.inputs else "no inputs",
+            )
+        return dataclasses.replace(meta, inputs=_frame_specs(meta, frame, columns))
+
     def _frame_job(
         self,
         model: str,
@@ -286,13 +435,14 @@ class Session:
         data: Any,
         columns: ColumnSelection | None,
         batch_size: int | None,
+        inputs: InputSpecs | None = None,
     ) -> FrameJob:
         """The chunked plan of a DataFrame: columns mapped onto the model's inputs, row ranges."""
         from nbinfer.interop.pandas import FrameJob, chunk_rows
         from nbinfer.protocol.columns import plan_inputs
 
         meta = self.client.get_model_metadata(model, version)
-        plan = plan_inputs(data, meta, columns=columns)
+        plan = plan_inputs(data, self._declared(meta, data, columns, inputs), columns=columns)
         self._labels(model, version)  # also reads max_batch_size from the config
         rows = chunk_rows(
             plan,
@@ -359,6 +509,7 @@ class Session:
         progress: bool | None = None,
         expand: bool = True,
         classification: int | None = None,
+        inputs: InputSpecs | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run inference on ``model``; a DataFrame of any size is split, pipelined and reassembled.
@@ -383,6 +534,12 @@ class Session:
             expand: ``[n, k]`` outputs as ``k`` columns (default) or one column of arrays.
             classification: Ask the server for the top-k classes of each output (v2
                 classification extension); the frame gets ``label`` / ``score`` columns.
+            inputs: DataFrame only: the input specs to map the frame onto, overriding the
+                server's metadata: ``{input: datatype}``, ``{input: (datatype, shape)}`` or a
+                list of :class:`~nbinfer.TensorSpec`. Without it, a model whose metadata
+                declares no inputs (or no datatypes / shapes, common on KServe) gets one input
+                per column, named after it, its datatype from the column's dtype (arrays in
+                cells: stacked tensors of their dtype; text: BYTES).
             **kwargs: Passed to :meth:`nbinfer.Client.infer` (request_id, parameters,
                 timeout, priority, ...).
 
@@ -401,15 +558,28 @@ class Session:
             top = session.infer("iris", df, classification=1)     # label / score columns
         """
         requested = self._requested(model, model_version, outputs, classification)
+        explicit = kwargs.pop("binary", None)
+        probe = self._binary_unknown(explicit)
+
+        def send(payload: Any, binary: bool | None) -> concurrent.futures.Future[InferResult]:
+            return self.client.async_infer(
+                model,
+                payload,
+                outputs=requested,
+                model_version=model_version,
+                binary=binary,
+                **kwargs,
+            )
+
         if _is_frame(data):
             from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, infer_frame
 
-            job = self._frame_job(model, model_version, data, columns, batch_size)
+            job = self._frame_job(model, model_version, data, columns, batch_size, inputs)
 
             def submit(payload: Any) -> Any:
-                return self.client.async_infer(
-                    model, payload, outputs=requested, model_version=model_version, **kwargs
-                )
+                if probe and self._binary_found is None:
+                    return self._probe_binary(lambda b: send(payload, b))
+                return send(payload, self._binary_choice(explicit))
 
             outs = infer_frame(
                 job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
@@ -417,10 +587,89 @@ class Session:
             result = InferResult(InferResponse(model, outs, model_version))
             frame = as_frame is not False
             return self._answer(result, model, model_version, data.index, frame, expand, requested)
-        result = self.client.infer(
-            model, data, outputs=requested, model_version=model_version, **kwargs
-        )
+        if probe:
+            result = self._probe_binary(lambda b: send(data, b)).result()
+        else:
+            result = self.client.infer(
+                model,
+                data,
+                outputs=requested,
+                model_version=model_version,
+                binary=self._binary_choice(explicit),
+                **kwargs,
+            )
         return self._answer(result, model, model_version, None, bool(as_frame), expand, requested)
+
+    # -- binary tensors on servers that do not list them ----------------------------------
+
+    def _binary_choice(self, explicit: bool | None) -> bool | None:
+        """``binary=`` for a request: explicit, else what a probe found.
+
+        ``None`` leaves the choice to the client (from the server's extensions).
+        """
+        if explicit is not None or self.client.config.binary is not None:
+            return explicit
+        return self._binary_found
+
+    def _binary_unknown(self, explicit: bool | None) -> bool:
+        """Whether the next HTTP request should probe binary tensors (once per session)."""
+        if self.protocol != "http" or self._binary_found is not None:
+            return False
+        if explicit is not None or self.client.config.binary is not None:
+            return False
+        caps = self._capabilities
+        if caps is None:
+            if self._caps_tried:
+                return False
+            self._caps_tried = True
+            caps = self.capabilities
+        return caps.error is None and caps.offers("binary_tensor_data") is None
+
+    def _learn_binary(self, found: bool) -> None:
+        self._binary_found = found
+        self.capabilities.record("binary_tensor_data", found)
+        logger.debug(
+            "%s %s binary tensor data (not listed in its extensions)",
+            self.capabilities.server,
+            "takes" if found else "refuses",
+        )
+
+    def _probe_binary(
+        self, send: Callable[[bool], concurrent.futures.Future[T]]
+    ) -> concurrent.futures.Future[T]:
+        """Send with binary tensors; if the server refuses them, resend as JSON; remember."""
+        with self._probe_lock:
+            if self._binary_found is not None:
+                return send(self._binary_found)
+            first = send(True)
+            error = first.exception()
+            if error is None:
+                self._learn_binary(True)
+                return first
+            if not _refuses_binary(error):
+                return first
+            second = send(False)
+            if second.exception() is None:
+                self._learn_binary(False)
+            return second
+
+    async def _aprobe_binary(
+        self, send: Callable[[bool | None], Awaitable[T]], lock: asyncio.Lock
+    ) -> T:
+        """Like :meth:`_probe_binary` from a coroutine (``lock``: one probe per call)."""
+        async with lock:
+            if self._binary_found is not None:
+                return await send(self._binary_found)
+            try:
+                result = await send(True)
+            except NbinferError as exc:
+                if not _refuses_binary(exc):
+                    raise
+                result = await send(False)
+                self._learn_binary(False)
+                return result
+            self._learn_binary(True)
+            return result
 
     def _aclient(self) -> AsyncClient:
         loop = asyncio.get_running_loop()
@@ -444,20 +693,38 @@ class Session:
         progress: bool | None = None,
         expand: bool = True,
         classification: int | None = None,
+        inputs: InputSpecs | None = None,
         **kwargs: Any,
     ) -> Any:
         """Like :meth:`infer`, from a coroutine (``await session.ainfer(...)``)."""
         requested = self._requested(model, model_version, outputs, classification)
         aclient = self._aclient()
+        explicit = kwargs.pop("binary", None)
+        probe = self._binary_unknown(explicit)
+        lock = asyncio.Lock()
+
+        def send(payload: Any) -> Callable[[bool | None], Awaitable[InferResult]]:
+            def with_binary(binary: bool | None) -> Awaitable[InferResult]:
+                return aclient.infer(
+                    model,
+                    payload,
+                    outputs=requested,
+                    model_version=model_version,
+                    binary=binary,
+                    **kwargs,
+                )
+
+            return with_binary
+
         if _is_frame(data):
             from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, ainfer_frame
 
-            job = self._frame_job(model, model_version, data, columns, batch_size)
+            job = self._frame_job(model, model_version, data, columns, batch_size, inputs)
 
-            def submit(payload: Any) -> Any:
-                return aclient.infer(
-                    model, payload, outputs=requested, model_version=model_version, **kwargs
-                )
+            def submit(payload: Any) -> Awaitable[InferResult]:
+                if probe and self._binary_found is None:
+                    return self._aprobe_binary(send(payload), lock)
+                return send(payload)(self._binary_choice(explicit))
 
             outs = await ainfer_frame(
                 job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
@@ -465,9 +732,10 @@ class Session:
             result = InferResult(InferResponse(model, outs, model_version))
             frame = as_frame is not False
             return self._answer(result, model, model_version, data.index, frame, expand, requested)
-        result = await aclient.infer(
-            model, data, outputs=requested, model_version=model_version, **kwargs
-        )
+        if probe:
+            result = await self._aprobe_binary(send(data), lock)
+        else:
+            result = await send(data)(self._binary_choice(explicit))
         return self._answer(result, model, model_version, None, bool(as_frame), expand, requested)
 
     def _image_options(self, model: str, version: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -568,8 +836,18 @@ class Session:
         Columns: name, version, inference_count, execution_count, success/fail counts, and
         mean success / queue / compute_infer / compute_input / compute_output times in
         milliseconds. In a notebook it displays with a latency breakdown chart.
+
+        Raises:
+            UnsupportedError: The server has no statistics extension (KServe, MLServer).
+            UnauthenticatedError: Statistics are restricted; the message names the header.
+            ModelNotFoundError: Unknown model.
         """
-        raw = self.client.get_inference_statistics(model)
+        raw = self._ask(
+            "statistics",
+            "statistics",
+            lambda: self.client.get_inference_statistics(model),
+            model=model,
+        )
         rows = []
         for entry in raw.get("model_stats", []):
             stats = entry.get("inference_stats", {})
@@ -699,6 +977,74 @@ class Session:
         from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
 
         return mimebundle(self)
+
+
+def _input_specs(inputs: InputSpecs) -> list[TensorSpec]:
+    """``inputs=`` as tensor specs (``{name: "FP32"}`` or ``{name: ("FP32", [-1, 16])}``)."""
+    if not isinstance(inputs, Mapping):
+        return list(inputs)
+    specs = []
+    for name, spec in inputs.items():
+        datatype, shape = (spec, [-1]) if isinstance(spec, str) else (spec[0], list(spec[1]))
+        specs.append(TensorSpec(str(name), str(datatype), [int(d) for d in shape]))
+    return specs
+
+
+def _frame_specs(meta: ModelMetadata, frame: Any, columns: Any) -> list[TensorSpec]:
+    """Input specs read off a frame: one per declared input (or column, or ``columns=`` key).
+
+    Datatypes come from the column's dtype (arrays in cells: the cells' dtype; text: BYTES).
+    """
+    declared = {s.name: s for s in meta.inputs}
+    if isinstance(columns, Mapping):
+        chosen = {
+            str(k): list(v) if isinstance(v, list | tuple) else [v] for k, v in columns.items()
+        }
+    elif columns is not None and len(declared) == 1:
+        chosen = {next(iter(declared)): list(columns)}
+    elif declared:
+        chosen = {name: [name] for name in declared}
+    else:
+        chosen = {str(c): [c] for c in (columns if columns is not None else frame.columns)}
+    have = {str(c): c for c in frame.columns}
+    specs = []
+    for name, cols in chosen.items():
+        spec = declared.get(name, TensorSpec(name, "", []))
+        if str(cols[0]) not in have:
+            raise InvalidInputError(
+                f"model {meta.name!r} declares input {name!r} without a datatype or shape and "
+                f"the frame has no column {cols[0]!r} to read them from (columns: {list(have)})",
+                model=meta.name,
+                tensor=name,
+            )
+        values = np.asarray(frame[have[str(cols[0])]].to_numpy())
+        datatype = spec.datatype or column_datatype(values)
+        if spec.shape:
+            shape = list(spec.shape)
+        elif len(cols) > 1:
+            shape = [-1, len(cols)]
+        elif values.dtype.kind == "O" and len(values) and isinstance(values[0], np.ndarray | list):
+            shape = [-1, *np.shape(values[0])]
+        else:
+            shape = [-1]
+        specs.append(TensorSpec(name, datatype, shape))
+    return specs
+
+
+def _refuses_binary(exc: BaseException) -> bool:
+    """Whether a failed binary request may be the server refusing binary tensors.
+
+    Not a missing model, a busy server or missing credentials: JSON would not change those.
+    """
+    refusal = isinstance(exc, ServerError) and not isinstance(
+        exc, ModelNotFoundError | ModelNotReadyError | ServerUnavailableError | UnauthenticatedError
+    )
+    return refusal
+
+
+def _state(state: str) -> str:
+    """A repository state as Triton spells it (MLServer's gRPC index says ``State.READY``)."""
+    return state.rsplit(".", 1)[-1] if state.startswith("State.") else state
 
 
 def _close_async_client(client: AsyncClient) -> None:

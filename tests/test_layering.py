@@ -35,12 +35,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "nbinfer.notebook.gallery",
     ),
     "nbinfer.server": (*_BASE, "nbinfer.server"),
+    # What a server offers (Session.capabilities): reads metadata through a client, no I/O
+    # of its own; the session and the notebook layer build on it.
+    "nbinfer.capabilities": ("nbinfer.errors", "nbinfer.client"),
     "nbinfer.session": (
         *_BASE,
         "nbinfer.transports",
         "nbinfer.client",
         "nbinfer.interop",
         "nbinfer.server",
+        "nbinfer.capabilities",
         # Lazy, inside Session.browse() only: the model browser is a view over the session.
         "nbinfer.notebook.widgets",
     ),

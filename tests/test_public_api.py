@@ -47,3 +47,13 @@ def test_package_is_typed() -> None:
     from importlib.resources import files
 
     assert files("nbinfer").joinpath("py.typed").is_file()
+
+
+def test_capability_errors_are_public_and_in_the_tree() -> None:
+    assert issubclass(nbinfer.UnsupportedError, nbinfer.NbinferError)
+    assert not issubclass(nbinfer.UnsupportedError, nbinfer.ServerError)  # decided locally
+    caps = nbinfer.Capabilities("kserve", "0.21.0", ("model_repository_extension",))
+    err = caps.unsupported("statistics", "inference statistics", "Read its metrics instead.")
+    assert isinstance(err, nbinfer.UnsupportedError)
+    assert (err.server, err.version, err.extension) == ("kserve", "0.21.0", "statistics")
+    assert "server 'kserve' 0.21.0 does not offer the statistics extension" in str(err)

@@ -548,24 +548,31 @@ def render_session(session: Session) -> Html:
     if getattr(session, "_closed", False):
         return card("Session", session.url, facts({"state": "closed"}), text=text, sub=where)
     parts: list[str] = []
-    try:
-        meta = session.client.get_server_metadata()
-    except errors.NbinferError as exc:
-        return card("Session", session.url, _error_line(exc), text=text, sub=where)
-    parts.append(facts({"server": f"{meta.name} {meta.version}", "protocol": session.protocol}))
+    caps = session.capabilities
+    if caps.error is not None:
+        return card("Session", session.url, _error_line(caps.error), text=text, sub=where)
+    parts.append(facts({"server": f"{caps.name} {caps.version}", "protocol": session.protocol}))
     parts.append(
-        section("Extensions", chips(meta.extensions), count=len(meta.extensions), open=False)
+        section("Extensions", chips(caps.extensions), count=len(caps.extensions), open=False)
     )
     try:
-        index = session.client.get_model_repository_index()
+        listed = session.models  # the repository index, or KServe's names-only list
     except errors.NbinferError as exc:
         parts.append(section("Models", _error_line(exc)))
     else:
+        columns = tuple(str(c) for c in listed.columns)
         rows = [
-            (Html(f"<code>{escape(m.name)}</code>"), m.version, _state_badge(m.state), m.reason)
-            for m in index
+            tuple(
+                Html(f"<code>{escape(str(v))}</code>")
+                if c == "name"
+                else _state_badge(str(v))
+                if c == "state"
+                else v
+                for c, v in zip(columns, row, strict=True)
+            )
+            for row in listed.itertuples(index=False)
         ]
-        models = table(("name", "version", "state", "reason"), rows)
+        models = table(columns, rows)
         parts.append(section("Models", models, count=len(rows), open=len(rows) <= COLLAPSE_AFTER))
     return card("Session", session.url, "".join(parts), text=text, sub=where)
 

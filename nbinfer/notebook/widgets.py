@@ -43,6 +43,7 @@ from nbinfer.notebook import display
 from nbinfer.protocol.dtypes import numpy_dtype
 
 if TYPE_CHECKING:
+    from nbinfer.capabilities import Capabilities
     from nbinfer.client import InferResult
     from nbinfer.protocol.types import ModelMetadata, TensorSpec
     from nbinfer.session import Session
@@ -118,30 +119,6 @@ def _esc(value: object) -> str:
 
 
 # -- what the server offers -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a server says it offers (from its metadata ``extensions``)."""
-
-    name: str
-    version: str
-    extensions: tuple[str, ...]
-
-    @property
-    def repository(self) -> bool:
-        """The model repository extension (index, load, unload)."""
-        return any(e.startswith("model_repository") for e in self.extensions)
-
-    @property
-    def statistics(self) -> bool:
-        """The statistics extension."""
-        return "statistics" in self.extensions
-
-    @property
-    def configuration(self) -> bool:
-        """The model configuration extension."""
-        return "model_configuration" in self.extensions
 
 
 @dataclass
@@ -418,7 +395,7 @@ class ModelBrowser:
 
     Attributes:
         widget: The root ipywidgets container (what displays).
-        capabilities: What the server offers, from its metadata.
+        capabilities: What the server offers (``session.capabilities``).
     """
 
     def __init__(
@@ -447,14 +424,11 @@ class ModelBrowser:
     # -- construction ----------------------------------------------------------------------
 
     def _read_capabilities(self) -> Capabilities:
-        try:
-            meta = self.session.client.get_server_metadata()
-        except NbinferError as exc:
-            logger.debug("server metadata unavailable: %s", exc)
-            self._meta_error = exc
-            return Capabilities("unknown server", "", ())
-        self._meta_error = None
-        return Capabilities(meta.name, meta.version, tuple(meta.extensions))
+        caps = self.session.capabilities
+        self._meta_error = caps.error
+        if caps.error is not None:
+            logger.debug("server metadata unavailable: %s", caps.error)
+        return caps
 
     def _build(self) -> None:
         caps = self.capabilities
@@ -617,14 +591,19 @@ class ModelBrowser:
             self._index_error = exc
             return None
         self._index_error = None
+        if "state" not in frame.columns:  # a name-only listing (KServe's /v2/models)
+            return self._rows_of(list(frame["name"]))
         return [
             _Row(str(r["name"]), str(r["version"]), str(r["state"]), str(r["reason"]))
             for r in frame.to_dict("records")
         ]
 
     def _known_rows(self) -> list[_Row]:
+        return self._rows_of(self._known)
+
+    def _rows_of(self, names: Sequence[str]) -> list[_Row]:
         rows = []
-        for name in dict.fromkeys(self._known):
+        for name in dict.fromkeys(names):
             try:
                 state = "READY" if self.session.client.is_model_ready(name) else "NOT READY"
             except NbinferError:

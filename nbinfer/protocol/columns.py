@@ -38,7 +38,7 @@ from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
 from nbinfer.protocol.tensors import as_array
 from nbinfer.protocol.types import InferInput, ModelMetadata, TensorSpec
 
-__all__ = ["InputPlan", "PlannedInput", "plan_inputs"]
+__all__ = ["InputPlan", "PlannedInput", "column_datatype", "plan_inputs"]
 
 #: Columns for ``plan_inputs(columns=...)``: ``{input: column | [columns]}`` or ``[columns]``.
 ColumnSelection = Mapping[str, Any] | Sequence[Any]
@@ -113,6 +113,17 @@ class InputPlan:
             arr = p.build(start, stop)
             built.append(InferInput(p.spec.name, p.spec.datatype, list(arr.shape), arr))
         return built
+
+
+def column_datatype(values: np.ndarray[Any, Any]) -> str:
+    """The v2 datatype a column's values carry: text -> BYTES; arrays in cells -> their dtype."""
+    if (
+        values.dtype.kind == "O"
+        and len(values)
+        and isinstance(values[0], np.ndarray | list | tuple)
+    ):
+        values = np.asarray(values[0])
+    return "BYTES" if values.dtype.kind in _TEXT_KINDS else datatype_of(values.dtype)
 
 
 def _column(frame: Any, name: Any) -> np.ndarray[Any, Any]:
@@ -256,9 +267,7 @@ def plan_inputs(
     if metadata is None:
         planned = []
         for c in all_columns:
-            arr = _column(frame, c)
-            datatype = "BYTES" if arr.dtype.kind in _TEXT_KINDS else datatype_of(arr.dtype)
-            spec = TensorSpec(str(c), datatype, [-1])
+            spec = TensorSpec(str(c), column_datatype(_column(frame, c)), [-1])
             planned.append(_planned("", spec, frame, [c]))
         return InputPlan("", rows, planned)
     model = metadata.name

@@ -22,6 +22,7 @@ from nbinfer.errors import (
     NbinferError,
     TimeoutError,
     TransportError,
+    UnsupportedError,
     error_for_grpc_code,
 )
 from nbinfer.protocol import grpc as pgrpc
@@ -545,6 +546,19 @@ class GrpcBinding:
         msg = getattr(pgrpc.pb, rpc + "Request")(name=name)
         yield self._call(rpc, msg, opts, idempotent=False)
         return None
+
+    def model_list(self, opts: CallOptions) -> Op[list[str]]:
+        """KServe's model list is REST only (``GET v2/models``).
+
+        Raises:
+            UnsupportedError: always.
+        """
+        raise UnsupportedError(
+            "the v2 gRPC protocol has no model list besides the repository index "
+            "(KServe lists its models over REST: GET v2/models)",
+            extension="model_repository",
+        )
+        yield  # pragma: no cover - makes this a generator
 
     def v1_call(self, name: str, verb: str, instances: Any, opts: CallOptions) -> Op[Any]:
         """KServe v1 has no gRPC binding.

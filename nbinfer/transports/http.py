@@ -873,6 +873,19 @@ class HttpBinding:
 
     # -- KServe v1 -------------------------------------------------------------------------
 
+    def model_list(self, opts: CallOptions) -> Op[list[str]]:
+        """KServe's model list: ``GET v2/models``, else ``GET v1/models`` (names only).
+
+        Raises:
+            ModelNotFoundError: Neither route exists (not a KServe server).
+        """
+        reply = yield self._call("GET", "v2/models", opts)
+        if reply.status == 404:
+            reply = yield self._call("GET", "v1/models", opts)
+        data = _loads(check_reply(reply, opts.request_id))
+        listed = data.get("models", []) if isinstance(data, dict) else []
+        return [str(m.get("name", "")) if isinstance(m, dict) else str(m) for m in listed]
+
     def v1_call(self, name: str, verb: str, instances: Any, opts: CallOptions) -> Op[Any]:
         """``POST v1/models/{m}:predict`` / ``:explain``; returns the ``predictions``."""
         if not name:

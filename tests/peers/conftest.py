@@ -14,6 +14,8 @@ difference), ``times_two`` (INT64 [-1] -> x * 2) and ``upper`` (BYTES [-1] -> up
   end of the session).
 * ``mlserver``      Seldon MLServer 1.7 (``parallel_workers=0``), runtimes in ``mlserver_models``.
 * ``kserve``        KServe's ``ModelServer`` (``tests/client/kserve_server.py``, a subprocess).
+* ``kserve_undeclared`` KServe again, its models declaring no inputs (``kserve_undeclared.py``).
+* ``triton_restricted`` Triton with the repository and statistics APIs behind ``admin-key``.
 
 Peers live in their own virtualenvs (``venvs.py``: ``~/.cache/nbinfer-peers/<peer>-<hash>``,
 built on first use, ~15 s each when cold); a peer that cannot be installed skips its tests with
@@ -59,6 +61,8 @@ class Peer:
     grpc_port: int
     models: tuple[str, ...] = MATRIX_MODELS
     binary_http: bool = True
+    #: ``(header, value)`` a restricted server expects on its restricted APIs (HTTP spelling).
+    access: tuple[str, str] | None = None
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     stop_fn: Callable[[], None] | None = field(default=None, repr=False)
@@ -180,7 +184,9 @@ def triton_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
     home, libs = _triton_home(venv)
     started: list[Peer] = []
 
-    def launch(repository: Path, models: tuple[str, ...] = MATRIX_MODELS) -> Peer:
+    def launch(
+        repository: Path, models: tuple[str, ...] = MATRIX_MODELS, *, flags: tuple[str, ...] = ()
+    ) -> Peer:
         http, grpc = free_port(), free_port()
         env = dict(os.environ)
         # Triton's embedded Python finds its prefix through `python3` on PATH (PYTHONPATH is
@@ -198,6 +204,7 @@ def triton_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
             f"--grpc-port={grpc}",
             "--allow-metrics=false",
             "--exit-timeout-secs=5",
+            *flags,
         ]
         cwd = tmp_path_factory.mktemp("triton")
         peer = _start(
@@ -238,6 +245,26 @@ def triton_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def triton(triton_launcher: Callable[..., Peer], triton_repository: Path) -> Peer:
     return triton_launcher(triton_repository, models=(*MATRIX_MODELS, "negate", "echo"))
+
+
+#: The header a restricted Triton expects on its repository and statistics APIs.
+RESTRICTED_HEADER = ("admin-key", "secret")
+
+
+@pytest.fixture(scope="session")
+def triton_restricted(triton_launcher: Callable[..., Peer], triton_repository: Path) -> Peer:
+    """Triton with its model repository and statistics APIs behind ``admin-key: secret``.
+
+    How teams deploy a shared Triton (and how PyTriton-fronted servers answer): metadata and
+    inference stay open, listing / loading models and statistics need the header.
+    """
+    restriction = "model-repository,statistics:{}={}".format(*RESTRICTED_HEADER)
+    flags = (f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}")
+    peer = triton_launcher(
+        triton_repository, models=(*MATRIX_MODELS, "negate", "echo"), flags=flags
+    )
+    peer.access = RESTRICTED_HEADER
+    return peer
 
 
 # -- Seldon MLServer ------------------------------------------------------------------------
@@ -292,6 +319,20 @@ def kserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
     http, grpc = free_port(), free_port()
     cmd = [sys.executable, str(KSERVE_SCRIPT), "--http-port", str(http), "--grpc-port", str(grpc)]
     cwd = tmp_path_factory.mktemp("kserve")
+    peer = _start("kserve", cmd, env=dict(os.environ), cwd=cwd, http_port=http, grpc_port=grpc)
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture(scope="session")
+def kserve_undeclared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
+    """KServe whose ``add_sub`` / ``times_two`` / ``upper`` declare no inputs (its default)."""
+    if importlib.util.find_spec("kserve") is None:
+        pytest.skip("kserve is not installed (it comes with nbinfer[test])")
+    http, grpc = free_port(), free_port()
+    script = HERE / "kserve_undeclared.py"
+    cmd = [sys.executable, str(script), "--http-port", str(http), "--grpc-port", str(grpc)]
+    cwd = tmp_path_factory.mktemp("kserve-undeclared")
     peer = _start("kserve", cmd, env=dict(os.environ), cwd=cwd, http_port=http, grpc_port=grpc)
     yield peer
     peer.stop()
