@@ -820,14 +820,25 @@ class Session:
         config: str | Mapping[str, Any] | None = None,
         files: Mapping[str, bytes] | None = None,
     ) -> ModelHandle:
-        """Load (or reload) ``model`` from the server's repository; returns its handle."""
-        self.client.load_model(model, config=config, files=files)
+        """Load (or reload) ``model`` from the server's repository; returns its handle.
+
+        Raises:
+            UnauthenticatedError: The repository API is restricted; the message names the
+                header to pass (``Session(url, headers=...)``).
+        """
+        try:
+            self.client.load_model(model, config=config, files=files)
+        except UnauthenticatedError as exc:
+            raise self.capabilities.access_error(exc, "model repository") from exc
         self._forget_labels(model)
         return ModelHandle(self, model)
 
     def unload(self, model: str) -> None:
-        """Unload ``model``."""
-        self.client.unload_model(model)
+        """Unload ``model`` (raises like :meth:`load`)."""
+        try:
+            self.client.unload_model(model)
+        except UnauthenticatedError as exc:
+            raise self.capabilities.access_error(exc, "model repository") from exc
         self._forget_labels(model)
 
     def stats(self, model: str = "") -> pd.DataFrame:

@@ -70,6 +70,8 @@ def test_restricted_triton_says_which_header_to_pass(
             assert f"headers={{{header!r}: '<value>'}}" in message
             assert info.value.context["header"] == header
             assert info.value.__cause__ is not None  # the server's own answer is kept
+        with pytest.raises(UnauthenticatedError, match=f"header {header!r}"):
+            session.unload("negate")
         _check_add_sub(session.infer("add_sub", FRAME))  # inference is not restricted
 
 
@@ -259,3 +261,15 @@ def test_session_display_uses_the_capability_record(kserve_undeclared: Peer) -> 
         html = str(render_session(session))
         assert "kserve 0.21.0" in html and "model_repository_extension" in html
         assert "times_two" in html  # from KServe's own list
+
+
+def test_model_browser_lists_kserve_models_from_the_same_record(kserve_undeclared: Peer) -> None:
+    pytest.importorskip("ipywidgets")
+    with Session(kserve_undeclared.http_url) as session:
+        browser = session.browse()
+        browser.wait()
+        assert browser.capabilities is session.capabilities
+        assert browser.models == ["add_sub", "times_two", "upper"]
+        assert "Statistics" not in browser.tabs.titles  # no statistics extension
+        assert "\u25cf add_sub" in [label for label, _ in browser.model_list.options]  # ready
+        browser.close()
