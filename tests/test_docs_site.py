@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _build(config: Path, out: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _build(
+    config: Path, out: Path, cwd: Path, *, execute: bool = True
+) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(out)]
-    env_cmd = {"NO_MKDOCS_2_WARNING": "1", "PATH": str(Path(sys.executable).parent)}
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=300, env=env_cmd)
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", NBINFER_DOCS_EXECUTE=str(execute).lower())
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=600, env=env)
 
 
-def test_site_builds_strict_with_api_reference_and_notebooks(tmp_path: Path) -> None:
+@pytest.mark.timeout(600)
+def test_site_builds_strict_with_api_reference_and_executed_notebooks(tmp_path: Path) -> None:
     out = _build(ROOT / "mkdocs.yml", tmp_path / "site", tmp_path)
     assert out.returncode == 0, out.stderr[-4000:]
     api = (tmp_path / "site" / "api" / "index.html").read_text()
@@ -25,6 +32,10 @@ def test_site_builds_strict_with_api_reference_and_notebooks(tmp_path: Path) -> 
     rendered = sorted(p.parent.name for p in (tmp_path / "site" / "notebooks").glob("*/index.html"))
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert rendered == notebooks
+    # The notebooks are committed without outputs; the site shows them executed.
+    page = (tmp_path / "site" / "notebooks" / "02_dataframes" / "index.html").read_text()
+    assert "index aligned: True" in page
+    assert "data:image/png;base64" in page  # the matplotlib plot
 
 
 def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
@@ -33,6 +44,6 @@ def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
     shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
     page = copy / "docs" / "concepts.md"
     page.write_text(page.read_text() + "\nSee [nowhere](no-such-page.md).\n")
-    out = _build(copy / "mkdocs.yml", tmp_path / "site", tmp_path)
+    out = _build(copy / "mkdocs.yml", tmp_path / "site", tmp_path, execute=False)
     assert out.returncode != 0
     assert "no-such-page.md" in out.stderr
