@@ -155,6 +155,12 @@ class CurlEngine:
                 c.setopt(pc.SSLCERT, tls.cert_file)
             if tls.key_file:
                 c.setopt(pc.SSLKEY, tls.key_file)
+        if threading.current_thread() is threading.main_thread():
+            # Only the main thread gets signals. A Python progress callback lets the interpreter
+            # run a pending SIGINT handler mid-transfer (libcurl's poll wakes on EINTR), so the
+            # kernel's stop button raises KeyboardInterrupt at once and aborts the transfer.
+            c.setopt(pc.NOPROGRESS, 0)
+            c.setopt(pc.XFERINFOFUNCTION, _signal_point)
         with self._lock:
             self._handles.add(c)
         return c
@@ -242,6 +248,10 @@ class CurlEngine:
             self._handles = weakref.WeakSet()
         for c in handles:
             c.close()
+
+
+def _signal_point(*_progress: int) -> None:
+    """The libcurl progress callback: a point where Python runs pending signal handlers."""
 
 
 class _HandleState:
@@ -896,4 +906,6 @@ class HttpBinding:
         if reply.status == 404:
             raise ModelNotFoundError(_error_message(reply), status=404, model=name)
         check_reply(reply, opts.request_id, model=name)
+        if verb == "explain":
+            return v1.decode_v1_explanation(reply.body)
         return v1.decode_v1_response(reply.body)

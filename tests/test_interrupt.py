@@ -1,0 +1,98 @@
+"""The kernel's stop button: SIGINT interrupts a blocking call at once and the client stays usable.
+
+A child process blocks on a slow model; the test sends SIGINT and times the KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from nbinfer.server.model import InferContext, Model
+from nbinfer.session import Session
+
+#: What "at once" means: HTTP reacts in about a millisecond; grpcio's blocking call checks for
+#: signals every 200 ms (its fixed period; a future-based wait would react at once but costs ~30 %
+#: per call on the hot path). CI machines are shared, so allow slack.
+REACTION = 0.5
+SLOW = 30.0
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    import nbinfer
+
+    client = nbinfer.Client(sys.argv[1])
+    x = {"x": np.ones(2, dtype=np.float32)}
+    client.infer("pause", x, parameters={"seconds": 0.0})  # connected, warm
+    print("blocking", flush=True)
+    try:
+        client.infer("pause", x, parameters={"seconds": float(sys.argv[2])})
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    start = time.perf_counter()
+    out = client.infer("pause", x, parameters={"seconds": 0.0}).as_numpy("y")
+    print("usable", out.tolist(), round(time.perf_counter() - start, 3), flush=True)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[Session]:
+    class Pause(Model):
+        """Sleeps for the request's ``seconds`` parameter, then echoes ``x``."""
+
+        name = "pause"
+        inputs = (("x", "FP32", [-1]),)
+        outputs = (("y", "FP32", [-1]),)
+        max_concurrency = 1  # the next call runs only once the interrupted one gave up
+
+        def predict(self, inputs: dict[str, Any], context: InferContext) -> Any:
+            end = time.monotonic() + float(context.parameters.get("seconds", 0.0))  # type: ignore[arg-type]
+            while time.monotonic() < end and not context.cancelled:
+                time.sleep(0.01)
+            return {"y": inputs["x"]}
+
+    with Session(demo=False) as s:
+        s.serve(Pause())
+        yield s
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_sigint_interrupts_blocking_infer_at_once_and_client_stays_usable(
+    session: Session, protocol: str
+) -> None:
+    assert session.server is not None
+    url = session.server.http_url if protocol == "http" else f"grpc://{session.server.grpc_url}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, url, str(SLOW)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "blocking"
+        time.sleep(0.3)  # inside the slow call
+        sent = time.perf_counter()
+        child.send_signal(signal.SIGINT)
+        line = child.stdout.readline().strip()
+        reaction = time.perf_counter() - sent
+        assert line == "interrupted"
+        assert reaction < REACTION, f"KeyboardInterrupt {reaction:.3f} s after SIGINT"
+        usable = child.stdout.readline().split()
+        assert usable[:3] == ["usable", "[1.0,", "1.0]"]
+        assert float(usable[3]) < SLOW / 2  # the server cancelled the interrupted call
+        assert child.wait(timeout=10) == 0
+    finally:
+        child.kill()
+        child.wait()
