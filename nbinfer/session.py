@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from nbinfer.interop.pandas import FrameJob
     from nbinfer.notebook.widgets import ModelBrowser
+    from nbinfer.profiling import ProfileFrame
     from nbinfer.protocol.columns import ColumnSelection
     from nbinfer.server.launcher import LocalServer
 
@@ -899,6 +900,36 @@ class Session:
         from nbinfer.interop.stats import StatsFrame  # a DataFrame that draws a latency chart
 
         return StatsFrame(rows, columns=columns)
+
+    def profile(
+        self, model: str, inputs: Any = None, *, protocol: str | None = None, **options: Any
+    ) -> ProfileFrame:
+        """Load-profile ``model`` on this session's server (perf_analyzer in the notebook).
+
+        A thin front of :func:`nbinfer.profiling.profile` with the session's URL and
+        credentials; ``options`` are its options (``concurrency=[1, 2, 4]``,
+        ``request_rate=200``, ``batch_size=8``, ``window=1.0`` ...).
+
+        Example::
+
+            frame = session.profile("add_sub", concurrency=[1, 2, 4, 8])
+
+        Raises:
+            InvalidInputError: ``protocol`` differs from the session's on a server it did not
+                start (call :func:`nbinfer.profiling.profile` with that server's URL).
+        """
+        from nbinfer.profiling import profile
+
+        url, client_options = self.url, {**self._client_options, "protocol": self.protocol}
+        if protocol is not None and protocol != self.protocol:
+            if self._server is None:
+                raise InvalidInputError(
+                    f"this session speaks {self.protocol} to {self.url}; profile {protocol} "
+                    "with nbinfer.profiling.profile(URL, model) and that server's URL"
+                )
+            client_options["protocol"] = protocol
+            url = f"grpc://{self._server.grpc_url}" if protocol == "grpc" else self._server.http_url
+        return profile(url, model, inputs, client_options=client_options, **options)
 
     def browse(self, *, models: Sequence[str] = ()) -> ModelBrowser:
         """Open the model browser: an ipywidgets UI over this session's server.

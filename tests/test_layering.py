@@ -47,6 +47,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "nbinfer.capabilities",
         # Lazy, inside Session.browse() only: the model browser is a view over the session.
         "nbinfer.notebook.widgets",
+        # Lazy, inside Session.profile() only: the load profiler (a thin front).
+        "nbinfer.profiling",
+    ),
+    # The load profiler: drives an AsyncClient, builds inputs with interop; its frame's repr
+    # hook imports the profile renderer lazily (matplotlib lives there, not here).
+    "nbinfer.profiling": (
+        *_BASE,
+        "nbinfer.client",
+        "nbinfer.interop",
+        "nbinfer.notebook.profile_display",
     ),
 }
 

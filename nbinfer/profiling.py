@@ -1,0 +1,590 @@
+"""Load profiling of any v2 server, perf_analyzer style, from Python and notebooks.
+
+``session.profile("add_sub")`` runs a concurrency sweep (closed loop: N requests always in
+flight) or, with ``request_rate=``, a fixed-rate schedule (open loop: requests leave at their
+scheduled time whatever the server does, and latency counts from the *scheduled* send time, so
+a slow server is not hidden by coordinated omission). Each setting is warmed up, then measured
+in windows until the last three agree within ``stability`` on throughput and mean latency (the
+stability criterion of Triton's perf_analyzer) or ``max_windows`` is reached.
+
+The load comes from one asyncio :class:`~nbinfer.AsyncClient` on its own event loop thread.
+Every request is timed in three client parts (encode, network + server, decode) and, when the
+server has the statistics extension, the same windows' server statistics are differenced into
+queue / compute input / compute infer / compute output. When the load generator itself is the
+bottleneck (its process busy ~100 % of a core, or an open-loop schedule it could not keep) the
+row says so in ``client_saturated`` and a warning is logged.
+
+The result is a :class:`ProfileFrame`: a DataFrame with one row per setting (``to_csv``,
+``to_json`` as usual) that draws a throughput-latency curve, percentile bars and the time split
+in a notebook; :func:`compare` overlays two runs.
+
+Example::
+
+    frame = session.profile("add_sub", concurrency=[1, 2, 4])
+    frame.to_csv("add_sub.csv")
+    nbinfer.profiling.compare(http_run, grpc_run, labels=["http", "grpc"])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nbinfer.client import AsyncClient, InferResult
+from nbinfer.errors import InvalidInputError, NbinferError
+from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.protocol.types import InferRequest, ModelMetadata
+
+__all__ = ["ProfileFrame", "compare", "profile", "random_inputs"]
+
+logger = logging.getLogger("nbinfer")
+
+PERCENTILES = (50, 90, 95, 99)
+#: Client-side parts of a request, in the order they happen.
+CLIENT_PARTS = ("encode", "network", "decode")
+#: Server-side parts from the statistics extension (Triton's names).
+SERVER_PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
+#: A load generator busier than this (fraction of one core) is reported as saturated.
+SATURATED_CPU = 0.9
+#: Open loop: a send later than this behind its schedule (p99) means the client fell behind.
+SATURATED_LAG = 0.005
+#: How many trailing windows must agree (perf_analyzer's criterion).
+STABLE_WINDOWS = 3
+
+COLUMNS = (
+    "run",
+    "model",
+    "protocol",
+    "mode",
+    "concurrency",
+    "request_rate",
+    "batch_size",
+    "requests",
+    "errors",
+    "throughput",
+    "latency_avg_ms",
+    *(f"latency_p{p}_ms" for p in PERCENTILES),
+    "latency_max_ms",
+    *(f"client_{p}_ms" for p in CLIENT_PARTS),
+    *(f"server_{p}_ms" for p in SERVER_PARTS),
+    "server_requests",
+    "windows",
+    "stable",
+    "send_rate",
+    "schedule_lag_p99_ms",
+    "client_cpu",
+    "client_saturated",
+    "first_error",
+)
+
+
+class ProfileFrame(pd.DataFrame):  # type: ignore[misc]
+    """Profile results, one row per setting: a DataFrame that plots itself in Jupyter.
+
+    ``throughput`` is inferences per second (requests x batch size); latencies are in
+    milliseconds. Several runs (a ``run`` column, see :func:`compare`) draw as overlaid curves.
+    """
+
+    @property
+    def _constructor(self) -> type[pd.DataFrame]:
+        return ProfileFrame
+
+    def compare(self, other: pd.DataFrame, *, labels: Sequence[str] | None = None) -> ProfileFrame:
+        """This run and ``other`` in one frame (a ``run`` column), drawn overlaid."""
+        return compare(self, other, labels=labels)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.notebook.profile_display import mimebundle
+
+        return mimebundle(self)
+
+
+def compare(*runs: pd.DataFrame, labels: Sequence[str] | None = None) -> ProfileFrame:
+    """Overlay runs (two models, two servers, HTTP vs gRPC, batching on / off) in one frame.
+
+    Args:
+        *runs: Frames returned by :func:`profile` / ``session.profile``.
+        labels: One name per run (default: each run's own ``run`` label, else ``run 1`` ...).
+
+    Raises:
+        InvalidInputError: The number of labels does not match the runs.
+    """
+    if labels is not None and len(labels) != len(runs):
+        raise InvalidInputError(f"{len(labels)} labels for {len(runs)} runs")
+    parts = []
+    for i, run in enumerate(runs):
+        frame = pd.DataFrame(run).copy()
+        if labels is not None:
+            frame["run"] = labels[i]
+        elif "run" not in frame or frame["run"].nunique() <= 1:
+            own = str(frame["run"].iloc[0]) if "run" in frame and len(frame) else ""
+            frame["run"] = own or f"run {i + 1}"
+        parts.append(frame)
+    return ProfileFrame(pd.concat(parts, ignore_index=True))
+
+
+# -- inputs --------------------------------------------------------------------------------
+
+
+def random_inputs(
+    metadata: ModelMetadata, *, batch_size: int = 1, seed: int = 0
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Random inputs shaped from a model's metadata (a leading -1 -> ``batch_size``, others 1).
+
+    Integers are drawn from 0..9 (safe as indices), floats from N(0, 1), BYTES are short
+    ASCII strings.
+
+    Raises:
+        InvalidInputError: The metadata declares no inputs (pass ``inputs=``).
+    """
+    if not metadata.inputs:
+        raise InvalidInputError(
+            f"model {metadata.name!r} declares no inputs in its metadata: pass inputs= "
+            "(a DataFrame or {name: array})"
+        )
+    rng = np.random.default_rng(seed)
+    arrays: dict[str, np.ndarray[Any, Any]] = {}
+    for spec in metadata.inputs:
+        shape = [
+            (batch_size if i == 0 else 1) if d < 0 else int(d) for i, d in enumerate(spec.shape)
+        ]
+        if spec.datatype == "BYTES":
+            size = int(np.prod(shape))
+            words = [bytes(rng.integers(97, 123, 8, dtype=np.uint8)) for _ in range(size)]
+            arrays[spec.name] = np.array(words, dtype=object).reshape(shape)
+        elif spec.datatype == "BOOL":
+            arrays[spec.name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            dtype = numpy_dtype(spec.datatype)
+            if dtype.kind in "iu":
+                arrays[spec.name] = rng.integers(0, 10, shape).astype(dtype)
+            else:
+                arrays[spec.name] = rng.standard_normal(shape).astype(dtype)
+    return arrays
+
+
+def _rows(request: InferRequest) -> int:
+    """The batch size a request carries (leading dimension of its first input)."""
+    shape = request.inputs[0].shape if request.inputs else []
+    return int(shape[0]) if shape else 1
+
+
+# -- measurement ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Window:
+    """What completed between two ticks of the monitor."""
+
+    latency: list[float] = field(default_factory=list)
+    encode: list[float] = field(default_factory=list)
+    network: list[float] = field(default_factory=list)
+    decode: list[float] = field(default_factory=list)
+    lag: list[float] = field(default_factory=list)
+    errors: int = 0
+    first_error: str = ""
+    sent: int = 0
+    elapsed: float = 0.0
+    cpu: float = 0.0
+    stats: dict[str, tuple[int, int]] | None = None
+
+    @property
+    def rate(self) -> float:
+        return len(self.latency) / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.latency)) if self.latency else 0.0
+
+
+def _stable(windows: Sequence[_Window], tolerance: float) -> bool:
+    """The last windows agree within ``tolerance`` on throughput and mean latency."""
+    if len(windows) < STABLE_WINDOWS:
+        return False
+    last = windows[-STABLE_WINDOWS:]
+    for values in ([w.rate for w in last], [w.mean for w in last]):
+        low, high = min(values), max(values)
+        if low <= 0 or high > low * (1.0 + tolerance):
+            return False
+    return True
+
+
+@dataclass
+class _Options:
+    model: str
+    version: str
+    window: float
+    max_windows: int
+    warmup: float
+    stability: float
+    timeout: float | None
+
+
+class _Load:
+    """One AsyncClient and the request it repeats; times every request into the open window."""
+
+    def __init__(self, client: AsyncClient, request: InferRequest, opts: _Options) -> None:
+        self.client = client
+        self.request = request
+        self.opts = opts
+        self.current = _Window()
+        self.stats_ok = True
+
+    def take(self, elapsed: float, cpu: float) -> _Window:
+        done, self.current = self.current, _Window()
+        done.elapsed, done.cpu = elapsed, cpu
+        return done
+
+    async def one(self, scheduled: float | None) -> None:
+        """Send the request once; latency counts from ``scheduled`` when given (open loop)."""
+        client, window = self.client, self.current
+        window.sent += 1
+        t0 = time.perf_counter()
+        try:
+            # The client's own op, driven here so the three parts can be timed apart.
+            op = client._infer_op(
+                self.opts.model,
+                self.request,
+                headers=None,
+                timeout=self.opts.timeout,
+                binary=None,
+                retry=False,
+                sequence=None,
+                sequence_end=False,
+            )
+            call = next(op)
+            t1 = time.perf_counter()
+            network = decode = 0.0
+            while True:
+                sent_at = time.perf_counter()
+                try:
+                    reply = await client._execute(call)
+                except NbinferError as exc:
+                    back = time.perf_counter()
+                    network += back - sent_at
+                    call = op.throw(exc)
+                else:
+                    back = time.perf_counter()
+                    network += back - sent_at
+                    call = op.send(reply)
+                decode += time.perf_counter() - back
+        except StopIteration as stop:
+            result: InferResult = stop.value
+            d0 = time.perf_counter()
+            for name in result.output_names:
+                result.as_numpy(name)
+            end = time.perf_counter()
+            window = self.current  # the window the request completed in
+            window.latency.append(end - (t0 if scheduled is None else scheduled))
+            window.encode.append(t1 - t0)
+            window.network.append(network)
+            window.decode.append(decode + end - d0)
+        except NbinferError as exc:
+            window = self.current
+            window.errors += 1
+            window.first_error = window.first_error or f"{type(exc).__name__}: {exc}"
+
+    async def server_stats(self) -> dict[str, tuple[int, int]] | None:
+        """Cumulative ``{part: (count, ns)}`` for the model (None: no statistics extension)."""
+        if not self.stats_ok:
+            return None
+        try:
+            raw = await self.client.get_inference_statistics(self.opts.model, self.opts.version)
+        except NbinferError as exc:
+            logger.info("profile: no server statistics (%s); client-side split only", exc)
+            self.stats_ok = False
+            return None
+        totals: dict[str, tuple[int, int]] = {}
+        for entry in raw.get("model_stats", []):
+            stats = entry.get("inference_stats", {})
+            for part in ("success", *SERVER_PARTS):
+                item = stats.get(part) or {}
+                count, ns = totals.get(part, (0, 0))
+                totals[part] = (count + int(item.get("count", 0)), ns + int(item.get("ns", 0)))
+        return totals
+
+    async def closed(self, concurrency: int, stop: asyncio.Event) -> None:
+        async def worker() -> None:
+            while not stop.is_set():
+                await self.one(None)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+    async def opened(self, rate: float, stop: asyncio.Event) -> None:
+        interval = 1.0 / rate
+        start = time.perf_counter()
+        pending: set[asyncio.Task[None]] = set()
+        i = 0
+        while not stop.is_set():
+            due = start + i * interval
+            await asyncio.sleep(max(due - time.perf_counter(), 0.0))
+            self.current.lag.append(time.perf_counter() - due)
+            task = asyncio.create_task(self.one(due))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            i += 1
+        await asyncio.gather(*pending)
+
+
+async def _measure(
+    load: _Load, mode: str, value: float, report: Callable[[_Window], None]
+) -> tuple[dict[str, tuple[int, int]] | None, list[_Window]]:
+    """Warm up, then measure windows until stable or capped.
+
+    Returns the server statistics before the first window and the windows (each holding the
+    cumulative statistics at its end).
+    """
+    opts = load.opts
+    stop = asyncio.Event()
+    if mode == "concurrency":
+        task = asyncio.create_task(load.closed(int(value), stop))
+    else:
+        task = asyncio.create_task(load.opened(float(value), stop))
+    try:
+        await asyncio.sleep(opts.warmup)
+        before = await load.server_stats()
+        load.take(0.0, 0.0)
+        windows: list[_Window] = []
+        wall, cpu = time.perf_counter(), time.process_time()
+        while len(windows) < opts.max_windows and not task.done():
+            await asyncio.sleep(opts.window)
+            now, now_cpu = time.perf_counter(), time.process_time()
+            window = load.take(now - wall, now_cpu - cpu)
+            wall, cpu = now, now_cpu
+            window.stats = await load.server_stats()
+            windows.append(window)
+            report(window)
+            if _stable(windows, opts.stability):
+                break
+        return before, windows
+    finally:
+        stop.set()
+        await task
+
+
+def _ms(values: Sequence[float]) -> float:
+    return float(np.mean(values)) * 1e3 if len(values) else float("nan")
+
+
+def _summarise(
+    windows: list[_Window], before: dict[str, tuple[int, int]] | None, rows: int
+) -> dict[str, Any]:
+    """One result row from the trailing (stable) windows."""
+    last = windows[-STABLE_WINDOWS:]
+    latency = np.concatenate([np.asarray(w.latency, dtype=float) for w in last]) * 1e3
+    elapsed = sum(w.elapsed for w in last)
+    row: dict[str, Any] = {
+        "requests": int(latency.size),
+        "errors": sum(w.errors for w in last),
+        "throughput": latency.size * rows / elapsed if elapsed else 0.0,
+        "latency_avg_ms": float(latency.mean()) if latency.size else float("nan"),
+        "latency_max_ms": float(latency.max()) if latency.size else float("nan"),
+        "windows": len(windows),
+        "send_rate": sum(w.sent for w in last) / elapsed if elapsed else 0.0,
+        "client_cpu": sum(w.cpu for w in last) / elapsed if elapsed else 0.0,
+        "first_error": next((w.first_error for w in last if w.first_error), ""),
+    }
+    for p in PERCENTILES:
+        row[f"latency_p{p}_ms"] = float(np.percentile(latency, p)) if latency.size else float("nan")
+    for part in CLIENT_PARTS:
+        row[f"client_{part}_ms"] = _ms([v for w in last for v in getattr(w, part)])
+    lag = [v for w in last for v in w.lag]
+    row["schedule_lag_p99_ms"] = float(np.percentile(lag, 99)) * 1e3 if lag else float("nan")
+    start = before if len(windows) <= STABLE_WINDOWS else windows[-STABLE_WINDOWS - 1].stats
+    end = windows[-1].stats
+    row["server_requests"] = 0
+    for part in SERVER_PARTS:
+        row[f"server_{part}_ms"] = float("nan")
+    if start is not None and end is not None:
+        done = end.get("success", (0, 0))[0] - start.get("success", (0, 0))[0]
+        row["server_requests"] = done
+        for part in SERVER_PARTS:
+            count = end.get(part, (0, 0))[0] - start.get(part, (0, 0))[0]
+            ns = end.get(part, (0, 0))[1] - start.get(part, (0, 0))[1]
+            row[f"server_{part}_ms"] = ns / count / 1e6 if count > 0 else float("nan")
+    return row
+
+
+def _saturation(row: dict[str, Any], mode: str, value: float) -> str:
+    """Why the load generator, not the server, may have set the pace ('' when it did not)."""
+    reasons = []
+    if row["client_cpu"] >= SATURATED_CPU:
+        reasons.append(f"client process at {row['client_cpu']:.0%} of a core")
+    if mode == "rate":
+        if row["send_rate"] < 0.95 * value:
+            reasons.append(f"sent {row['send_rate']:.0f}/s of {value:g}/s scheduled")
+        if row["schedule_lag_p99_ms"] > SATURATED_LAG * 1e3:
+            reasons.append(f"sends {row['schedule_lag_p99_ms']:.1f} ms behind schedule (p99)")
+    return "; ".join(reasons)
+
+
+async def _run(
+    url: str,
+    model: str,
+    inputs: Any,
+    settings: list[tuple[str, float]],
+    opts: _Options,
+    client_options: Mapping[str, Any],
+    batch_size: int,
+    report: Callable[[int, _Window | None], None],
+) -> list[dict[str, Any]]:
+    async with AsyncClient(url, **client_options) as client:
+        if inputs is None:
+            meta = await client.get_model_metadata(model, opts.version)
+            inputs = random_inputs(meta, batch_size=batch_size)
+        elif _is_frame(inputs):
+            from nbinfer.interop.pandas import dataframe_to_inputs
+
+            meta = await client.get_model_metadata(model, opts.version)
+            inputs = dataframe_to_inputs(inputs, meta)
+        request = await client.build_request(model, inputs, model_version=opts.version)
+        rows = _rows(request)
+        load = _Load(client, request, opts)
+        results = []
+        for index, (mode, value) in enumerate(settings):
+            before, windows = await _measure(load, mode, value, functools.partial(report, index))
+            row = _summarise(windows, before, rows)
+            row.update(
+                mode=mode,
+                concurrency=int(value) if mode == "concurrency" else None,
+                request_rate=float(value) if mode == "rate" else None,
+                batch_size=rows,
+                protocol=client.protocol,
+                model=model,
+                stable=_stable(windows, opts.stability),
+            )
+            why = _saturation(row, mode, value)
+            row["client_saturated"] = bool(why)
+            if why:
+                logger.warning(
+                    "profile %s %s=%g: the load generator may be the bottleneck (%s)",
+                    model,
+                    mode,
+                    value,
+                    why,
+                )
+            results.append(row)
+            report(index, None)
+        return results
+
+
+def _is_frame(data: Any) -> bool:
+    return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
+
+
+def profile(
+    url: str,
+    model: str,
+    inputs: Any = None,
+    *,
+    concurrency: Sequence[int] | int = (1, 2, 4, 8),
+    request_rate: Sequence[float] | float | None = None,
+    batch_size: int = 1,
+    model_version: str = "",
+    window: float = 1.0,
+    max_windows: int = 10,
+    warmup: float = 0.5,
+    stability: float = 0.1,
+    timeout: float | None = None,
+    progress: bool | None = None,
+    label: str = "",
+    client_options: Mapping[str, Any] | None = None,
+) -> ProfileFrame:
+    """Profile ``model`` on the v2 server at ``url``: throughput and latency per load setting.
+
+    Args:
+        url: The server (``http://...`` or ``grpc://...``).
+        model: Model name.
+        inputs: ``None`` for random data shaped from the model's metadata, a DataFrame (one
+            row per batch element) or ``{name: array}`` / a list of ``InferInput``.
+        concurrency: Closed loop: requests kept in flight, one setting per value.
+        request_rate: Open loop instead: requests per second, one setting per value; latency
+            counts from each request's scheduled send time.
+        batch_size: The leading (-1) dimension of generated inputs.
+        model_version: Model version ('' for the server's choice).
+        window: Seconds per measurement window.
+        max_windows: Windows per setting before giving up on stability (the time cap).
+        warmup: Seconds of load before measuring each setting.
+        stability: Tolerance of the stability criterion (0.1: the last three windows within
+            10 % on throughput and mean latency).
+        timeout: Per-request deadline in seconds.
+        progress: Show a progress bar (default: on).
+        label: Names this run in comparisons.
+        client_options: Passed to :class:`~nbinfer.AsyncClient` (auth, headers, ssl, ...).
+
+    Raises:
+        InvalidInputError: No settings, or inputs that cannot be built for the model.
+        NbinferError: The server cannot be reached or the model is unknown.
+    """
+    settings: list[tuple[str, float]]
+    if request_rate is not None:
+        rates = [request_rate] if isinstance(request_rate, (int, float)) else request_rate
+        settings = [("rate", float(r)) for r in rates]
+    else:
+        levels = [concurrency] if isinstance(concurrency, int) else concurrency
+        settings = [("concurrency", int(c)) for c in levels]
+    if not settings or any(v <= 0 for _, v in settings):
+        raise InvalidInputError(f"profile needs positive settings, got {settings}")
+    opts = _Options(model, model_version, window, max_windows, warmup, stability, timeout)
+    bar = _progress_bar(len(settings), model) if progress is not False else None
+
+    def report(index: int, done: _Window | None) -> None:
+        if bar is None:
+            return
+        if done is None:
+            bar.update(1)
+        else:
+            mode, value = settings[index]
+            bar.set_postfix_str(
+                f"{mode}={value:g}: {done.rate:.0f} req/s, {done.mean * 1e3:.2f} ms", refresh=True
+            )
+
+    outcome: list[Any] = []
+
+    def main() -> None:
+        try:
+            outcome.append(
+                asyncio.run(
+                    _run(
+                        url,
+                        model,
+                        inputs,
+                        settings,
+                        opts,
+                        dict(client_options or {}),
+                        batch_size,
+                        report,
+                    )
+                )
+            )
+        except BaseException as exc:  # handed to the calling thread below
+            outcome.append(exc)
+
+    # A thread of its own: notebooks already run an event loop in the main thread.
+    thread = threading.Thread(target=main, name="nbinfer-profile", daemon=True)
+    thread.start()
+    try:
+        thread.join()
+    finally:
+        if bar is not None:
+            bar.close()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    frame = ProfileFrame(outcome[0], columns=list(COLUMNS))
+    frame["run"] = label or f"{model} ({frame['protocol'].iloc[0]})"
+    return frame
+
+
+def _progress_bar(total: int, model: str) -> Any:
+    from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
+
+    return tqdm(total=total, unit="setting", desc=f"profile {model}", leave=False)
