@@ -1295,8 +1295,12 @@ class Client(_Core):
         *,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
-    ) -> Any:
-        """KServe v1 ``:explain``."""
+    ) -> dict[str, Any]:
+        """KServe v1 ``:explain``: the explainer's whole JSON answer (e.g. ``explanations``).
+
+        Raises:
+            ModelNotFoundError: unknown model, or it has no explainer.
+        """
         opts = self._opts(headers, timeout)
         return self._run(self._binding.v1_call(model_name, "explain", instances, opts))
 
@@ -1853,7 +1857,11 @@ class AsyncClient(_Core):
         *,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
-    ) -> Any:
-        """KServe v1 ``:explain``."""
+    ) -> dict[str, Any]:
+        """KServe v1 ``:explain``: the explainer's whole JSON answer (e.g. ``explanations``).
+
+        Raises:
+            ModelNotFoundError: unknown model, or it has no explainer.
+        """
         opts = self._opts(headers, timeout)
         return await self._run(self._binding.v1_call(model_name, "explain", instances, opts))

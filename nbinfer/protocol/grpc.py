@@ -31,7 +31,12 @@ from google.protobuf.message import Message
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol._generated import grpc_service_pb2 as pb
 from nbinfer.protocol.dtypes import numpy_dtype
-from nbinfer.protocol.tensors import bytes_element, tensor_from_bytes, tensor_to_bytes
+from nbinfer.protocol.tensors import (
+    bytes_element,
+    decode_encoded_elements,
+    tensor_from_bytes,
+    tensor_to_bytes,
+)
 from nbinfer.protocol.types import (
     InferInput,
     InferOutput,
@@ -446,6 +451,13 @@ def _encode_tensors(
 _Tensor = TypeVar("_Tensor", InferInput, InferOutput)
 
 
+def _raw_tensor(buf: bytes, datatype: str, shape: list[int], name: str) -> np.ndarray[Any, Any]:
+    """One raw contents entry; BYTES also as OVMS sends one encoded image: unprefixed."""
+    if datatype == "BYTES":
+        return decode_encoded_elements(buf, shape, name=name)
+    return tensor_from_bytes(buf, datatype, shape, name=name)
+
+
 def _decode_tensors(
     msgs: Sequence[_AnyTensorMsg],
     raw: Sequence[bytes],
@@ -476,7 +488,7 @@ def _decode_tensors(
                 or len(buf) != math.prod(shape) * dtype.itemsize
                 or (shape and min(shape) < 0)
             ):
-                data = tensor_from_bytes(buf, datatype, shape, name=name)
+                data = _raw_tensor(buf, datatype, shape, name)
             else:
                 data = np.frombuffer(buf, dtype=dtype).reshape(shape)
             out.append(make(name, datatype, shape, data))
@@ -518,13 +530,13 @@ def _decode_tensor_data(
         data: np.ndarray[Any, Any] | None
         typed = msg.HasField("contents") and (not lenient or msg.contents.ByteSize() > 0)
         if one_to_one:
-            data = tensor_from_bytes(raw[index], msg.datatype, shape, name=name)
+            data = _raw_tensor(raw[index], msg.datatype, shape, name)
         elif typed:
             data = _decode_contents(msg.contents, msg.datatype, shape, name)
         elif "shared_memory_region" in params:
             data = None
         elif next_raw < len(raw):
-            data = tensor_from_bytes(raw[next_raw], msg.datatype, shape, name=name)
+            data = _raw_tensor(raw[next_raw], msg.datatype, shape, name)
             next_raw += 1
         elif not raw and _element_count(shape, name) == 0:
             data = np.empty(shape, dtype=numpy_dtype(msg.datatype))

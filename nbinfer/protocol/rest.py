@@ -38,6 +38,7 @@ from nbinfer.protocol.tensors import (
     as_array,
     check_shape,
     decode_bytes_tensor,
+    decode_encoded_elements,
     element_count,
     tensor_from_bytes,
     tensor_to_bytes,
@@ -519,6 +520,10 @@ class _BinaryReader:
         self.offset = end
         return chunk
 
+    @property
+    def remaining(self) -> int:
+        return len(self.view) - self.offset
+
     def finish(self) -> None:
         extra = len(self.view) - self.offset
         if extra:
@@ -528,6 +533,31 @@ class _BinaryReader:
                 expected=self.offset,
                 actual=len(self.view),
             )
+
+
+def _encoded_elements(
+    reader: _BinaryReader, size: Any, shape: list[int], name: str
+) -> np.ndarray[Any, Any]:
+    """A BYTES tensor's binary data, in Triton's or one of OVMS's forms.
+
+    Triton's 4-byte prefixed elements, OVMS's element sizes (``binary_data_size: "645,94"``),
+    or a single unprefixed element.
+    """
+    if isinstance(size, str | list):
+        items = size.split(",") if isinstance(size, str) else size
+        try:
+            sizes = [int(v) for v in items]
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"{_label(name)}: {_BINARY_SIZE} must be an integer or comma-separated element "
+                f"sizes, got {size!r}",
+                tensor=name,
+            ) from exc
+        chunk = reader.take(sum(sizes), name)
+        if len(sizes) == 1:
+            return decode_encoded_elements(chunk, shape, name=name)
+        return decode_encoded_elements(chunk, shape, sizes=sizes, name=name)
+    return decode_encoded_elements(reader.take(size, name), shape, name=name)
 
 
 def _decode_tensor(
@@ -546,9 +576,19 @@ def _decode_tensor(
     if size is not None:
         if "data" in obj:
             raise InvalidInputError(f"{where} has both JSON 'data' and {_BINARY_SIZE}", tensor=name)
-        data = tensor_from_bytes(reader.take(size, name), datatype, shape, name=name)
+        if datatype == "BYTES":
+            data = _encoded_elements(reader, size, shape, name)
+        else:
+            data = tensor_from_bytes(reader.take(size, name), datatype, shape, name=name)
     elif "data" in obj:
         data = json_to_tensor(obj["data"], datatype, shape, name=name)
+    elif "shared_memory_region" not in params and reader.remaining:
+        # OVMS's curl form: the JSON header, then the tensor's data, with no binary_data_size
+        chunk = reader.take(reader.remaining, name)
+        if datatype == "BYTES":
+            data = decode_encoded_elements(chunk, shape, name=name)
+        else:
+            data = tensor_from_bytes(chunk, datatype, shape, name=name)
     elif "shared_memory_region" not in params:
         raise InvalidInputError(
             f"{where} has no data: expected 'data', parameters.{_BINARY_SIZE} or "

@@ -32,6 +32,7 @@ __all__ = [
     "bytes_element",
     "check_shape",
     "decode_bytes_tensor",
+    "decode_encoded_elements",
     "element_count",
     "encode_bytes_tensor",
     "tensor_from_bytes",
@@ -659,3 +660,44 @@ def tensor_from_bytes(
     arr = arr.reshape(dims)
     arr.flags.writeable = False
     return arr
+
+
+def decode_encoded_elements(
+    buf: bytes | bytearray | memoryview,
+    shape: Sequence[int],
+    *,
+    sizes: Sequence[int] | None = None,
+    name: str = "",
+) -> np.ndarray[Any, Any]:
+    """BYTES elements in any form users send encoded images (Triton's and OVMS's).
+
+    Triton's 4-byte length prefixes, concatenated elements of the given ``sizes`` (OVMS's
+    ``binary_data_size: "645,94"``), or one unprefixed element (a single-element tensor whose
+    data is not prefixed).
+
+    Raises:
+        InvalidInputError: sizes that do not add up to the data or count the wrong number of
+            elements; several elements with neither prefixes nor sizes.
+    """
+    count = element_count(shape, name=name)
+    dims = [int(d) for d in shape]
+    view = memoryview(buf).cast("B")
+    if sizes is not None:
+        if len(sizes) != count or sum(sizes) != len(view) or min(sizes, default=0) < 0:
+            raise _bytes_error(
+                name,
+                f"binary_data_size lists {len(sizes)} element sizes adding up to {sum(sizes)} "
+                f"bytes; shape {dims} needs {count} elements in {len(view)} bytes",
+                expected=count,
+            )
+        out = np.empty(count, dtype=object)
+        offset = 0
+        for i, size in enumerate(sizes):
+            out[i] = bytes(view[offset : offset + size])
+            offset += size
+        return out.reshape(dims)
+    if count == 1 and (len(view) < 4 or _LEN.unpack_from(view)[0] != len(view) - 4):
+        out = np.empty(1, dtype=object)
+        out[0] = bytes(view)  # one raw element (an encoded image), no length prefix
+        return out.reshape(dims)
+    return decode_bytes_tensor(view, count, name=name).reshape(dims)

@@ -128,3 +128,17 @@ def decode_v1_response(body: bytes | bytearray | memoryview | str) -> Any:
     if "error" in obj:
         raise InvalidInputError(f"v1 response is an error: {obj['error']}")
     raise InvalidInputError(f"v1 response has no 'predictions'; got keys {sorted(obj)[:10]}")
+
+
+def decode_v1_explanation(body: bytes | bytearray | memoryview | str) -> dict[str, Any]:
+    """A v1 ``:explain`` answer, whole: explainers answer any JSON object (nbinfer's
+    ``{"explanations": ...}``, KServe's ``{"predictions": ..., "explanations": ...}``, an Alibi
+    explanation...), so nothing is unwrapped.
+
+    Raises:
+        InvalidInputError: malformed JSON, not an object, or an ``error`` body.
+    """
+    obj = _loads(body, "explain response")
+    if "error" in obj and len(obj) == 1:
+        raise InvalidInputError(f"v1 explain response is an error: {obj['error']}")
+    return dict(obj)

@@ -746,6 +746,7 @@ class DataPlane:
             )
             for item in items:
                 item.context.response_parameters.update(ctx.response_parameters)
+                item.context.response_headers.update(ctx.response_headers)
             t.output += time.perf_counter_ns() - out_start
         mv.stats.record_execution(
             batch_size=total if model.max_batch_size > 0 else 1,
@@ -1003,7 +1004,13 @@ class DataPlane:
         return self._flags(mv, mv.model)[0]
 
     def _context(
-        self, mv: ModelVersion, model: Model, request: InferRequest, wanted: list[str]
+        self,
+        mv: ModelVersion,
+        model: Model,
+        request: InferRequest,
+        wanted: list[str],
+        headers: Mapping[str, str] | None = None,
+        response_headers: dict[str, str] | None = None,
     ) -> InferContext:
         ctx = InferContext(
             model_name=model.name,
@@ -1017,6 +1024,10 @@ class DataPlane:
             ctx.sequence_id, ctx.sequence_start, ctx.sequence_end = parse_sequence(
                 request.parameters, model.name
             )
+        if headers is not None:
+            ctx.headers = headers
+        if response_headers is not None:
+            ctx.response_headers = response_headers
         return ctx
 
     async def _enter_sequence(
@@ -1034,8 +1045,17 @@ class DataPlane:
         slot.lock.release()
         self.sequences.release(slot, end=ctx.sequence_end)
 
-    async def infer(self, request: InferRequest) -> InferResponse:
+    async def infer(
+        self,
+        request: InferRequest,
+        *,
+        headers: Mapping[str, str] | None = None,
+        response_headers: dict[str, str] | None = None,
+    ) -> InferResponse:
         """Run one inference request.
+
+        ``headers`` (the request's) are visible to the model's hooks as ``context.headers``;
+        headers they set in ``context.response_headers`` land in ``response_headers``.
 
         Raises:
             ModelNotFoundError: unknown model / version.
@@ -1066,7 +1086,7 @@ class DataPlane:
                 plan = _plan(model)
                 inputs, batch = self._check_inputs(model, request, plan)
                 wanted = self._requested(model, request, plan)
-                ctx = self._context(mv, model, request, wanted)
+                ctx = self._context(mv, model, request, wanted, headers, response_headers)
                 t.input = time.perf_counter_ns() - t0
                 if stateful:
                     slot = await self._enter_sequence(mv, ctx, idle_us)
@@ -1129,7 +1149,9 @@ class DataPlane:
             parameters=dict(ctx.response_parameters),
         )
 
-    async def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+    async def infer_stream(
+        self, request: InferRequest, *, headers: Mapping[str, str] | None = None
+    ) -> AsyncIterator[InferResponse]:
         """Run one request and yield its responses: one, or 0..N for a decoupled model.
 
         A decoupled model's ``predict`` is a generator / async generator (or returns a list)
@@ -1143,7 +1165,7 @@ class DataPlane:
         assert model is not None
         decoupled, stateful, idle_us = self._flags(mv, model)
         if not decoupled:
-            yield await self.infer(request)
+            yield await self.infer(request, headers=headers)
             return
         t0 = time.perf_counter_ns()
         mv.inflight += 1
@@ -1151,7 +1173,7 @@ class DataPlane:
         try:
             inputs, batch = self._check_inputs(model, request)
             wanted = self._requested(model, request)
-            ctx = self._context(mv, model, request, wanted)
+            ctx = self._context(mv, model, request, wanted, headers)
             t.input = time.perf_counter_ns() - t0
             slot = await self._enter_sequence(mv, ctx, idle_us) if stateful else None
             try:
@@ -1394,7 +1416,14 @@ class DataPlane:
             model_name=model.name,
         )
 
-    async def v1_predict(self, name: str, payload: Any) -> dict[str, Any]:
+    async def v1_predict(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        headers: Mapping[str, str] | None = None,
+        response_headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         """KServe v1 predict: ``{"instances": [...]}`` -> ``{"predictions": [...]}``.
 
         The instances feed the model's first input; the predictions are its first output.
@@ -1407,12 +1436,19 @@ class DataPlane:
         model = self._resolve(name, "").model
         assert model is not None
         request = self._v1_request(model, payload)
-        response = await self.infer(request)
+        response = await self.infer(request, headers=headers, response_headers=response_headers)
         if not response.outputs:
             return {"predictions": []}
         return {"predictions": _jsonable(response.outputs[0].data)}
 
-    async def v1_explain(self, name: str, payload: Any) -> Any:
+    async def v1_explain(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        headers: Mapping[str, str] | None = None,
+        response_headers: dict[str, str] | None = None,
+    ) -> Any:
         """KServe v1 explain (only for models implementing ``explain()``).
 
         Raises:
@@ -1430,6 +1466,10 @@ class DataPlane:
         request = self._v1_request(model, payload)
         inputs, _ = self._check_inputs(model, request)
         ctx = InferContext(model_name=name, model_version=mv.version)
+        if headers is not None:
+            ctx.headers = headers
+        if response_headers is not None:
+            ctx.response_headers = response_headers
         fn = model.explain
         args = (inputs, ctx) if model.hook_wants_context("explain") else (inputs,)
         mv.inflight += 1
@@ -1558,6 +1598,7 @@ def _batch_context(model: Model, items: list[PendingRequest]) -> InferContext:
         parameters=dict(first.parameters),
         input_parameters=first.input_parameters,
         requested_outputs=[n for n in order if n in wanted] or sorted(wanted),
+        headers=first.headers,
     )
 
 

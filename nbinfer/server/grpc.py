@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import grpc
@@ -20,6 +20,7 @@ from nbinfer.protocol.grpc import SERVICE_NAME, pb
 from nbinfer.protocol.types import InferResponse
 from nbinfer.server.auth import PUBLIC_GRPC_METHODS, authorized
 from nbinfer.server.dataplane import EMPTY_FINAL, FINAL_RESPONSE
+from nbinfer.server.observability import LogSettings, trace_settings
 
 __all__ = ["GrpcFrontend", "create_grpc_server"]
 
@@ -45,6 +46,38 @@ def _authorized(context: Any, token: str) -> bool:
         if key == "authorization":
             return authorized(value, token)
     return False
+
+
+class _MetadataView(Mapping[str, str]):
+    """A call's invocation metadata as a read-only mapping, read only when a hook asks."""
+
+    __slots__ = ("_context", "_items")
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+        self._items: dict[str, str] | None = None
+
+    def _all(self) -> dict[str, str]:
+        if self._items is None:
+            self._items = {
+                str(k): v if isinstance(v, str) else bytes(v).decode("latin-1")
+                for k, v in (self._context.invocation_metadata() or ())
+            }
+        return self._items
+
+    def __getitem__(self, key: str) -> str:
+        return self._all()[key.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+async def _send_headers(context: Any, headers: dict[str, str]) -> None:
+    """Headers a model set (``context.response_headers``) as gRPC initial metadata."""
+    await context.send_initial_metadata(tuple((k.lower(), str(v)) for k, v in headers.items()))
 
 
 def _parse(message_class: Any, data: bytes) -> Any:
@@ -126,7 +159,15 @@ class GrpcFrontend:
 
     async def model_infer(self, request: Any, context: Any) -> Any:
         """ModelInfer (the hot path): answers the serialized response."""
-        return gcodec.response_to_bytes(await self.dp.infer(gcodec.request_from_proto(request)))
+        out_headers: dict[str, str] = {}
+        response = await self.dp.infer(
+            gcodec.request_from_proto(request),
+            headers=_MetadataView(context),
+            response_headers=out_headers,
+        )
+        if out_headers:
+            await _send_headers(context, out_headers)
+        return gcodec.response_to_bytes(response)
 
     def _infer_handler(self, token: str | None) -> _Handler:
         """ModelInfer as one coroutine (:func:`_guard` + :meth:`model_infer` inlined)."""
@@ -143,7 +184,13 @@ class GrpcFrontend:
                     message = parse(request)
                 except DecodeError as exc:
                     raise InvalidInputError(f"malformed ModelInferRequest message: {exc}") from exc
-                return encode(await infer(decode(message)))
+                out_headers: dict[str, str] = {}
+                response = await infer(
+                    decode(message), headers=_MetadataView(context), response_headers=out_headers
+                )
+                if out_headers:
+                    await _send_headers(context, out_headers)
+                return encode(response)
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
@@ -183,7 +230,8 @@ class GrpcFrontend:
                 decoupled = final and self.dp.is_decoupled(
                     request.model_name, request.model_version
                 )
-                async for response in self.dp.infer_stream(request):
+                stream = self.dp.infer_stream(request, headers=_MetadataView(context))
+                async for response in stream:
                     if final:
                         response.parameters[FINAL_RESPONSE] = not decoupled
                     yield pb.ModelStreamInferResponse(
@@ -277,12 +325,34 @@ class GrpcFrontend:
     # -- trivial -----------------------------------------------------------------------------
 
     async def trace_setting(self, request: Any, context: Any) -> Any:
-        """TraceSetting: tracing is not supported; answers empty settings."""
-        return pb.TraceSettingResponse()
+        """TraceSetting: tracing is ``OFF`` (asking for a level is UNIMPLEMENTED, as over HTTP)."""
+        update: dict[str, Any] = {}
+        for key, entry in request.settings.items():
+            values = list(entry.value)
+            update[key] = (values if key == "trace_level" else values[0]) if values else None
+        if request.model_name:
+            self.dp.model_metadata(request.model_name)  # an unknown model is NOT_FOUND
+        reply = pb.TraceSettingResponse()
+        for key, value in trace_settings(request.model_name, update).items():
+            reply.settings[key].value.extend(value if isinstance(value, list) else [str(value)])
+        return reply
 
     async def log_settings(self, request: Any, context: Any) -> Any:
-        """LogSettings: answers empty settings."""
-        return pb.LogSettingsResponse()
+        """LogSettings over the ``nbinfer`` logger (the same settings as ``/v2/logging``)."""
+        update = {}
+        for key, entry in request.settings.items():
+            which = entry.WhichOneof("parameter_choice")
+            update[key] = None if which is None else getattr(entry, which)
+        current = LogSettings.update(update) if update else LogSettings.get()
+        reply = pb.LogSettingsResponse()
+        for key, value in current.items():
+            field = (
+                "bool_param"
+                if isinstance(value, bool)
+                else ("uint32_param" if isinstance(value, int) else "string_param")
+            )
+            setattr(reply.settings[key], field, value)
+        return reply
 
     def handler(self) -> Any:
         """Return the ``grpc.GenericRpcHandler`` serving ``inference.GRPCInferenceService``."""

@@ -202,6 +202,10 @@ class InferContext:
         cancelled: Set when every client of this execution gave up (disconnected, gRPC
             cancellation or deadline, ``timeout`` parameter). A slow synchronous ``predict``
             may check it and return early; async hooks are cancelled outright.
+        headers: The request's HTTP headers (names in lower case) or gRPC metadata, as
+            KServe's hooks get them; a merged dynamic batch sees its first request's.
+        response_headers: Headers the model wants on the HTTP response (gRPC: initial
+            metadata), as KServe's ``response_headers``; a merged batch's go to every request.
     """
 
     model_name: str = ""
@@ -216,6 +220,8 @@ class InferContext:
     sequence_end: bool = False
     state: dict[str, Any] = field(default_factory=dict)
     cancelled: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
+    response_headers: dict[str, str] = field(default_factory=dict)
 
 
 def _cuda_driver_present() -> bool:

@@ -13,7 +13,7 @@ import base64
 import binascii
 import logging
 import zlib
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 import orjson
@@ -28,6 +28,12 @@ from nbinfer.errors import (
 from nbinfer.protocol import rest as codec
 from nbinfer.protocol.types import InferRequest
 from nbinfer.server.auth import PUBLIC_HTTP_PATHS, authorized
+from nbinfer.server.observability import (
+    METRICS_CONTENT_TYPE,
+    LogSettings,
+    metrics_text,
+    trace_settings,
+)
 
 __all__ = ["RestApp"]
 
@@ -64,6 +70,14 @@ _Reply = tuple[int, bytes, Any, list[tuple[bytes, bytes]]]
 _Route = tuple[str, tuple[str, ...], str, str]
 _GET = ("GET",)
 _POST = ("POST",)
+_GET_POST = ("GET", "POST")
+_LIVE = orjson.dumps({"live": True})
+_NOT_LIVE = orjson.dumps({"live": False})
+_HEALTH_AND_OBSERVABILITY = frozenset(
+    ("live", "ready", "model_ready", "v1_live", "v1_models", "metrics", "logging", "trace")
+)
+_READY = orjson.dumps({"ready": True})
+_NOT_READY = orjson.dumps({"ready": False})
 
 
 def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best as one match
@@ -77,6 +91,18 @@ def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best 
             return ("ready", _GET, "", "")
         case ["", "v2"]:
             return ("server_metadata", _GET, "", "")
+        case ["", ""]:
+            return ("v1_live", _GET, "", "")
+        case ["", "v1", "models"]:
+            return ("v1_models", _GET, "", "")
+        case ["", "metrics"]:
+            return ("metrics", _GET, "", "")
+        case ["", "v2", "logging"]:
+            return ("logging", _GET_POST, "", "")
+        case ["", "v2", "trace", "setting"]:
+            return ("trace", _GET_POST, "", "")
+        case ["", "v2", "models", m, "trace", "setting"]:
+            return ("trace", _GET_POST, m, "")
         case ["", "v2", "models", "stats"]:
             return ("stats", _GET, "", "")
         case ["", "v2", "models", m]:
@@ -139,6 +165,35 @@ def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best 
                 return ("v1_explain", _POST, name, "")
             return None
     return None
+
+
+class _HeaderView(Mapping[str, str]):
+    """The request's headers as ``str`` (lower-case names), decoded only when a hook reads them."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: dict[bytes, bytes]) -> None:
+        self._raw = raw
+
+    def __getitem__(self, key: str) -> str:
+        return self._raw[key.lower().encode("latin-1")].decode("latin-1")
+
+    def __iter__(self) -> Iterator[str]:
+        return (k.decode("latin-1") for k in self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
+def _with_headers(reply: _Reply, response_headers: dict[str, str]) -> _Reply:
+    """Add the headers a model set (``context.response_headers``) to a reply."""
+    if not response_headers:
+        return reply
+    extra = [*reply[3]]
+    extra += [
+        (k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in response_headers.items()
+    ]
+    return reply[0], reply[1], reply[2], extra
 
 
 def _json_response(obj: Any, status: int = 200) -> _Reply:
@@ -360,11 +415,6 @@ class RestApp:
         dp = self.dp
         if name == "infer":
             return await self._infer(model, version, body, headers)
-        if name in ("live", "ready"):
-            up = dp.live() if name == "live" else dp.ready()
-            return (200 if up else 503), _JSON, b"", _EMPTY
-        if name == "model_ready":
-            return (200 if dp.model_ready(model, version) else 503), _JSON, b"", _EMPTY
         if name == "server_metadata":
             return _json_response(codec.server_metadata_to_json(dp.server_metadata()))
         if name == "model_metadata":
@@ -388,13 +438,46 @@ class RestApp:
             return 200, _JSON, b"", _EMPTY
         if name.startswith("shm_"):
             return await self._shm(name, version, model, body)
+        if name in _HEALTH_AND_OBSERVABILITY:
+            return self._observability(name, model, version, body)
         if name == "v1_model":
             return _json_response(await dp.v1_model(model))
-        if name == "v1_predict":
-            return _json_response(await dp.v1_predict(model, _json_body(body)))
-        if name == "v1_explain":
-            return _json_response(await dp.v1_explain(model, _json_body(body)))
+        if name in ("v1_predict", "v1_explain"):
+            out_headers: dict[str, str] = {}
+            call = dp.v1_predict if name == "v1_predict" else dp.v1_explain
+            answer = await call(
+                model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
+            )
+            return _with_headers(_json_response(answer), out_headers)
         raise ModelNotFoundError(f"no handler for {name}")  # pragma: no cover
+
+    def _observability(self, name: str, model: str, version: str, body: bytes) -> _Reply:
+        """Health, KServe v1 liveness and model list, ``/metrics``, trace and log settings."""
+        dp = self.dp
+        if name == "live":
+            # JSON bodies as KServe sends them (tritonclient reads only the status)
+            return (200, _JSON, _LIVE, _EMPTY) if dp.live() else (503, _JSON, _NOT_LIVE, _EMPTY)
+        if name == "ready":
+            return (200, _JSON, _READY, _EMPTY) if dp.ready() else (503, _JSON, _NOT_READY, _EMPTY)
+        if name == "model_ready":
+            up = dp.model_ready(model, version)
+            return _json_response({"name": model, "ready": up}, 200 if up else 503)
+        if name == "v1_live":
+            return _json_response({"status": "alive" if dp.live() else "dead"})
+        if name == "v1_models":
+            models = sorted({m.name for m in dp.repository_index(ready_only=True)})
+            return _json_response({"models": models})
+        if name == "metrics":
+            text = metrics_text(dp.statistics()["model_stats"])
+            return 200, METRICS_CONTENT_TYPE, text, _EMPTY
+        update = _json_body(body)
+        if not isinstance(update, dict):
+            raise InvalidInputError(f"{name} settings must be a JSON object")
+        if name == "logging":
+            return _json_response(LogSettings.update(update) if update else LogSettings.get())
+        if model:
+            dp.model_metadata(model)  # an unknown model is a 404, as on Triton
+        return _json_response(trace_settings(model, update))
 
     async def _shm(self, name: str, kind: str, region: str, body: bytes) -> _Reply:
         """Shared-memory status / register / unregister (``kind``: system or cuda)."""
@@ -433,7 +516,10 @@ class RestApp:
             binary = _binary_outputs(request)
         request.model_name = model
         request.model_version = version
-        response = await self.dp.infer(request)
+        out_headers: dict[str, str] = {}
+        response = await self.dp.infer(
+            request, headers=_HeaderView(headers), response_headers=out_headers
+        )
         parts, out_len = codec.encode_response_parts(response, binary_outputs=binary)
         out: Any
         if len(parts) == 1:
@@ -443,8 +529,10 @@ class RestApp:
         else:
             out = b"".join(parts)
         if out_len is None:
-            return 200, _JSON, out, _EMPTY
-        return 200, _OCTET, out, [(_IHCL, str(out_len).encode())]
+            reply: _Reply = 200, _JSON, out, _EMPTY
+        else:
+            reply = 200, _OCTET, out, [(_IHCL, str(out_len).encode())]
+        return _with_headers(reply, out_headers) if out_headers else reply
 
     def _raw_request(self, model: str, version: str, body: bytes) -> InferRequest:
         """A body that is the one input of a single-input model (header length 0)."""
