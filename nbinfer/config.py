@@ -290,9 +290,21 @@ class ClientConfig:
     def from_rest_config(cls, rest_config: Any) -> ClientConfig:
         """Translate a KServe ``RESTConfig`` (object or mapping) into a :class:`ClientConfig`.
 
-        Understands its ``retries``, ``http2``, ``timeout``, ``verify`` (bool or CA path),
-        ``cert`` (path or ``(cert, key)``) and ``auth`` (``(user, password)``, token or
-        :class:`Auth`) fields; ``transport`` / ``protocol`` / ``verbose`` are ignored.
+        Accepts what ``RESTConfig`` accepts:
+
+        - ``timeout``: seconds, ``None`` (no limit), an ``httpx.Timeout`` or a
+          ``(connect, read[, write, pool])`` tuple (``connect`` -> ``Timeouts.connect``,
+          ``read`` -> ``Timeouts.total``);
+        - ``verify``: a bool, a CA bundle path, or an ``ssl.SSLContext`` (only whether it
+          verifies is kept);
+        - ``cert``: a certificate path, or ``(cert, key)`` / ``(cert, key, password)``;
+        - ``auth``: ``(user, password)``, a bearer token, an :class:`Auth` or an
+          ``httpx.BasicAuth``;
+        - ``retries`` and ``http2``. ``transport``, ``protocol`` and ``verbose`` are ignored.
+
+        Raises:
+            InvalidInputError: A value of a kind ``RESTConfig`` does not take (the message names
+                the field).
         """
 
         def get(name: str, default: Any = None) -> Any:
@@ -301,26 +313,74 @@ class ClientConfig:
             return getattr(rest_config, name, default)
 
         base = cls.from_env()
-        timeout = get("timeout", base.timeouts.total)
         retries = get("retries", None)
-        verify = get("verify", True)
-        cert = get("cert", None)
-        cert_file, key_file = (cert, None) if not isinstance(cert, (tuple, list)) else cert[:2]
-        tls = TLSConfig(
-            verify=bool(verify),
-            ca_file=verify if isinstance(verify, str) else None,
-            cert_file=cert_file,
-            key_file=key_file,
-        )
+        tls = _rest_tls(get("verify", True), get("cert", None))
         return dataclasses.replace(
             base,
-            timeouts=dataclasses.replace(
-                base.timeouts, total=None if timeout is None else float(timeout)
-            ),
+            timeouts=_rest_timeouts(get("timeout", 60), base.timeouts),
             retries=base.retries
             if retries is None
             else dataclasses.replace(base.retries, attempts=int(retries) + 1),
             http2=bool(get("http2", False)),
             tls=tls,
-            auth=as_auth(get("auth", None)) or base.auth,
+            auth=_rest_auth(get("auth", None)) or base.auth,
         )
+
+
+def _rest_timeouts(timeout: Any, base: Timeouts) -> Timeouts:
+    """KServe / httpx timeouts: a number, ``None``, an ``httpx.Timeout`` or a tuple."""
+    if timeout is None:
+        return dataclasses.replace(base, connect=None, total=None)
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        return dataclasses.replace(base, total=float(timeout))
+    if isinstance(timeout, (tuple, list)) and 1 <= len(timeout) <= 4:
+        parts = [None if t is None else float(t) for t in timeout]
+        read = parts[1] if len(parts) > 1 else parts[0]
+        return dataclasses.replace(base, connect=parts[0], total=read)
+    if all(hasattr(timeout, a) for a in ("connect", "read", "write", "pool")):  # httpx.Timeout
+        connect, read = timeout.connect, timeout.read
+        return dataclasses.replace(
+            base,
+            connect=None if connect is None else float(connect),
+            total=None if read is None else float(read),
+        )
+    raise InvalidInputError(
+        f"RESTConfig.timeout must be seconds, None, an httpx.Timeout or a tuple, not {timeout!r}"
+    )
+
+
+def _rest_tls(verify: Any, cert: Any) -> TLSConfig:
+    """KServe's ``verify`` (bool, CA path, SSLContext) and ``cert`` (path or tuple)."""
+    if isinstance(verify, (str, os.PathLike)):
+        verify_flag, ca_file = True, os.fspath(verify)
+    elif isinstance(verify, bool):
+        verify_flag, ca_file = verify, None
+    elif hasattr(verify, "verify_mode"):  # ssl.SSLContext
+        verify_flag, ca_file = int(verify.verify_mode) != 0, None
+    else:
+        raise InvalidInputError(
+            f"RESTConfig.verify must be a bool, a CA bundle path or an ssl.SSLContext, "
+            f"not {verify!r}"
+        )
+    if cert is None:
+        cert_file, key_file = None, None
+    elif isinstance(cert, (str, os.PathLike)):
+        cert_file, key_file = os.fspath(cert), None
+    elif isinstance(cert, (tuple, list)) and 1 <= len(cert) <= 3:
+        cert_file = os.fspath(cert[0])
+        key_file = os.fspath(cert[1]) if len(cert) > 1 and cert[1] is not None else None
+    else:
+        raise InvalidInputError(
+            f"RESTConfig.cert must be a path or a (cert, key[, password]) tuple, not {cert!r}"
+        )
+    return TLSConfig(verify=verify_flag, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
+
+
+def _rest_auth(auth: Any) -> Auth | None:
+    """KServe's ``auth``: what :func:`as_auth` takes, or an ``httpx.BasicAuth``."""
+    header = getattr(auth, "_auth_header", None)  # httpx.BasicAuth keeps its header ready
+    if isinstance(header, str):
+        return HeaderAuth("authorization", header)
+    if isinstance(auth, list) and len(auth) == 2:
+        auth = tuple(auth)
+    return as_auth(auth)

@@ -38,6 +38,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # What a server offers (Session.capabilities): reads metadata through a client, no I/O
     # of its own; the session and the notebook layer build on it.
     "nbinfer.capabilities": ("nbinfer.errors", "nbinfer.client"),
+    # Ported tritonclient / KServe code (issue 17): faces over the client and protocol layers,
+    # never the server or the session.
+    "nbinfer.compat": (
+        *_BASE,
+        "nbinfer.client",
+        "nbinfer.interop",
+        "nbinfer.compat",
+    ),
     "nbinfer.session": (
         *_BASE,
         "nbinfer.transports",

@@ -1,0 +1,226 @@
+"""``tritonclient.grpc``, over nbinfer: change ``import tritonclient.grpc`` to this module.
+
+Example::
+
+    import nbinfer.compat.tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(url="localhost:8001")
+    inputs = [grpcclient.InferInput("INPUT0", [1, 16], "INT32")]
+    inputs[0].set_data_from_numpy(data)
+    client.infer("simple", inputs).as_numpy("OUTPUT0")
+
+Answers are the v2 protobuf messages tritonclient's gRPC client returns (``as_json=True``: dicts).
+See docs/compat.md for what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from google.protobuf import json_format
+
+from nbinfer.client import Client
+from nbinfer.client import InferResult as _Result
+from nbinfer.compat._triton import (
+    InferenceServerException,
+    InferInput,
+    InferRequestedOutput,
+    InferResult,
+    TritonClient,
+    _mapped,
+    np_to_triton_dtype,
+    raise_error,
+    triton_to_np_dtype,
+)
+from nbinfer.config import Timeouts, TLSConfig
+from nbinfer.errors import NbinferError
+from nbinfer.protocol import grpc as _grpc
+
+__all__ = [
+    "InferInput",
+    "InferRequestedOutput",
+    "InferResult",
+    "InferenceServerClient",
+    "InferenceServerException",
+    "np_to_triton_dtype",
+    "raise_error",
+    "service_pb2",
+    "triton_to_np_dtype",
+]
+
+#: The v2 messages (``service_pb2.ModelInferRequest``, ...), as tritonclient exposes them.
+service_pb2 = _grpc.pb
+
+#: ``callback(result, error)`` as tritonclient calls it.
+Callback = Callable[[InferResult | None, InferenceServerException | None], None]
+
+
+def _shm_status(regions: list[dict[str, Any]], message: Any) -> Any:
+    doc = {"regions": {r["name"]: r for r in regions}}
+    return json_format.ParseDict(doc, message, ignore_unknown_fields=True)
+
+
+_TO_PROTO: dict[str, Callable[[Any], Any]] = {
+    "server_metadata": _grpc.server_metadata_to_proto,
+    "model_metadata": _grpc.model_metadata_to_proto,
+    "model_config": lambda c: _grpc.pb.ModelConfigResponse(
+        config=_grpc.config_json_to_proto(c, ignore_unknown_fields=True)
+    ),
+    "repository_index": _grpc.repository_index_to_proto,
+    "statistics": lambda s: _grpc.statistics_json_to_proto(s, ignore_unknown_fields=True),
+    "system_shm": lambda r: _shm_status(r, _grpc.pb.SystemSharedMemoryStatusResponse()),
+    "cuda_shm": lambda r: _shm_status(r, _grpc.pb.CudaSharedMemoryStatusResponse()),
+}
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+class InferenceServerClient(TritonClient):
+    """tritonclient's gRPC ``InferenceServerClient``: unary calls, ``async_infer``, streams.
+
+    Args:
+        url: ``host:port`` (or ``grpc(s)://host:port``).
+        verbose: Ignored (nbinfer logs to the ``nbinfer`` logger).
+        ssl: Use TLS.
+        root_certificates: PEM file of trusted CAs.
+        private_key: PEM file of the client key (mutual TLS).
+        certificate_chain: PEM file of the client certificate (mutual TLS).
+    """
+
+    _protocol = "grpc"
+
+    def __init__(
+        self,
+        url: str,
+        verbose: bool = False,
+        ssl: bool = False,
+        root_certificates: str | None = None,
+        private_key: str | None = None,
+        certificate_chain: str | None = None,
+        creds: Any = None,
+        keepalive_options: Any = None,
+        channel_args: Any = None,
+    ) -> None:
+        tls = (
+            TLSConfig(ca_file=root_certificates, cert_file=certificate_chain, key_file=private_key)
+            if ssl
+            else None
+        )
+        client = Client(
+            url if "://" in url else ("grpcs://" if ssl else "grpc://") + url,
+            ssl=tls,
+            timeout=Timeouts(total=None),
+        )
+        super().__init__(client)
+
+    def _render(self, kind: str, value: Any, as_json: bool) -> Any:
+        to_proto = _TO_PROTO.get(kind)
+        if to_proto is None:
+            return value
+        message = to_proto(value)
+        if as_json:
+            return json_format.MessageToDict(message, preserving_proto_field_name=True)
+        return message
+
+    def _deliver(self, callback: Callback) -> Callable[[Any, Any], None]:
+        def deliver(result: _Result | None, error: NbinferError | None) -> None:
+            if error is not None:
+                callback(None, _mapped(error, self._protocol))
+            else:
+                callback(None if result is None else self._wrap(result), None)
+
+        return deliver
+
+    def async_infer(
+        self,
+        model_name: str,
+        inputs: Sequence[InferInput],
+        callback: Callback,
+        model_version: str = "",
+        outputs: Sequence[InferRequestedOutput] | None = None,
+        request_id: str = "",
+        sequence_id: int | str = 0,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
+        priority: int = 0,
+        timeout: int | None = None,
+        client_timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        **_: Any,
+    ) -> None:
+        """Start an inference; ``callback(result, error)`` gets the answer."""
+        items, kwargs = self._infer_kwargs(
+            inputs,
+            outputs,
+            model_version=model_version,
+            request_id=request_id,
+            sequence_id=sequence_id,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+            priority=priority,
+            parameters=parameters,
+            headers=headers,
+        )
+        self._call(
+            self.client.async_infer,
+            model_name,
+            items,
+            callback=self._deliver(callback),
+            timeout=client_timeout,
+            **kwargs,
+        )
+
+    def start_stream(
+        self,
+        callback: Callback,
+        stream_timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        **_: Any,
+    ) -> None:
+        """Open the bidirectional stream; every reply goes to ``callback(result, error)``."""
+        self._call(
+            self.client.start_stream,
+            self._deliver(callback),
+            headers=headers,
+            timeout=stream_timeout,
+        )
+
+    def async_stream_infer(
+        self,
+        model_name: str,
+        inputs: Sequence[InferInput],
+        model_version: str = "",
+        outputs: Sequence[InferRequestedOutput] | None = None,
+        request_id: str = "",
+        sequence_id: int | str = 0,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
+        priority: int = 0,
+        parameters: Mapping[str, Any] | None = None,
+        **_: Any,
+    ) -> None:
+        """Send one request on the open stream."""
+        items, kwargs = self._infer_kwargs(
+            inputs,
+            outputs,
+            model_version=model_version,
+            request_id=request_id,
+            sequence_id=sequence_id,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+            priority=priority,
+            parameters=parameters,
+            headers=None,
+        )
+        self._call(self.client.stream_infer, model_name, items, **kwargs)
+
+    def stop_stream(self, cancel_requests: bool = False) -> None:
+        """Close the stream (waiting for outstanding replies unless ``cancel_requests``)."""
+        self._call(self.client.stop_stream, cancel_requests=cancel_requests)

@@ -1,0 +1,47 @@
+"""``tritonclient.utils`` over nbinfer: the exception, datatype helpers and BYTES codec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nbinfer.compat._triton import (
+    InferenceServerException,
+    np_to_triton_dtype,
+    raise_error,
+    triton_to_np_dtype,
+)
+from nbinfer.protocol.tensors import decode_bytes_tensor, encode_bytes_tensor
+
+__all__ = [
+    "InferenceServerException",
+    "deserialize_bytes_tensor",
+    "np_to_triton_dtype",
+    "raise_error",
+    "serialize_byte_tensor",
+    "serialized_byte_size",
+    "triton_to_np_dtype",
+]
+
+
+def serialize_byte_tensor(input_tensor: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
+    """A BYTES tensor's wire form (4-byte little-endian lengths), as a 0-d object array.
+
+    Row-major order; ``None`` for an empty tensor, as tritonclient.
+    """
+    if input_tensor.size == 0:
+        return None
+    return np.array(encode_bytes_tensor(input_tensor), dtype=np.object_)
+
+
+def deserialize_bytes_tensor(encoded_tensor: bytes) -> np.ndarray[Any, Any]:
+    """The elements of a serialized BYTES tensor, as a 1-D object array of ``bytes``."""
+    return decode_bytes_tensor(encoded_tensor)
+
+
+def serialized_byte_size(tensor_value: np.ndarray[Any, Any]) -> int:
+    """Bytes the tensor takes on the wire (a serialized BYTES tensor or a numeric array)."""
+    if tensor_value.dtype != np.object_:
+        return int(tensor_value.nbytes)
+    return sum(len(bytes(item)) for item in tensor_value.ravel())
