@@ -14,8 +14,11 @@ return the pieces for scatter-gather writes, with no copy at all for contiguous 
 
 JSON ``data`` may be flat or nested on input and is always flat on output. BYTES travel as UTF-8
 strings in JSON (non-UTF-8 bytes need binary data), BOOL as ``true``/``false``, FP16 and BF16 as
-numbers. JSON cannot carry NaN or infinities: they are written as ``null``, which reads back as
-NaN.
+numbers. Values are never changed silently: BOOL data must be ``true``/``false``, numeric data
+numbers that fit the datatype (else an error naming the tensor and the element). NaN and
+infinities travel as the ``NaN``, ``Infinity`` and ``-Infinity`` tokens, as tritonclient writes
+and reads them and Triton and KServe's server accept them; ``null`` is refused in requests and read
+as NaN in responses (KServe writes it for any non-finite float).
 
 Example:
     >>> req = InferRequest(inputs=[InferInput("x", "FP32", [2], np.ones(2, np.float32))])
@@ -26,6 +29,9 @@ Example:
 
 from __future__ import annotations
 
+import json
+import math
+import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -35,7 +41,6 @@ import orjson
 from nbinfer.errors import DataTypeError, InvalidInputError
 from nbinfer.protocol.dtypes import DATATYPES, bfloat16, numpy_dtype
 from nbinfer.protocol.tensors import (
-    as_array,
     check_shape,
     decode_bytes_tensor,
     decode_encoded_elements,
@@ -101,7 +106,7 @@ def dumps(obj: Any) -> bytes:
 
 
 def loads(data: Buffer | str, *, what: str = "JSON body") -> Any:
-    """Parse JSON bytes.
+    """Parse JSON bytes; also reads the ``NaN``, ``Infinity`` and ``-Infinity`` tokens.
 
     Raises:
         InvalidInputError: the data is not valid JSON (the message says where).
@@ -109,7 +114,22 @@ def loads(data: Buffer | str, *, what: str = "JSON body") -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise InvalidInputError(f"malformed {what}: {exc}") from exc
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        if b"NaN" not in raw and b"Infinity" not in raw:
+            raise InvalidInputError(f"malformed {what}: {exc}") from exc
+        error: Exception = exc
+    try:  # the NaN / Infinity / -Infinity tokens tritonclient sends (rare: the slow parser)
+        return json.loads(raw, parse_float=_finite_float)
+    except (ValueError, RecursionError) as exc:
+        error = exc
+    raise InvalidInputError(f"malformed {what}: {error}") from error
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} does not fit a 64-bit float")
+    return value
 
 
 def encode_error(message: str) -> bytes:
@@ -184,13 +204,34 @@ def _flatten_strings(data: list[Any], name: str) -> list[Any]:
 
 
 def json_to_tensor(
-    data: Any, datatype: str, shape: Sequence[int], *, name: str
+    data: Any,
+    datatype: str,
+    shape: Sequence[int],
+    *,
+    name: str,
+    kind: str = "tensor",
+    nulls_as_nan: bool = False,
 ) -> np.ndarray[Any, Any]:
     """Decode the JSON ``data`` of a tensor (flat or nested) into an array of ``shape``.
 
+    Strict, as Triton is: BOOL takes only ``true`` / ``false``; numeric datatypes take only
+    numbers (no booleans, strings or ``null``), integer datatypes only whole numbers; a value
+    that does not fit the datatype (``1e39`` for FP32, ``300`` for INT8) is an error, never
+    infinity or a wrapped integer. ``NaN`` / ``Infinity`` / ``-Infinity`` (parsed by
+    :func:`loads`) are floats like any other.
+
+    Args:
+        data: The parsed JSON ``data``.
+        datatype: The tensor's v2 datatype.
+        shape: The tensor's shape.
+        name: The tensor's name (for messages).
+        kind: What the tensor is, for messages (``"input"``, ``"output"``).
+        nulls_as_nan: Read ``null`` in float data as NaN (what KServe writes for every
+            non-finite float in a response); off for requests.
+
     Raises:
         InvalidInputError: wrong element count for ``shape``, ragged data or values that are not
-            of ``datatype`` (the message names the tensor).
+            of ``datatype`` or do not fit it (the message names the tensor and the element).
     """
     dims = [int(d) for d in shape]
     element_count(dims, name=name)  # validates the shape
@@ -213,67 +254,131 @@ def json_to_tensor(
         out = np.empty(len(items), dtype=object)
         out[:] = items
         return out.reshape(dims)
+    types = set(map(type, data))
+    if list in types:
+        data, types = _flatten_numbers(data, name)
+    check_shape(len(data), dims, name=name)
     target = numpy_dtype(datatype)
-    if (target.kind == "f" or datatype == "BF16") and data and type(data[0]) is float:
-        try:  # flat floats, the common case for big tensors: one pass, no float64 detour
-            floats = np.fromiter(data, dtype=np.float32 if datatype == "BF16" else target)
-        except (TypeError, ValueError):
-            pass  # nulls, nested lists, strings: the general path explains
-        else:
-            check_shape(int(floats.size), dims, name=name)
-            return (to_bfloat16(floats) if datatype == "BF16" else floats).reshape(dims)
+    if not data:
+        return np.empty(dims, dtype=target)
+    label = f"{kind} '{name}' ({datatype})"
+    if datatype == "BOOL":
+        if types != {bool}:
+            raise _wrong_json_type(data, types - {bool}, label, "true or false", name, datatype)
+        return np.array(data, dtype=np.bool_).reshape(dims)
+    allowed = _NULLABLE if nulls_as_nan and target.kind in "fV" else _NUMBERS
+    if not types <= allowed:
+        raise _wrong_json_type(data, types - allowed, label, "numbers", name, datatype)
+    if target.kind in "iu":
+        return _json_integers(data, float in types, datatype, label, name).reshape(dims)
+    return _json_floats(data, type(None) in types, datatype, label, name).reshape(dims)
+
+
+_NUMBERS = frozenset({int, float})
+_NULLABLE = _NUMBERS | {type(None)}
+_NULL_HINT = (
+    "; JSON has no NaN or infinity: send NaN, Infinity or -Infinity (as tritonclient does) or "
+    "use binary tensor data"
+)
+
+
+def _flatten_numbers(data: list[Any], name: str) -> tuple[list[Any], set[type]]:
     try:
-        arr = np.array(data)
+        nested = np.array(data, dtype=object)
     except ValueError as exc:
         raise InvalidInputError(f"{_label(name)} has ragged nested data: {exc}") from exc
-    check_shape(int(arr.size), dims, name=name)
-    if arr.size == 0:
-        return np.empty(dims, dtype=target)
-    kind = arr.dtype.kind
-    if target.kind in "iu" and kind in "fO":
-        arr = _integers(data, arr)  # e.g. 0 and 2**63 together infer as float64
-        kind = arr.dtype.kind
-    ok = {
-        "b": kind == "b" or (kind in "iu" and int(arr.min()) >= 0 and int(arr.max()) <= 1),
-        "i": kind in "biu",
-        "u": kind in "biu",
-        "f": kind in "biuf" or (kind == "O" and _nulls_and_numbers(arr)),
-        "V": kind in "biuf" or (kind == "O" and _nulls_and_numbers(arr)),
-    }.get(target.kind, False)
-    if not ok:
-        sample = arr.ravel()[:3].tolist()
-        raise InvalidInputError(
-            f"{_label(name)} ({datatype}) JSON data has values of the wrong type, e.g. {sample}",
-            tensor=name,
-            datatype=datatype,
-        )
-    try:
-        if kind == "O":  # nulls (NaN / infinities written by a JSON encoder) among numbers
-            arr = arr.astype(np.float64)
-        if datatype == "BF16":
-            return to_bfloat16(arr).reshape(dims)
-        converted, _ = as_array(arr, datatype)
-    except DataTypeError as exc:
-        raise InvalidInputError(f"{_label(name)}: {exc}", tensor=name, datatype=datatype) from exc
-    return converted.reshape(dims)
+    flat: list[Any] = nested.ravel().tolist()
+    types = set(map(type, flat))
+    if list in types:  # e.g. [[1, 2], [3]] with numpy making an array of lists
+        raise InvalidInputError(f"{_label(name)} has ragged nested data", tensor=name)
+    return flat, types
 
 
-def _integers(data: list[Any], inferred: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Re-read JSON integers numpy could not fit in one integer dtype (else return ``inferred``)."""
-    flat = np.array(data, dtype=object).ravel().tolist()
-    if not all(type(x) is int for x in flat):
-        return inferred
-    big = max(flat) > np.iinfo(np.int64).max
-    if (big and min(flat) < 0) or max(flat) > np.iinfo(np.uint64).max:
-        return inferred  # fits no single integer dtype; reported as a type error
-    return np.array(flat, dtype=np.uint64 if big else np.int64).reshape(inferred.shape)
+def _json_repr(value: Any) -> str:
+    text = orjson.dumps(value, default=repr).decode() if value is not None else "null"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _nulls_and_numbers(arr: np.ndarray[Any, Any]) -> bool:
-    return all(
-        x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
-        for x in arr.ravel().tolist()
+def _wrong_json_type(
+    data: list[Any], bad: set[type], label: str, expected: str, name: str, datatype: str
+) -> InvalidInputError:
+    i, value = next((i, x) for i, x in enumerate(data) if type(x) in bad)
+    hint = _NULL_HINT if value is None and expected == "numbers" else ""
+    return InvalidInputError(
+        f"{label} element {i} is {_json_repr(value)}: wrong type, {datatype} JSON data must be "
+        f"{expected}{hint}",
+        tensor=name,
+        datatype=datatype,
     )
+
+
+def _out_of_range(label: str, i: int, value: Any, name: str, datatype: str) -> InvalidInputError:
+    return InvalidInputError(
+        f"{label} element {i} is {_json_repr(value)}: out of range, does not fit {datatype}",
+        tensor=name,
+        datatype=datatype,
+    )
+
+
+def _json_floats(
+    data: list[Any], has_nulls: bool, datatype: str, label: str, name: str
+) -> np.ndarray[Any, Any]:
+    """Floats of ``datatype``; a finite value that overflows it is an error (never infinity)."""
+    wide = np.float32 if datatype == "BF16" else numpy_dtype(datatype)
+    try:
+        with np.errstate(over="ignore"):  # overflow is found below, element by element
+            if has_nulls:  # only allowed when decoding a response (a peer's NaN)
+                arr = np.array(data, dtype=np.float64).astype(wide)
+            else:
+                arr = np.fromiter(data, dtype=wide, count=len(data))
+    except OverflowError as exc:  # an integer too big for any float
+        i = next(i for i, x in enumerate(data) if type(x) is int and abs(x) > 2**1023)
+        raise _out_of_range(label, i, data[i], name, datatype) from exc
+    if datatype == "BF16":
+        with np.errstate(over="ignore"):
+            arr = to_bfloat16(arr)
+    finite = np.isfinite(arr.astype(np.float32) if datatype == "BF16" else arr)
+    if not finite.all():
+        for i in np.flatnonzero(~finite).tolist():
+            value = data[i]
+            if value is not None and math.isfinite(value):
+                raise _out_of_range(label, i, value, name, datatype)
+    return arr
+
+
+def _json_integers(
+    data: list[Any], has_floats: bool, datatype: str, label: str, name: str
+) -> np.ndarray[Any, Any]:
+    """Integers of ``datatype``: floats must be whole numbers, values must fit ``datatype``."""
+    target = numpy_dtype(datatype)
+    if has_floats:
+        for i, x in enumerate(data):
+            if type(x) is float and not x.is_integer():
+                raise InvalidInputError(
+                    f"{label} element {i} is {_json_repr(x)}: wrong type, {datatype} JSON data "
+                    "must be whole numbers",
+                    tensor=name,
+                    datatype=datatype,
+                )
+        data = [int(x) for x in data]
+    info = np.iinfo(target)
+    arr = None
+    for wide in (np.int64, np.uint64):
+        try:
+            arr = np.array(data, dtype=wide)
+            break
+        except OverflowError:
+            continue
+    if arr is None:  # fits no 64-bit integer type
+        i = next(i for i, x in enumerate(data) if not info.min <= x <= info.max)
+        raise _out_of_range(label, i, data[i], name, datatype)
+    wide_info = np.iinfo(arr.dtype)
+    lo, hi = max(info.min, wide_info.min), min(info.max, wide_info.max)
+    bad = (arr < lo) | (arr > hi)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise _out_of_range(label, i, data[i], name, datatype)
+    return arr.astype(target, copy=False)
 
 
 # ---------------------------------------------------------------------------------- parameters
@@ -357,7 +462,7 @@ def _tensor_json(
         if body is not None:
             params[_BINARY_SIZE] = body.add(data, datatype)
         else:
-            tensor["data"] = tensor_to_json(data, datatype, name=name)
+            tensor["data"] = _with_tokens(tensor_to_json(data, datatype, name=name))
     if params:
         tensor["parameters"] = params
     return tensor
@@ -376,8 +481,39 @@ def _requested_output_json(out: RequestedOutput, binary_outputs: bool | None) ->
     return tensor
 
 
+class _Tokens(str):
+    """A placeholder for float data with NaN / infinities; ``_finish`` puts ``json`` in its place.
+
+    orjson writes ``null`` for NaN and infinities; the v2 peers that carry them (Triton,
+    tritonclient, KServe's server) use the ``NaN`` / ``Infinity`` / ``-Infinity`` tokens.
+    """
+
+    json: bytes
+
+
+def _with_tokens(data: Any) -> Any:
+    """``data`` itself, or a :class:`_Tokens` when it is float data with non-finite values."""
+    if not isinstance(data, np.ndarray) or data.dtype.kind != "f":
+        return data
+    finite = np.isfinite(data)
+    if finite.all():
+        return data
+    items = dumps(np.where(finite, data, 0))[1:-1].split(b",")  # flat numbers: no comma inside
+    for i in np.flatnonzero(~finite).tolist():
+        value = float(data[i])
+        items[i] = b"NaN" if value != value else (b"Infinity" if value > 0 else b"-Infinity")
+    tokens = _Tokens(f"nbinfer-non-finite-{uuid.uuid4().hex}")
+    tokens.json = b"[" + b",".join(items) + b"]"
+    return tokens
+
+
 def _finish(header: dict[str, Any], body: _Body) -> tuple[list[bytes | memoryview], int | None]:
     head = dumps(header)
+    for key in ("inputs", "outputs"):
+        for tensor in header.get(key) or ():
+            data = tensor.get("data")
+            if isinstance(data, _Tokens):
+                head = head.replace(f'"{data}"'.encode(), data.json, 1)
     if not body.parts:
         return [head], None
     return [head, *body.parts], len(head)
@@ -581,7 +717,9 @@ def _decode_tensor(
         else:
             data = tensor_from_bytes(reader.take(size, name), datatype, shape, name=name)
     elif "data" in obj:
-        data = json_to_tensor(obj["data"], datatype, shape, name=name)
+        data = json_to_tensor(
+            obj["data"], datatype, shape, name=name, kind=kind, nulls_as_nan=kind == "output"
+        )
     elif "shared_memory_region" not in params and reader.remaining:
         # OVMS's curl form: the JSON header, then the tensor's data, with no binary_data_size
         chunk = reader.take(reader.remaining, name)
