@@ -50,7 +50,7 @@ from nbinfer.protocol import (
 )
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.model import FunctionModel, Model, model
-from nbinfer.session import ModelHandle, Session
+from nbinfer.session import ModelHandle, Session, sessions
 
 __version__ = "0.1.0"
 
@@ -110,4 +110,5 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "load_ipython_extension",
+    "sessions",
 ]

@@ -21,6 +21,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import dataclasses
+import itertools
 import json
 import logging
 import threading
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from nbinfer.protocol.columns import ColumnSelection
     from nbinfer.server.launcher import LocalServer
 
-__all__ = ["ModelHandle", "Session"]
+__all__ = ["ModelHandle", "Session", "sessions"]
 
 logger = logging.getLogger("nbinfer")
 T = TypeVar("T")
@@ -77,14 +78,44 @@ _STATS_HINT = (
 #: Config parameter prefix under which the nbinfer server publishes an output's class labels.
 LABELS_PARAMETER = "nbinfer.labels."
 
-_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
+#: Open sessions by creation number (weak: an unreferenced session closes itself).
+_OPEN: weakref.WeakValueDictionary[int, Session] = weakref.WeakValueDictionary()
+_COUNTER = itertools.count(1)
+#: ``Session.shared()``: one session (and local server) per set of options, kept alive here.
+_SHARED: dict[tuple[tuple[str, str], ...], Session] = {}
+_SHARED_LOCK = threading.Lock()
 _ATEXIT_LOCK = threading.Lock()
 _ATEXIT_DONE = False
 
 
 def _close_all() -> None:
-    for session in list(_OPEN):
+    for session in list(_OPEN.values()):
         session.close()
+
+
+def sessions() -> list[Session]:
+    """The open sessions of this process, oldest first (what is running, and where).
+
+    Example::
+
+        nbinfer.sessions()     # [<Session http://127.0.0.1:39211 (local server, http)>]
+    """
+    return [s for _, s in sorted(_OPEN.items()) if not s._closed]
+
+
+def _release(
+    client: Client, aclients: dict[int, AsyncClient], server: LocalServer | None, owner: str
+) -> None:
+    """Close a session's clients and stop its server; run once, by close() or the finalizer."""
+    try:
+        client.close()
+        for aclient in aclients.values():
+            _close_async_client(aclient)
+        aclients.clear()
+    finally:
+        if server is not None:
+            logger.debug("stopping the local server of %s", owner)
+            server.stop()
 
 
 def _register_atexit() -> None:
@@ -248,7 +279,12 @@ class Session:
         #: Binary tensors over HTTP as found by a probe (servers that take them unlisted).
         self._binary_found: bool | None = None
         self._closed = False
-        _OPEN.add(self)
+        # Not __del__: a finalizer stops the local server of a session nobody references any
+        # more (a re-run `session = Session()` cell), at once in CPython, and at exit.
+        self._finalizer = weakref.finalize(
+            self, _release, self.client, self._aclients, self._server, f"session {url}"
+        )
+        _OPEN[next(_COUNTER)] = self
         _register_atexit()
 
     @classmethod
@@ -281,6 +317,42 @@ class Session:
             auth_token=auth_token,
             **client_options,
         )
+
+    @classmethod
+    def shared(
+        cls,
+        *,
+        model_repository: str | None = None,
+        device: str = "auto",
+        demo: bool = True,
+        protocol: str = "http",
+        **client_options: Any,
+    ) -> Session:
+        """The one local-server session of this process for these options (re-run safe).
+
+        The first call starts the local server; later calls with the same options return the
+        same open session, so re-running ``session = nbinfer.Session.shared()`` never starts a
+        second server. It is closed at exit (or by ``close()``; the next call starts anew).
+
+        Example::
+
+            session = nbinfer.Session.shared()     # run the cell again: same server
+            assert session is nbinfer.Session.shared()
+        """
+        options = dict(
+            client_options,
+            model_repository=model_repository,
+            device=device,
+            demo=demo,
+            protocol=protocol,
+        )
+        key = tuple(sorted((name, repr(value)) for name, value in options.items()))
+        with _SHARED_LOCK:
+            session = _SHARED.get(key)
+            server = None if session is None or session._closed else session._server
+            if session is None or server is None or not server.running:
+                session = _SHARED[key] = cls(None, **options)
+            return session
 
     # -- properties ------------------------------------------------------------------------
 
@@ -989,15 +1061,7 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        _OPEN.discard(self)
-        try:
-            self.client.close()
-            for aclient in self._aclients.values():
-                _close_async_client(aclient)
-            self._aclients.clear()
-        finally:
-            if self._server is not None:
-                self._server.stop()
+        self._finalizer()
 
     def __enter__(self) -> Session:
         return self
