@@ -116,6 +116,7 @@ def get_contents_as_numpy(
     buf = shm_handle.memory.buf
     assert buf is not None
     dtype = np.dtype(datatype)
+    shape = [int(d) for d in shape]
     count = int(np.prod(shape, dtype=np.int64))
     if dtype == np.object_:
         data = bytes(buf[offset:])
