@@ -17,10 +17,11 @@ import inspect
 import itertools
 import json
 import logging
+import queue
 import re
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ __all__ = ["TritonPythonBackendModel", "import_triton_model"]
 logger = logging.getLogger("nbinfer")
 
 _counter = itertools.count(1)
+# How often a decoupled model's stream checks whether its client gave up.
+_POLL_SECONDS = 0.25
 
 
 class _SysPath:
@@ -119,6 +122,8 @@ class TritonPythonBackendModel(Model):
         self.model_class = model_class
         self.model_dir = Path(model_dir)
         self.config = cfg
+        # Triton's decoupled models answer through get_response_sender(): 0..N responses
+        self.decoupled = bool((cfg.get("model_transaction_policy") or {}).get("decoupled"))
         self.instance: Any = None
         # Triton runs one execute() at a time per model instance; models may rely on it.
         self._execute_lock = threading.Lock()
@@ -211,7 +216,12 @@ class TritonPythonBackendModel(Model):
         if callable(fin):
             fin()
 
-    def _request(self, inputs: dict[str, Any], context: InferContext) -> pb_utils.InferenceRequest:
+    def _request(
+        self,
+        inputs: dict[str, Any],
+        context: InferContext,
+        sender: pb_utils.ResponseSender | None = None,
+    ) -> pb_utils.InferenceRequest:
         params = dict(context.parameters)
         correlation = params.get("sequence_id", 0)
         flags = 0
@@ -229,18 +239,28 @@ class TritonPythonBackendModel(Model):
             flags=flags,
             parameters=params,
             model_version=version,
+            sender=sender,
         )
 
-    def predict(self, inputs: dict[str, Any], context: InferContext) -> dict[str, Any]:
+    def predict(self, inputs: dict[str, Any], context: InferContext) -> Any:
         """Run ``execute([request])`` and return the response's tensors by name.
+
+        A decoupled model (``model_transaction_policy { decoupled: true }``) gives an iterator
+        of the responses it sends through ``get_response_sender()``, until the final flag.
 
         Raises:
             InferenceError: the response carries an error or ``execute`` raised.
         """
+        if self.decoupled:
+            return self._stream(inputs, context)
+        request = self._request(inputs, context)
+        result = self._execute(request)
+        return self._tensors(self._single_response(result, request), context)
+
+    def _execute(self, request: pb_utils.InferenceRequest) -> Any:
         instance = self.instance
         if instance is None:
             raise InferenceError(f"model {self.name!r} is not loaded", model=self.name)
-        request = self._request(inputs, context)
         try:
             with self._execute_lock:
                 result = instance.execute([request])
@@ -253,7 +273,11 @@ class TritonPythonBackendModel(Model):
             raise InferenceError(
                 f"model {self.name!r}: {message or type(exc).__name__}", model=self.name
             ) from exc
-        response = self._single_response(result, request)
+        return result
+
+    def _tensors(
+        self, response: pb_utils.InferenceResponse, context: InferContext
+    ) -> dict[str, Any]:
         error = response.error()
         if error is not None:
             raise InferenceError(f"model {self.name!r}: {error.message()}", model=self.name)
@@ -261,6 +285,25 @@ class TritonPythonBackendModel(Model):
         if isinstance(params, dict) and params:
             context.response_parameters.update(params)
         return {t.name(): t.as_numpy() for t in response.output_tensors()}
+
+    def _stream(self, inputs: dict[str, Any], context: InferContext) -> Iterator[dict[str, Any]]:
+        """The responses of a decoupled model, as it sends them (from any of its threads)."""
+        sent: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        sender = pb_utils.ResponseSender(sent, cancelled=lambda: context.cancelled)
+        result = self._execute(self._request(inputs, context, sender))
+        for response in result or ():  # a decoupled execute() should return None
+            yield self._tensors(response, context)
+        while True:
+            try:
+                response, final = sent.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                if context.cancelled:
+                    return
+                continue
+            if response is not None:
+                yield self._tensors(response, context)
+            if final:
+                return
 
     def _single_response(
         self, result: Any, request: pb_utils.InferenceRequest
@@ -278,8 +321,8 @@ class TritonPythonBackendModel(Model):
             )
         if len(responses) != 1:
             raise InferenceError(
-                f"model {self.name!r}: execute() gave {len(responses)} responses for 1 request "
-                "(streaming several responses is not supported by this server)",
+                f"model {self.name!r}: execute() gave {len(responses)} responses for 1 request; "
+                "a model sending several declares model_transaction_policy { decoupled: true }",
                 model=self.name,
             )
         response = responses[0]

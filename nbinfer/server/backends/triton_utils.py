@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -186,24 +187,37 @@ class Tensor:
 
 # -- requests / responses -------------------------------------------------------------------
 class ResponseSender:
-    """Collects the responses a decoupled model sends for one request."""
+    """Takes the responses a decoupled model sends for one request (from any thread).
 
-    def __init__(self) -> None:
+    Without a ``stream`` queue the responses are collected in :attr:`responses`; with one, each
+    ``send`` puts ``(response or None, final)`` on it as it happens, so the server streams it.
+    """
+
+    def __init__(self, stream: queue.SimpleQueue[Any] | None = None, cancelled: Any = None) -> None:
         self.responses: list[InferenceResponse] = []
         self.final = False
+        self._stream = stream
+        self._cancelled = cancelled
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
         """Send a response (``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL`` closes the stream)."""
         if self.final:
             raise TritonModelException("the response sender was already closed")
-        if response is not None:
-            self.responses.append(response)
-        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException(
+                f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}"
+            )
+        if final:
             self.final = True
+        if self._stream is not None:
+            self._stream.put((response, final))
+        elif response is not None:
+            self.responses.append(response)
 
     def is_cancelled(self) -> bool:
-        """Always False: the embedded server does not cancel running requests."""
-        return False
+        """Whether the client gave up on the request (disconnect, cancellation, deadline)."""
+        return bool(self._cancelled is not None and self._cancelled())
 
 
 class InferenceRequest:
@@ -223,6 +237,7 @@ class InferenceRequest:
         timeout: int = 0,
         parameters: str | Mapping[str, Any] | None = None,
         model_version: int = -1,
+        sender: ResponseSender | None = None,
         **_: Any,
     ) -> None:
         self._model_name = model_name
@@ -238,7 +253,7 @@ class InferenceRequest:
             parameters = json.dumps(dict(parameters), default=str)
         self._parameters = parameters
         self._model_version = model_version
-        self._sender = ResponseSender()
+        self._sender = sender if sender is not None else ResponseSender()
 
     def inputs(self) -> list[Tensor]:
         """The input tensors."""
