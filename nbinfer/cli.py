@@ -4,7 +4,8 @@
 foreground (the same process and options as ``python -m nbinfer.server``).
 ``nbinfer export --model-repository DIR --model NAME --out DIR`` writes a Triton repository entry
 (and ``--kserve-manifest FILE --storage-uri URI`` a KServe InferenceService).
-``nbinfer version`` prints the version. Nothing is parsed at import time.
+``nbinfer profile URL MODEL [--concurrency 1 2 4 | --request-rate 100 200]`` load-profiles a
+model on any v2 server. ``nbinfer version`` prints the version. Nothing is parsed at import time.
 """
 
 from __future__ import annotations
@@ -48,6 +49,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     from nbinfer.server.export import add_export_arguments
 
     add_export_arguments(export)
+    prof = sub.add_parser(
+        "profile",
+        help="load-profile a model on any v2 server (throughput, latency percentiles)",
+        description="Measure throughput and latency of MODEL on the v2 server at URL: a "
+        "concurrency sweep (closed loop) or fixed request rates (open loop, --request-rate).",
+    )
+    prof.add_argument("url", help="the server: http://host:port or grpc://host:port")
+    prof.add_argument("model", help="the model name")
+    prof.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
+    prof.add_argument("--request-rate", type=float, nargs="+", help="requests/s (open loop)")
+    prof.add_argument("--batch-size", type=int, default=1)
+    prof.add_argument("--window", type=float, default=1.0, help="seconds per window")
+    prof.add_argument("--max-windows", type=int, default=10)
+    prof.add_argument("--warmup", type=float, default=0.5, help="seconds before measuring")
+    prof.add_argument("--stability", type=float, default=0.1)
+    prof.add_argument("--csv", help="write the results to this CSV file")
+    prof.add_argument("--json", help="write the results to this JSON file (records)")
+    prof.add_argument("--png", help="draw the plots to this PNG file")
     sub.add_parser("version", help="print the nbinfer version")
 
     args = parser.parse_args(argv)
@@ -63,6 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from nbinfer.server.export import run_export
 
         return run_export(args)
+    if args.command == "profile":
+        from nbinfer.profiling import run_profile
+
+        return run_profile(args)
     if args.command == "version":
         print(f"nbinfer {_version()}")
         return 0

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -588,3 +589,31 @@ def _progress_bar(total: int, model: str) -> Any:
     from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
 
     return tqdm(total=total, unit="setting", desc=f"profile {model}", leave=False)
+
+
+def run_profile(args: Any) -> int:
+    """``nbinfer profile``: profile, print the table, write the requested files."""
+    frame = profile(
+        args.url,
+        args.model,
+        concurrency=args.concurrency,
+        request_rate=args.request_rate,
+        batch_size=args.batch_size,
+        window=args.window,
+        max_windows=args.max_windows,
+        warmup=args.warmup,
+        stability=args.stability,
+    )
+    shown = ["mode", "concurrency", "request_rate", "throughput", "latency_p50_ms"]
+    shown += ["latency_p99_ms", "errors", "stable", "client_saturated"]
+    sys.stdout.write(frame[shown].to_string(index=False) + "\n")
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+    if args.json:
+        frame.to_json(args.json, orient="records", indent=1)
+    if args.png:
+        from nbinfer.notebook.profile_display import png
+
+        with open(args.png, "wb") as out:
+            out.write(png(frame, dpi=110))
+    return 1 if frame["errors"].sum() else 0

@@ -1,0 +1,242 @@
+"""session.profile(): short load profiles against the embedded server, checked for sanity.
+
+Windows are short (0.3-0.5 s) so the whole file runs in well under a minute on 2 busy cores;
+the checks are relations that hold on any machine (percentiles ordered, splits adding up,
+open-loop latency growing past capacity), plus one comparison with an independent
+tritonclient loop that interleaves runs and compares medians.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import nbinfer
+from nbinfer import Session
+from nbinfer.errors import InvalidInputError
+from nbinfer.profiling import ProfileFrame, compare, random_inputs
+
+pytestmark = pytest.mark.timeout(240)
+
+QUICK: dict[str, Any] = {"window": 0.3, "max_windows": 4, "warmup": 0.2, "progress": False}
+SERVICE_S = 0.004  # the sleeping model's service time
+
+
+class Sleepy(nbinfer.Model):
+    """Sleeps a fixed time per request: a service time that dominates client overhead."""
+
+    name = "sleepy"
+    inputs = (("x", "FP32", [-1, 4]),)
+    outputs = (("y", "FP32", [-1, 4]),)
+    max_concurrency = 1
+
+    def predict(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        time.sleep(SERVICE_S)
+        return {"y": inputs["x"]}
+
+
+class Flaky(nbinfer.Model):
+    """Raises on every other request."""
+
+    name = "flaky"
+    inputs = (("x", "INT32", [-1]),)
+    outputs = (("y", "INT32", [-1]),)
+
+    def load(self) -> None:
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def predict(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        with self.lock:
+            self.calls += 1
+            odd = self.calls % 2
+        if odd:
+            raise RuntimeError("flaky model refuses odd calls")
+        return {"y": inputs["x"]}
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[Session]:
+    with Session(device="cpu") as s:
+        s.serve(Sleepy())
+        s.serve(Flaky())
+        yield s
+
+
+def _check_row(row: pd.Series) -> None:
+    latencies = [row[f"latency_p{p}_ms"] for p in (50, 90, 95, 99)] + [row["latency_max_ms"]]
+    assert latencies == sorted(latencies), latencies
+    assert row["latency_p50_ms"] > 0
+    assert row["requests"] > 0 and row["throughput"] > 0
+    assert row["errors"] == 0
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_concurrency_sweep_orders_percentiles_and_splits_time(
+    session: Session, protocol: str
+) -> None:
+    frame = session.profile("add_sub", protocol=protocol, concurrency=[1, 2], **QUICK)
+    assert isinstance(frame, ProfileFrame)
+    assert list(frame["concurrency"]) == [1, 2]
+    assert set(frame["mode"]) == {"concurrency"} and set(frame["protocol"]) == {protocol}
+    for _, row in frame.iterrows():
+        _check_row(row)
+        # closed loop: the three client parts are the whole request
+        parts = row["client_encode_ms"] + row["client_network_ms"] + row["client_decode_ms"]
+        assert parts == pytest.approx(row["latency_avg_ms"], rel=0.15)
+        # the server's statistics cover the same windows: as many successes, its time inside
+        assert row["server_requests"] == pytest.approx(row["requests"], rel=0.05, abs=10)
+        server = sum(row[f"server_{p}_ms"] for p in ("queue", "compute_infer"))
+        assert 0 < server < row["client_network_ms"]
+        assert 1 <= row["windows"] <= 4
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_fixed_rate_keeps_its_schedule(session: Session, protocol: str) -> None:
+    frame = session.profile("add_sub", protocol=protocol, request_rate=[100, 200], **QUICK)
+    assert list(frame["mode"]) == ["rate", "rate"]
+    assert list(frame["request_rate"]) == [100.0, 200.0]
+    for _, row in frame.iterrows():
+        _check_row(row)
+        assert row["send_rate"] == pytest.approx(row["request_rate"], rel=0.1)
+        assert row["throughput"] == pytest.approx(row["request_rate"], rel=0.1)
+        assert row["schedule_lag_p99_ms"] >= 0
+
+
+def test_open_loop_latency_counts_from_the_schedule(session: Session) -> None:
+    # sleepy serves one request at a time, ~250/s at most: 400/s piles up a queue, and
+    # latency measured from each scheduled send grows with it (no coordinated omission)
+    closed = session.profile("sleepy", concurrency=1, **QUICK).iloc[0]
+    opened = session.profile(
+        "sleepy", request_rate=400, window=0.5, max_windows=2, warmup=0.1, progress=False
+    ).iloc[0]
+    assert closed["latency_p50_ms"] < 4 * SERVICE_S * 1e3
+    assert opened["throughput"] < 0.9 * 400
+    assert opened["latency_p99_ms"] > 10 * closed["latency_p99_ms"]
+    assert opened["server_queue_ms"] > closed["server_queue_ms"]
+
+
+def test_errors_are_counted_when_the_model_raises(session: Session) -> None:
+    frame = session.profile("flaky", concurrency=[1], **QUICK)
+    row = frame.iloc[0]
+    assert row["errors"] > 0 and row["requests"] > 0
+    assert row["errors"] == pytest.approx(row["requests"], rel=0.2, abs=3)
+    assert "flaky model refuses odd calls" in row["first_error"]
+    html = frame._repr_mimebundle_()["text/html"]
+    assert "errors" in html and "flaky model refuses odd calls" in html
+
+
+def _tritonclient_rate(session: Session, protocol: str, concurrency: int, seconds: float) -> float:
+    """Requests per second of plain tritonclient sync loops, one thread per in-flight request."""
+    server = session.server
+    assert server is not None
+    x = np.ones((1, 4), dtype=np.float32)
+    if protocol == "http":
+        import tritonclient.http as tc
+    else:
+        import tritonclient.grpc as tc  # type: ignore[no-redef]
+    url = server.http_url.removeprefix("http://") if protocol == "http" else server.grpc_url
+    counts = [0] * concurrency
+    deadline = time.perf_counter() + seconds
+
+    def loop(i: int) -> None:
+        client = tc.InferenceServerClient(url)
+        inp = tc.InferInput("x", [1, 4], "FP32")
+        inp.set_data_from_numpy(x)
+        while time.perf_counter() < deadline:
+            client.infer("sleepy", [inp])
+            counts[i] += 1
+        client.close()
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.perf_counter() - start)
+
+
+@pytest.mark.parametrize(("protocol", "concurrency"), [("http", 1), ("grpc", 2)])
+def test_throughput_matches_an_independent_tritonclient_loop(
+    session: Session, protocol: str, concurrency: int
+) -> None:
+    ours, theirs = [], []
+    for _ in range(3):  # interleaved, medians compared: robust to a busy neighbour
+        frame = session.profile(
+            "sleepy",
+            protocol=protocol,
+            concurrency=concurrency,
+            window=0.4,
+            max_windows=3,
+            warmup=0.1,
+            progress=False,
+        )
+        ours.append(float(frame["throughput"].iloc[0]))
+        theirs.append(_tritonclient_rate(session, protocol, concurrency, 1.0))
+    print("RATES", protocol, concurrency, ours, theirs)
+    assert statistics.median(ours) == pytest.approx(statistics.median(theirs), rel=0.15), (
+        ours,
+        theirs,
+    )
+
+
+def test_inputs_from_metadata_dataframe_or_arrays(session: Session) -> None:
+    meta = session.client.get_model_metadata("add_sub")
+    arrays = random_inputs(meta, batch_size=3)
+    assert {k: v.shape for k, v in arrays.items()} == {"INPUT0": (3, 16), "INPUT1": (3, 16)}
+    assert all(v.dtype == np.float32 for v in arrays.values())
+    echo = random_inputs(session.client.get_model_metadata("echo"), batch_size=2)
+    assert echo["INPUT0"].shape == (2, 1) and isinstance(echo["INPUT0"][0, 0], bytes)
+
+    batched = session.profile("add_sub", concurrency=1, batch_size=4, **QUICK).iloc[0]
+    assert batched["batch_size"] == 4
+
+    frame = pd.DataFrame({"sepal_length": [5.1, 6.2], "sepal_width": [3.5, 2.9]})
+    frame["petal_length"], frame["petal_width"] = [1.4, 4.3], [0.2, 1.3]
+    from_frame = session.profile("iris", frame, concurrency=1, **QUICK).iloc[0]
+    assert from_frame["batch_size"] == 2 and from_frame["errors"] == 0
+
+    given = {"INPUT0": np.zeros((2, 16), np.float32), "INPUT1": np.ones((2, 16), np.float32)}
+    assert session.profile("add_sub", given, concurrency=1, **QUICK).iloc[0]["batch_size"] == 2
+
+
+def test_export_and_compare(session: Session, tmp_path: Any) -> None:
+    http = session.profile("add_sub", concurrency=[1, 2], **QUICK)
+    grpc = session.profile("add_sub", protocol="grpc", concurrency=[1, 2], **QUICK)
+    both = compare(http, grpc, labels=["HTTP", "gRPC"])
+    assert isinstance(both, ProfileFrame)
+    assert list(both["run"]) == ["HTTP", "HTTP", "gRPC", "gRPC"]
+    assert list(http.compare(grpc)["run"].unique()) == ["add_sub (http)", "add_sub (grpc)"]
+    with pytest.raises(InvalidInputError):
+        compare(http, grpc, labels=["one"])
+
+    http.to_csv(tmp_path / "run.csv", index=False)
+    back = pd.read_csv(tmp_path / "run.csv")
+    assert list(back.columns) == list(http.columns)
+    assert back["throughput"].tolist() == pytest.approx(http["throughput"].tolist())
+    records = json.loads(both.to_json(orient="records"))
+    assert [r["run"] for r in records] == ["HTTP", "HTTP", "gRPC", "gRPC"]
+
+    bundle = both._repr_mimebundle_()
+    assert "add_sub" in bundle["text/plain"]
+    html = bundle["text/html"]
+    assert "data:image/png;base64," in html and "HTTP · c=2" in html
+    from nbinfer.notebook.profile_display import png
+
+    assert png(http)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_settings_and_protocol_switch_on_a_remote_session(session: Session) -> None:
+    with pytest.raises(InvalidInputError, match="positive"):
+        session.profile("add_sub", concurrency=[0], **QUICK)
+    with Session(session.url) as remote, pytest.raises(InvalidInputError, match="profiling"):
+        remote.profile("add_sub", protocol="grpc", **QUICK)
