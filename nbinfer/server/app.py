@@ -43,6 +43,10 @@ __all__ = [
 logger = logging.getLogger("nbinfer")
 
 _PR_SET_PDEATHSIG = 1
+
+#: Seconds a stop gives requests in flight to finish (HTTP and gRPC drain together); whatever
+#: still runs then is abandoned, logged by model, and the process exits anyway.
+SHUTDOWN_GRACE = 3.0
 #: Environment variable holding the server's bearer token (kept out of the command line).
 AUTH_TOKEN_ENV = "NBINFER_AUTH_TOKEN"
 _T0 = time.perf_counter()
@@ -204,14 +208,20 @@ async def serve_async(
     stop: asyncio.Event | None = None,
     on_ready: Any = None,
     dataplane: DataPlane | None = None,
-) -> None:
+) -> dict[str, int]:
     """Serve HTTP and gRPC on the running loop until ``stop`` is set.
+
+    A stop waits at most :data:`SHUTDOWN_GRACE` seconds for requests in flight.
 
     Args:
         options: Server options.
         stop: Event that ends serving (a new one if omitted: then only cancellation stops it).
         on_ready: Callback ``on_ready(http_url, grpc_url)`` once both frontends listen.
         dataplane: Serve this DataPlane instead of building one from ``options``.
+
+    Returns:
+        The requests abandoned at the stop: ``{"model (version)": count}`` (empty when every
+        request finished within the grace period).
     """
     import uvicorn
 
@@ -247,7 +257,7 @@ async def serve_async(
         log_config=None,
         server_header=False,
         date_header=False,
-        timeout_graceful_shutdown=3,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,  # type: ignore[arg-type]
         # Notebook clients idle for long stretches between cells: keep connections open.
         timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]
     )
@@ -288,14 +298,25 @@ async def serve_async(
         http_server.should_exit = True
         with contextlib.suppress(BaseException):
             await main_loop
-        grpc_stop = asyncio.ensure_future(grpc_server.stop(grace=2.0))
+        grpc_stop = asyncio.ensure_future(grpc_server.stop(grace=SHUTDOWN_GRACE))
         with contextlib.suppress(Exception):
             await http_server.shutdown(sockets=[sock])
         close_all(protocol)
         with contextlib.suppress(Exception):
             await grpc_stop
-        with contextlib.suppress(Exception):
-            await dp.close()
+        abandoned = {
+            f"{mv.name} ({mv.version})": mv.inflight
+            for mv in dp.repository.ready_versions()
+            if mv.inflight > 0
+        }
+        if abandoned:
+            listed = ", ".join(f"{n} request(s) of model {m}" for m, n in abandoned.items())
+            logger.warning(
+                "stopping after the %.0f s grace period: abandoned %s", SHUTDOWN_GRACE, listed
+            )
+        with contextlib.suppress(Exception):  # a stuck predict cannot hold the stop
+            await asyncio.wait_for(dp.close(), 1.0 if abandoned else None)
+    return abandoned
 
 
 def _configure_logging(level: str) -> None:
@@ -353,8 +374,9 @@ def run(options: ServerOptions, *, started_at: float | None = None) -> int:
         out.write(f"NBINFER READY http={http_url} grpc={grpc_url} pid={os.getpid()}\n")
         out.flush()
 
+    abandoned: dict[str, int] = {}
     try:
-        loop.run_until_complete(serve_async(options, stop=stop, on_ready=_ready))
+        abandoned = loop.run_until_complete(serve_async(options, stop=stop, on_ready=_ready))
     except Exception as exc:
         logger.error("nbinfer server failed: %s", exc, exc_info=options.log_level == "debug")
         sys.stderr.write(f"nbinfer server failed to start: {type(exc).__name__}: {exc}\n")
@@ -364,4 +386,8 @@ def run(options: ServerOptions, *, started_at: float | None = None) -> int:
         with contextlib.suppress(Exception):
             loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+    if abandoned:  # threads still in a model's predict: do not wait for them at exit
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0

@@ -46,6 +46,9 @@ DEFAULT_STARTUP_TIMEOUT = 60.0
 
 _LOG_LINES = 2000
 
+#: The words of the server's log line that lists the requests a stop abandoned.
+_ABANDONED = "grace period: abandoned"
+
 
 def parse_ready_line(line: str) -> tuple[str, str] | None:
     """Return ``(http_url, grpc_url)`` from a server ready line, or ``None`` for other lines."""
@@ -143,6 +146,8 @@ class LocalServer:
         self.max_request_bytes = max_request_bytes
         self.env = dict(env) if env else {}
         self.startup_timeout = startup_timeout
+        #: Server log lines naming the requests the last :meth:`stop` abandoned (empty: none).
+        self.abandoned: list[str] = []
         self.log_level = log_level
         self.extra_args = list(extra_args)
         self.control = control
@@ -360,8 +365,13 @@ class LocalServer:
                     self._ready.set()
         stream.close()
 
-    def stop(self, *, grace: float = 5.0) -> None:
-        """Stop the server: SIGTERM, then SIGKILL after ``grace`` seconds. Idempotent."""
+    def stop(self, *, grace: float = 10.0) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after ``grace`` seconds. Idempotent.
+
+        The server gives requests in flight 3 s (``nbinfer.server.app.SHUTDOWN_GRACE``) and exits
+        within about 4 s even when a model is stuck in ``predict``; the requests it abandoned are
+        logged here (logger ``nbinfer``, warning) and kept in :attr:`abandoned`.
+        """
         with self._lock:
             proc = self._proc
             if proc is None:
@@ -379,6 +389,11 @@ class LocalServer:
             if self._reader is not None:
                 self._reader.join(timeout=2.0)
                 self._reader = None
+            self.abandoned = [
+                line for line in self.logs(tail=20).splitlines() if _ABANDONED in line
+            ]
+            for line in self.abandoned:
+                logger.warning("local server %d: %s", proc.pid, line.split(": ", 2)[-1])
             self._ready.clear()
             self._http_url = None
             self._grpc_url = None
