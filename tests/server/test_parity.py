@@ -7,11 +7,16 @@ One server for the module: the shared test repository plus the models written be
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import queue
 import re
+import socket
 import struct
+import subprocess
+import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -391,3 +396,85 @@ def test_decoupled_python_model_over_plain_infer_points_to_the_stream(http_url: 
         client.infer(
             "triton_repeat", [InferInput("IN", "INT32", [1], np.array([1], dtype=np.int32))]
         )
+
+
+# -- KServe's own code (a subprocess: kserve cannot be imported beside tritonclient) ------------
+
+KSERVE_SCRIPT = Path(__file__).with_name("kserve_parity.py")
+needs_kserve = pytest.mark.skipif(
+    importlib.util.find_spec("kserve") is None, reason="kserve is not installed"
+)
+
+
+@needs_kserve
+def test_kserve_inference_rest_client_v1_and_v2_work_against_nbinfer(http_url: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(KSERVE_SCRIPT), "clients", "--url", http_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["v2_live"] is True and got["v2_ready"] is True and got["v2_model_ready"] is True
+    x = np.arange(16, dtype=np.float32)
+    assert got["v2_infer"] == {"OUTPUT0": [(x + x).tolist()], "OUTPUT1": [[0.0] * 16]}
+    assert got["v2_metadata"]["name"] == "add_sub_t"
+    assert [i["name"] for i in got["v2_metadata"]["inputs"]] == ["INPUT0", "INPUT1"]
+    assert got["v1_live"] is True and got["v1_model_ready"] is True
+    assert got["v1_predict"] == {"predictions": [4.0]}
+    assert got["v1_explain"] == {"contributions": [[0.25, 0.75]]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def kserve_explainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    http_port, grpc_port = _free_port(), _free_port()
+    log = tmp_path_factory.mktemp("kserve") / "kserve.log"
+    with open(log, "w+b") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(KSERVE_SCRIPT),
+                "serve",
+                f"--http-port={http_port}",
+                f"--grpc-port={grpc_port}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{http_port}"
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and process.poll() is None:
+                try:
+                    if httpx.get(f"{url}/v1/models/explainer", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+            else:
+                out.seek(0)
+                pytest.fail(f"KServe did not start:\n{out.read().decode(errors='replace')[-3000:]}")
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+@needs_kserve
+def test_client_explain_reads_kserves_answer(kserve_explainer: str) -> None:
+    with Client(kserve_explainer) as client:
+        assert client.predict("explainer", [[1.0, 3.0]]) == [4.0]
+        answer = client.explain("explainer", [[1.0, 3.0]])
+    assert answer == {"explanations": {"contributions": [[0.25, 0.75]]}}
