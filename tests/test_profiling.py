@@ -182,7 +182,6 @@ def test_throughput_matches_an_independent_tritonclient_loop(
         )
         ours.append(float(frame["throughput"].iloc[0]))
         theirs.append(_tritonclient_rate(session, protocol, concurrency, 1.0))
-    print("RATES", protocol, concurrency, ours, theirs)
     assert statistics.median(ours) == pytest.approx(statistics.median(theirs), rel=0.15), (
         ours,
         theirs,

@@ -1,0 +1,47 @@
+"""session.profile() against real peers: Triton (with the statistics extension) and MLServer
+(without it: the client-side split only)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from nbinfer import Session
+
+if TYPE_CHECKING:
+    from conftest import Peer
+
+QUICK: dict[str, Any] = {"window": 0.4, "max_windows": 3, "warmup": 0.2, "progress": False}
+
+
+def _sane(row: Any) -> None:
+    ordered = [row[f"latency_p{p}_ms"] for p in (50, 90, 95, 99)] + [row["latency_max_ms"]]
+    assert ordered == sorted(ordered)
+    assert row["requests"] > 0 and row["throughput"] > 0 and row["errors"] == 0
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_profile_on_triton_splits_server_time_from_its_statistics(
+    triton: Peer, protocol: str
+) -> None:
+    url = triton.grpc_url if protocol == "grpc" else triton.http_url
+    with Session(url) as session:
+        frame = session.profile("add_sub", concurrency=[1, 2], **QUICK)
+        rate = session.profile("add_sub", request_rate=50, **QUICK).iloc[0]
+    assert list(frame["concurrency"]) == [1, 2]
+    for _, row in frame.iterrows():
+        _sane(row)
+        assert row["server_requests"] == pytest.approx(row["requests"], rel=0.05, abs=10)
+        assert 0 < row["server_compute_infer_ms"] < row["client_network_ms"]
+    _sane(rate)
+    assert rate["throughput"] == pytest.approx(50, rel=0.1)
+
+
+def test_profile_on_mlserver_without_statistics(mlserver: Peer) -> None:
+    with Session(mlserver.http_url) as session:
+        row = session.profile("add_sub", concurrency=2, **QUICK).iloc[0]
+    _sane(row)
+    assert math.isnan(row["server_queue_ms"]) and row["server_requests"] == 0
+    assert row["client_network_ms"] > 0
