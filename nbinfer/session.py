@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import json
 import logging
+import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -45,7 +46,14 @@ from nbinfer.errors import (
     UnsupportedError,
 )
 from nbinfer.protocol.columns import column_datatype
-from nbinfer.protocol.types import InferResponse, ModelMetadata, RequestedOutput, TensorSpec
+from nbinfer.protocol.types import (
+    InferInput,
+    InferRequest,
+    InferResponse,
+    ModelMetadata,
+    RequestedOutput,
+    TensorSpec,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -660,6 +668,7 @@ class Session:
             result = InferResult(InferResponse(model, outs, model_version))
             frame = as_frame is not False
             return self._answer(result, model, model_version, data.index, frame, expand, requested)
+        data, single = self._samples(model, model_version, data)
         if probe:
             result = self._probe_binary(lambda b: send(data, b)).result()
         else:
@@ -671,7 +680,93 @@ class Session:
                 binary=self._binary_choice(explicit),
                 **kwargs,
             )
+        if single and not as_frame:
+            result = _one_sample(result)
         return self._answer(result, model, model_version, None, bool(as_frame), expand, requested)
+
+    # -- one array, one sample --------------------------------------------------------------
+
+    def _samples(self, model: str, version: str, data: Any) -> tuple[Any, bool]:
+        """``data`` as sent: one array for a one-input model, single samples batched.
+
+        The rule (docs/session.md, "One array, one sample"): a value that is not a mapping is
+        the input of a model with exactly one input; a PIL image becomes that input's pixels
+        as :meth:`classify` prepares them; a value with exactly one dim fewer than an input
+        declared ``[-1, ...]`` (the batch dim) is one sample: it is sent as a batch of one and
+        the result's batch dim is taken off again. Returns the data and whether that happened.
+
+        Raises:
+            InvalidInputError: Several inputs for one value, a sample whose dims do not match
+                the declared ones, or single samples mixed with batches.
+        """
+        if isinstance(data, InferRequest) or _is_input_list(data):
+            return data, False
+        meta = self._metadata(model, version)
+        if meta is None or not meta.inputs:
+            return data, False
+        if not isinstance(data, Mapping):
+            if len(meta.inputs) != 1:
+                names = ", ".join(s.name for s in meta.inputs)
+                raise InvalidInputError(
+                    f"model {model!r} has {len(meta.inputs)} inputs ({names}): pass "
+                    "{name: data}; a single array is the input of a one-input model",
+                    model=model,
+                )
+            data = {meta.inputs[0].name: data}
+        specs = {s.name: s for s in meta.inputs}
+        sent: dict[str, Any] = {}
+        single: list[str] = []
+        batched: list[str] = []
+        for name, value in data.items():
+            spec = specs.get(name)
+            if _is_image(value):
+                value = self._image_sample(meta, version, name, value)
+            if spec is None or len(spec.shape) < 2 or spec.shape[0] != -1:
+                sent[name] = value
+                continue
+            if isinstance(value, InferInput) or np.ndim(value) != len(spec.shape) - 1:
+                sent[name] = value
+                batched.append(name)
+                continue
+            item, got = spec.shape[1:], list(np.shape(value))
+            if any(d not in (-1, g) for d, g in zip(item, got, strict=True)):
+                raise InvalidInputError(
+                    f"input {name!r} of model {model!r} takes shape {spec.shape} (a batch of "
+                    f"{item}); one sample of shape {got} does not fit",
+                    model=model,
+                    tensor=name,
+                )
+            sent[name] = value[np.newaxis] if isinstance(value, np.ndarray) else [value]
+            single.append(name)
+        if single and batched:
+            raise InvalidInputError(
+                f"model {model!r}: {single} are single samples but {batched} are batches; "
+                "pass every input as a batch ([n, ...]) or every input as one sample",
+                model=model,
+            )
+        return sent, bool(single)
+
+    def _metadata(self, model: str, version: str) -> ModelMetadata | None:
+        """The model's metadata from the client's cache (read once); None if it has none."""
+        meta = self.client._metadata.get((model, version))  # kept fresh by load / unload
+        if meta is None:
+            try:
+                meta = self.client.get_model_metadata(model, version)
+            except ModelNotFoundError:
+                raise
+            except (ServerError, UnsupportedError) as exc:
+                logger.debug("no metadata for %s (sending the data as given): %s", model, exc)
+                return None
+        return meta
+
+    def _image_sample(self, meta: ModelMetadata, version: str, name: str, image: Any) -> Any:
+        from nbinfer.interop.images import image_sample
+
+        try:
+            config = self.client.get_model_config(meta.name, version)
+        except NbinferError:
+            config = {}
+        return image_sample(meta, config, image, input=name)
 
     # -- binary tensors on servers that do not list them ----------------------------------
 
@@ -805,10 +900,13 @@ class Session:
             result = InferResult(InferResponse(model, outs, model_version))
             frame = as_frame is not False
             return self._answer(result, model, model_version, data.index, frame, expand, requested)
+        data, single = self._samples(model, model_version, data)
         if probe:
             result = await self._aprobe_binary(send(data), lock)
         else:
             result = await send(data)(self._binary_choice(explicit))
+        if single and not as_frame:
+            result = _one_sample(result)
         return self._answer(result, model, model_version, None, bool(as_frame), expand, requested)
 
     def _image_options(self, model: str, version: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -1135,6 +1233,31 @@ def _frame_specs(meta: ModelMetadata, frame: Any, columns: Any) -> list[TensorSp
             shape = [-1]
         specs.append(TensorSpec(name, datatype, shape))
     return specs
+
+
+def _is_input_list(data: Any) -> bool:
+    return isinstance(data, list | tuple) and bool(data) and isinstance(data[0], InferInput)
+
+
+def _is_image(value: Any) -> bool:
+    """A PIL image (without importing PIL when nobody has)."""
+    image = sys.modules.get("PIL.Image")
+    return image is not None and isinstance(value, image.Image)
+
+
+def _one_sample(result: InferResult) -> InferResult:
+    """``result`` with the batch dim of one (added for a single sample) taken off its outputs."""
+    outputs = [
+        dataclasses.replace(
+            out,
+            shape=out.shape[1:],
+            data=None if out.data is None else out.data.reshape(out.shape[1:]),
+        )
+        if out.shape[:1] == [1]
+        else out
+        for out in result.outputs
+    ]
+    return InferResult(dataclasses.replace(result.response, outputs=outputs), result.headers)
 
 
 def _refuses_binary(exc: BaseException) -> bool:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 import nbinfer
+from nbinfer.errors import InvalidInputError
 from nbinfer.session import Session
 
 RERUN = textwrap.dedent(
@@ -68,3 +72,62 @@ def test_shared_session_is_one_per_options_and_restarts_after_close() -> None:
         assert again is not shared and again.server is not None and again.server.running
     finally:
         again.close()
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[Session]:
+    with Session(device="cpu") as s:
+        yield s
+
+
+DIGIT = np.random.default_rng(0).random((8, 8), dtype=np.float32)
+FLOWER = [5.1, 3.5, 1.4, 0.2]
+
+
+def test_one_8x8_image_for_a_batch_input_is_one_sample_and_the_result_one_row(
+    session: Session,
+) -> None:
+    one = session.infer("digits", {"input": DIGIT})["probabilities"]
+    batch = session.infer("digits", {"input": DIGIT[np.newaxis]})["probabilities"]
+    assert one.shape == (10,) and batch.shape == (1, 10)
+    np.testing.assert_allclose(one, batch[0])
+
+
+def test_a_single_array_is_the_input_of_a_one_input_model(session: Session) -> None:
+    as_dict = session.infer("iris", {"input": np.array([FLOWER] * 3, dtype=np.float32)})
+    as_array = session.infer("iris", np.array([FLOWER] * 3, dtype=np.float32))
+    np.testing.assert_array_equal(as_dict["probabilities"], as_array["probabilities"])
+
+
+def test_a_vector_for_a_minus_one_k_input_is_one_row(session: Session) -> None:
+    probabilities = session.infer("iris", FLOWER)["probabilities"]
+    assert probabilities.shape == (3,) and probabilities.argmax() == 0  # setosa
+    frame = session.infer("iris", FLOWER, as_frame=True)
+    assert len(frame) == 1 and frame.iloc[0].idxmax() == "probabilities[setosa]"
+
+
+def test_a_pil_image_is_prepared_like_classify_does(session: Session) -> None:
+    from PIL import Image
+
+    image = Image.fromarray((DIGIT * 255).astype(np.uint8))
+    scores = session.infer("digits", image)["probabilities"]
+    top = session.classify("digits", image, top_k=1)
+    assert scores.shape == (10,)
+    assert top["class"].iloc[0] == scores.argmax()
+
+
+def test_one_sample_rule_says_which_shape_was_expected(session: Session) -> None:
+    a = np.arange(16, dtype=np.float32)
+    with pytest.raises(InvalidInputError, match=r"has 2 inputs \(INPUT0, INPUT1\)"):
+        session.infer("add_sub", a)
+    with pytest.raises(InvalidInputError, match=r"takes shape \[-1, 4\] \(a batch of \[4\]\)"):
+        session.infer("iris", [1.0, 2.0, 3.0])
+    with pytest.raises(InvalidInputError, match="single samples but"):
+        session.infer("add_sub", {"INPUT0": a, "INPUT1": a[np.newaxis]})
+    both = session.infer("add_sub", {"INPUT0": a, "INPUT1": a})
+    np.testing.assert_array_equal(both["OUTPUT0"], 2 * a)
+
+
+def test_ainfer_follows_the_same_one_sample_rule(session: Session) -> None:
+    result = asyncio.run(session.ainfer("iris", FLOWER))
+    assert result["probabilities"].shape == (3,)

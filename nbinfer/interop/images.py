@@ -60,9 +60,11 @@ __all__ = [
     "aclassify_images",
     "classification_frame",
     "classify_images",
+    "config_scaling",
     "encode_image",
     "encoded_batch",
     "expand_images",
+    "image_sample",
     "load_image",
     "pixels",
     "plan_images",
@@ -694,9 +696,7 @@ def _job(
         if plan.max_batch:
             size_ = min(size_, plan.max_batch)
     if scaling is None:
-        params = (config or {}).get("parameters") or {}
-        value = params.get(SCALING_PARAMETER)
-        scaling = str(value.get("string_value", "none")) if isinstance(value, Mapping) else "none"
+        scaling = config_scaling(config)
     if isinstance(scaling, str) and scaling.lower() not in SCALINGS:
         raise InvalidInputError(f"unknown scaling {scaling!r}; known: {', '.join(SCALINGS)}")
     own = read_labels(labels) if labels is not None else None
@@ -716,6 +716,33 @@ def _job(
         workers,
         progress,
     )
+
+
+def config_scaling(config: Mapping[str, Any] | None) -> str:
+    """The pixel scaling a model's config asks for (``nbinfer.image.scaling``; else none)."""
+    params = (config or {}).get("parameters") or {}
+    value = params.get(SCALING_PARAMETER)
+    return str(value.get("string_value", "none")) if isinstance(value, Mapping) else "none"
+
+
+def image_sample(
+    metadata: ModelMetadata,
+    config: Mapping[str, Any] | None,
+    image: Any,
+    *,
+    input: str | None = None,
+) -> np.ndarray[Any, Any]:
+    """One image as one sample of an image input (no batch dim): classify's preprocessing.
+
+    Raises:
+        InvalidInputError: The image cannot be read, or the input does not take images.
+    """
+    plan = plan_images(metadata, config, input=input)
+    if plan.encoded:
+        tensor = encoded_batch([image], plan)
+    else:
+        tensor = pixels([image], plan, scaling=config_scaling(config))
+    return tensor[0] if plan.batched else tensor.reshape(plan.item_shape)
 
 
 def classify_images(submit: SubmitFn, metadata: ModelMetadata, images: Any, **options: Any) -> Any:
