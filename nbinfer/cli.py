@@ -25,7 +25,7 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nbinfer`` console script; returns the exit code."""
-    from nbinfer.server.__main__ import add_server_arguments
+    from nbinfer.server.__main__ import add_server_arguments, choose_ports
 
     parser = argparse.ArgumentParser(
         prog="nbinfer",
@@ -36,10 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve = sub.add_parser(
         "serve",
         help="run the embedded inference server (HTTP + gRPC) in the foreground",
-        description="Run nbinfer's embedded KServe v2 inference server (HTTP + gRPC). Prints "
-        "'NBINFER READY http=... grpc=...' once both listen; stops on Ctrl-C / SIGTERM.",
+        description="Run nbinfer's embedded KServe v2 inference server (HTTP + gRPC) on "
+        "Triton's ports 8000 / 8001 when they are free (else on free ports, and it says so). "
+        "Prints 'NBINFER READY http=... grpc=...' once both listen; stops on Ctrl-C / SIGTERM.",
     )
-    add_server_arguments(serve)
+    add_server_arguments(serve, conventional_ports=True)
     export = sub.add_parser(
         "export",
         help="write a model as a Triton repository entry (+ a KServe InferenceService manifest)",
@@ -71,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "serve":
+        for notice in choose_ports(args):
+            print(notice, file=sys.stderr, flush=True)
         if args.parent_pid is not None:
             from nbinfer.server.app import watch_parent_early
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import socket
 import subprocess
 import sys
 import textwrap
@@ -131,3 +133,32 @@ def test_one_sample_rule_says_which_shape_was_expected(session: Session) -> None
 def test_ainfer_follows_the_same_one_sample_rule(session: Session) -> None:
     result = asyncio.run(session.ainfer("iris", FLOWER))
     assert result["probabilities"].shape == (3,)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_takes_the_conventional_ports_when_free_and_says_when_it_falls_back() -> None:
+    from nbinfer.server.__main__ import choose_ports
+
+    http, grpc = _free_port(), _free_port()
+    args = argparse.Namespace(host="127.0.0.1", http_port=None, grpc_port=None)
+    assert choose_ports(args, (http, grpc)) == []
+    assert (args.http_port, args.grpc_port) == (http, grpc)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", http))
+        taken.listen()
+        args = argparse.Namespace(host="127.0.0.1", http_port=None, grpc_port=None)
+        (notice,) = choose_ports(args, (http, grpc))
+    assert (args.http_port, args.grpc_port) == (0, grpc)
+    assert f"HTTP port {http} is in use; serving HTTP on a free port instead" in notice
+    explicit = argparse.Namespace(host="127.0.0.1", http_port=0, grpc_port=1234)
+    assert choose_ports(explicit, (http, grpc)) == [] and explicit.grpc_port == 1234
+
+
+def test_session_keeps_free_ports(session: Session) -> None:
+    assert session.server is not None
+    assert not session.server.http_url.endswith(":8000")

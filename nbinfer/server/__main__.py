@@ -10,6 +10,7 @@ Nothing heavy (pandas, matplotlib, IPython) is imported here, so the server is r
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -18,7 +19,11 @@ from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
 
 _STARTED = time.perf_counter()
 
-__all__ = ["add_server_arguments", "build_parser", "main"]
+__all__ = ["GRPC_PORT", "HTTP_PORT", "add_server_arguments", "build_parser", "choose_ports", "main"]
+
+#: Triton's conventional ports, which ``nbinfer serve`` takes when they are free.
+HTTP_PORT = 8000
+GRPC_PORT = 8001
 
 
 #: Limit options: (flag, type, help); defaults are those of ``ServerOptions``.
@@ -35,8 +40,14 @@ _LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
 )
 
 
-def add_server_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the server's options to ``parser`` (shared by ``python -m`` and ``nbinfer serve``)."""
+def add_server_arguments(
+    parser: argparse.ArgumentParser, *, conventional_ports: bool = False
+) -> None:
+    """Add the server's options to ``parser`` (shared by ``python -m`` and ``nbinfer serve``).
+
+    With ``conventional_ports`` the port options default to ``None``: Triton's 8000 / 8001
+    when free (see :func:`choose_ports`), else free ports.
+    """
     parser.add_argument(
         "--model-repository",
         metavar="DIR",
@@ -48,8 +59,16 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         "--demo", action="store_true", help="also serve the demo models shipped with nbinfer"
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (127.0.0.1)")
-    parser.add_argument("--http-port", type=int, default=0, help="HTTP port (0: a free one)")
-    parser.add_argument("--grpc-port", type=int, default=0, help="gRPC port (0: a free one)")
+    for flag, conventional in (("--http-port", HTTP_PORT), ("--grpc-port", GRPC_PORT)):
+        what = flag[2:6].upper().replace("GRPC", "gRPC")
+        parser.add_argument(
+            flag,
+            type=int,
+            default=None if conventional_ports else 0,
+            help=f"{what} port (0: a free one; default: {conventional} when free, else a free one)"
+            if conventional_ports
+            else f"{what} port (0: a free one)",
+        )
     parser.add_argument(
         "--device", default="auto", help="device for the models: auto, cpu or cuda:N (auto)"
     )
@@ -110,6 +129,41 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also ask Linux to send SIGTERM when the parent dies (prctl)",
     )
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether ``port`` can be bound on ``host`` now (as the server binds: SO_REUSEADDR)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def choose_ports(
+    args: argparse.Namespace, ports: tuple[int, int] = (HTTP_PORT, GRPC_PORT)
+) -> list[str]:
+    """Fill unset ports with 8000 / 8001 when free, else 0 (a free port); the notices to print.
+
+    Each port falls back on its own, and each fallback gets a notice that says so.
+    """
+    notices = []
+    for attr, conventional in zip(("http_port", "grpc_port"), ports, strict=True):
+        if getattr(args, attr) is not None:
+            continue
+        free = _port_free(args.host, conventional)
+        setattr(args, attr, conventional if free else 0)
+        if not free:
+            what = "HTTP" if attr == "http_port" else "gRPC"
+            flag = "--" + attr.replace("_", "-")
+            notices.append(
+                f"nbinfer serve: {what} port {conventional} is in use; serving {what} on a free "
+                f"port instead (printed below). Choose one with {flag} PORT."
+            )
+    return notices
 
 
 def build_parser() -> argparse.ArgumentParser:
