@@ -91,18 +91,6 @@ def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best 
             return ("ready", _GET, "", "")
         case ["", "v2"]:
             return ("server_metadata", _GET, "", "")
-        case ["", ""]:
-            return ("v1_live", _GET, "", "")
-        case ["", "v1", "models"]:
-            return ("v1_models", _GET, "", "")
-        case ["", "metrics"]:
-            return ("metrics", _GET, "", "")
-        case ["", "v2", "logging"]:
-            return ("logging", _GET_POST, "", "")
-        case ["", "v2", "trace", "setting"]:
-            return ("trace", _GET_POST, "", "")
-        case ["", "v2", "models", m, "trace", "setting"]:
-            return ("trace", _GET_POST, m, "")
         case ["", "v2", "models", "stats"]:
             return ("stats", _GET, "", "")
         case ["", "v2", "models", m]:
@@ -155,6 +143,18 @@ def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best 
             "unregister",
         ]:
             return ("shm_unregister", _POST, r, kind[:-12])
+        case ["", ""]:
+            return ("v1_live", _GET, "", "")
+        case ["", "v1", "models"]:
+            return ("v1_models", _GET, "", "")
+        case ["", "metrics"]:
+            return ("metrics", _GET, "", "")
+        case ["", "v2", "logging"]:
+            return ("logging", _GET_POST, "", "")
+        case ["", "v2", "trace", "setting"]:
+            return ("trace", _GET_POST, "", "")
+        case ["", "v2", "models", m, "trace", "setting"]:
+            return ("trace", _GET_POST, m, "")
         case ["", "v1", "models", m]:
             name, sep, verb = m.rpartition(":")
             if not sep:
