@@ -295,7 +295,7 @@ def _flatten_numbers(data: list[Any], name: str) -> tuple[list[Any], set[type]]:
 
 
 def _json_repr(value: Any) -> str:
-    text = orjson.dumps(value, default=repr).decode() if value is not None else "null"
+    text = json.dumps(value, default=repr)  # not orjson: integers past 64 bits are common here
     return text if len(text) <= 40 else text[:37] + "..."
 
 

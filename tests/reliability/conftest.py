@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -107,14 +107,23 @@ def server(repository: Path) -> Iterator[LocalServer]:
         srv.stop()
 
 
-def assert_healthy(server: LocalServer) -> None:
-    """The server is ready and answers a correct inference over HTTP and gRPC."""
-    with urllib.request.urlopen(f"{server.http_url}/v2/health/ready", timeout=10) as answer:
-        assert answer.status == 200
+@pytest.fixture(scope="module")
+def assert_healthy(server: LocalServer) -> Iterator[Callable[[], None]]:
+    """A check that the server is ready and infers correctly over HTTP and gRPC."""
+    clients = [Client(server.http_url), Client(f"grpc://{server.grpc_url}")]
     a = np.arange(16, dtype=np.float32).reshape(1, 16)
     b = np.ones((1, 16), np.float32)
-    for url in (server.http_url, server.grpc_url):
-        with Client(url) as client:
+
+    def check() -> None:
+        with urllib.request.urlopen(f"{server.http_url}/v2/health/ready", timeout=10) as answer:
+            assert answer.status == 200
+        for client in clients:
             out = client.infer("add_sub", {"INPUT0": a, "INPUT1": b})
             np.testing.assert_array_equal(out["OUTPUT0"], a + b)
             np.testing.assert_array_equal(out["OUTPUT1"], a - b)
+
+    try:
+        yield check
+    finally:
+        for client in clients:
+            client.close()
