@@ -239,3 +239,10 @@ def test_bad_settings_and_protocol_switch_on_a_remote_session(session: Session) 
         session.profile("add_sub", concurrency=[0], **QUICK)
     with Session(session.url) as remote, pytest.raises(InvalidInputError, match="profiling"):
         remote.profile("add_sub", protocol="grpc", **QUICK)
+
+
+def test_a_column_subset_displays_as_a_plain_frame(session: Session) -> None:
+    frame = session.profile("add_sub", request_rate=100, **QUICK)
+    subset = frame[["request_rate", "throughput"]]
+    bundle = subset._repr_mimebundle_()
+    assert "<table" in bundle["text/html"] and "data:image/png" not in bundle["text/html"]

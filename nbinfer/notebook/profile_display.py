@@ -38,6 +38,8 @@ SERVER_SPLIT = (
     ("infer", "server_compute_infer_ms"),
     ("output", "server_compute_output_ms"),
 )
+#: The columns a frame needs to draw as a profile (a column subset draws as a plain DataFrame).
+NEEDED = ("run", "model", "protocol", "mode", "concurrency", "request_rate", "throughput")
 TABLE = (
     ("setting", None),
     ("infer/s", "throughput"),
@@ -92,12 +94,22 @@ def figure(frame: Any) -> Figure:
                 fontsize=7,
                 color=colour,
             )
+    hot = [r for r in records if r.get("client_saturated")]
+    if hot:  # the load generator set the pace there: ringed, and named in the legend
+        curve.scatter(
+            [_num(r["throughput"]) for r in hot],
+            [_num(r["latency_p50_ms"]) for r in hot],
+            s=140,
+            facecolors="none",
+            edgecolors="red",
+            label="client saturated",
+        )
     curve.set_xlabel("throughput (infer/s)")
     curve.set_ylabel("latency (ms)")
     curve.set_title("Throughput vs latency (p50 ─, p99 ┄)", fontsize=10)
     curve.set_ylim(bottom=0)
     curve.grid(alpha=0.3)
-    if len(runs) > 1:
+    if len(runs) > 1 or hot:
         curve.legend(fontsize=8)
 
     labels = [_label(r, len(runs)) for r in records]
@@ -193,5 +205,10 @@ def render_profile(frame: Any) -> Html:
 
 
 def mimebundle(frame: Any) -> dict[str, str]:
-    """``text/plain`` + ``text/html`` for a profile frame."""
+    """``text/plain`` + ``text/html`` for a profile frame (pandas' own for a column subset)."""
+    if not set(NEEDED) <= set(frame.columns):
+        import pandas as pd
+
+        plain = pd.DataFrame(frame)
+        return {"text/plain": repr(plain), "text/html": plain._repr_html_()}
     return {"text/plain": frame.to_string(), "text/html": render_profile(frame)}
