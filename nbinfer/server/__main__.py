@@ -40,6 +40,17 @@ _LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
 )
 
 
+def _device(value: str) -> str:
+    """``--device``: refused at start when it cannot be met (no NVIDIA driver for cuda:N)."""
+    from nbinfer.errors import InvalidInputError
+    from nbinfer.server.model import check_device_request
+
+    try:
+        return check_device_request(value)
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def add_server_arguments(
     parser: argparse.ArgumentParser, *, conventional_ports: bool = False
 ) -> None:
@@ -70,7 +81,11 @@ def add_server_arguments(
             else f"{what} port (0: a free one)",
         )
     parser.add_argument(
-        "--device", default="auto", help="device for the models: auto, cpu or cuda:N (auto)"
+        "--device",
+        default="auto",
+        type=_device,
+        help="device for the models: auto (a GPU when there is one, else the CPU with a "
+        "warning), cpu or cuda:N (an error at start when the machine has no CUDA GPU) (auto)",
     )
     parser.add_argument(
         "--max-request-bytes",

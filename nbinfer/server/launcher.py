@@ -212,6 +212,16 @@ class LocalServer:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    def _check_device(self) -> None:
+        """Refuse a device this machine cannot give before spawning (no NVIDIA driver)."""
+        from nbinfer.errors import InvalidInputError
+        from nbinfer.server.model import check_device_request
+
+        try:
+            check_device_request(self.device)
+        except InvalidInputError as exc:
+            raise ServerStartError(f"the local server cannot start: {exc}") from exc
+
     def command(self) -> list[str]:
         """Return the command line that ``start()`` runs."""
         cmd = [
@@ -276,6 +286,7 @@ class LocalServer:
 
             token = self.auth_token or self.env.get("NBINFER_AUTH_TOKEN")
             check_exposure(self.host, token=token, insecure_no_auth=self.insecure_no_auth)
+            self._check_device()
             self._ready.clear()
             with self._lines_lock:
                 self._lines.clear()

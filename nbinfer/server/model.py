@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 import sys
+import traceback
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,8 +44,11 @@ __all__ = [
     "TensorDef",
     "as_tensor_def",
     "coerce_output",
+    "format_model_traceback",
     "model",
     "normalize_datatype",
+    "check_device_request",
+    "cpu_fallback",
     "resolve_device",
     "to_bytes_array",
 ]
@@ -224,20 +228,93 @@ class InferContext:
     response_headers: dict[str, str] = field(default_factory=dict)
 
 
-def _cuda_driver_present() -> bool:
-    """Cheap check for an NVIDIA driver (True when unsure or torch is already imported)."""
-    if "torch" in sys.modules:
-        return True
+def _nvidia_driver() -> bool:
+    """Whether this machine has an NVIDIA driver (a file on Linux, ``nvidia-smi`` elsewhere)."""
     if sys.platform.startswith("linux"):
         return os.path.exists("/proc/driver/nvidia/version")
     return shutil.which("nvidia-smi") is not None
+
+
+#: Where nbinfer's own code lives: its frames are left out of a model's traceback.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: Code that calls a model's hooks: nbinfer and the standard library (thread pool, asyncio).
+_CALLERS = (_PACKAGE_DIR, os.path.dirname(os.__file__) + os.sep)
+#: Longest model traceback sent back (gRPC carries it in a header): the last frames are kept.
+MAX_TRACEBACK_CHARS = 4000
+
+
+def format_model_traceback(exc: BaseException) -> str:
+    """The traceback of an exception a model raised, as text: the model's own frames.
+
+    The frames up to the hooks (thread pool, dataplane) and nbinfer's own are dropped unless
+    nothing else is left. Frames of code the server cannot read (a notebook cell) have no
+    source line here; the client adds it from its own ``linecache``. Only text travels back.
+    """
+    tb = traceback.TracebackException.from_exception(exc)
+    first = 0  # the frames before the hooks: the thread pool's, the dataplane's
+    while first < len(tb.stack) and (tb.stack[first].filename or "").startswith(_CALLERS):
+        first += 1
+    own = [f for f in tb.stack[first:] if not (f.filename or "").startswith(_PACKAGE_DIR)]
+    if own:
+        tb.stack = traceback.StackSummary.from_list(own)
+    text = "".join(tb.format()).rstrip("\n")
+    text = text.replace("Traceback (most recent call last):", _TRACEBACK_TITLE, 1)
+    if len(text) > MAX_TRACEBACK_CHARS:
+        text = _TRACEBACK_TITLE + "\n  ...\n" + text[-MAX_TRACEBACK_CHARS:].partition("\n")[2]
+    return text
+
+
+_TRACEBACK_TITLE = "Model traceback (most recent call last):"
+
+
+def _cuda_driver_present() -> bool:
+    """Cheap check for an NVIDIA driver (True when unsure or torch is already imported)."""
+    return "torch" in sys.modules or _nvidia_driver()
+
+
+_FELL_BACK: set[str] = set()
+
+
+def cpu_fallback(device: str, why: str) -> str:
+    """``"cpu"``, logging once per process and reason that ``device`` (``auto``) fell back."""
+    if why not in _FELL_BACK:
+        _FELL_BACK.add(why)
+        logger.warning("device %r: %s; running on the CPU", device, why)
+    return "cpu"
+
+
+def check_device_request(device: str | None) -> str:
+    """Validate a device request before anything is loaded; returns it normalised.
+
+    The server calls this at start, so ``--device cuda:0`` on a machine without an NVIDIA
+    driver stops with a clear message instead of starting; each model then resolves its own
+    device with :meth:`Model.resolve_device`.
+
+    Raises:
+        InvalidInputError: an unknown device string, or a CUDA device on a machine without an
+            NVIDIA driver.
+    """
+    dev = (device or "auto").strip().lower()
+    if dev in ("cpu", "auto"):
+        return dev
+    if dev not in ("cuda", "gpu") and not dev.startswith("cuda:"):
+        raise InvalidInputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda:N'")
+    if dev.startswith("cuda:") and not dev[5:].isdigit():
+        raise InvalidInputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda:N'")
+    if not _nvidia_driver():
+        raise InvalidInputError(
+            f"device {device!r} cannot be used: this machine has no NVIDIA driver (no CUDA "
+            "GPU); use device='cpu', or 'auto' to take a GPU when there is one"
+        )
+    return dev
 
 
 def resolve_device(device: str | None = "auto") -> str:
     """Turn ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` into a concrete device string.
 
     torch is consulted only when it is installed and, for ``auto``, only when an NVIDIA driver is
-    present, so CPU-only machines never pay for importing it.
+    present, so CPU-only machines never pay for importing it. ``auto`` without a GPU gives
+    ``"cpu"`` and logs a warning once.
 
     Raises:
         InvalidInputError: a CUDA device was asked for but torch or that GPU is missing.
@@ -247,19 +324,28 @@ def resolve_device(device: str | None = "auto") -> str:
         return "cpu"
     if dev not in ("auto", "cuda", "gpu") and not dev.startswith("cuda:"):
         raise InvalidInputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda:N'")
-    if dev == "auto" and not _cuda_driver_present():
-        return "cpu"  # no NVIDIA driver: no need to import torch (seconds) to know
+    if dev != "auto":
+        check_device_request(device)  # the same message for every backend on a GPU-less machine
+    elif not _cuda_driver_present():
+        # no NVIDIA driver: no need to import torch (seconds) to know
+        return cpu_fallback("auto", "no NVIDIA driver (no CUDA GPU)")
     if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
         if dev == "auto":
-            return "cpu"
-        raise InvalidInputError(f"device {device!r} needs torch with CUDA; torch is not installed")
+            return cpu_fallback("auto", "torch is not installed, so no GPU can be used")
+        raise InvalidInputError(
+            f"device {device!r} cannot be used: it needs torch with CUDA and torch is not "
+            "installed; use device='cpu' or 'auto'"
+        )
     torch = importlib.import_module("torch")
     count = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
     if dev == "auto":
-        return "cuda:0" if count else "cpu"
+        return "cuda:0" if count else cpu_fallback("auto", "torch sees no CUDA GPU")
     index = 0 if dev in ("cuda", "gpu") else int(dev.split(":", 1)[1])
     if index >= count:
-        raise InvalidInputError(f"device {device!r} is not available: torch sees {count} GPU(s)")
+        raise InvalidInputError(
+            f"device {device!r} cannot be used: torch sees {count} CUDA GPU(s); use "
+            "device='cpu' or 'auto'"
+        )
     return f"cuda:{index}"
 
 
@@ -368,6 +454,19 @@ class Model:
         self._ready = False
 
     # -- hooks -------------------------------------------------------------------------------
+    def resolve_device(self, device: str) -> str:
+        """The concrete device this model runs on when ``device`` is asked for.
+
+        Called by the repository before :meth:`load`. The base asks torch (see
+        :func:`resolve_device`); backends with their own notion of a GPU (ONNX Runtime's
+        execution providers) override it. Every backend answers a request it cannot meet the
+        same way.
+
+        Raises:
+            InvalidInputError: ``cuda:N`` (or ``cuda``) cannot be used; the message says why.
+        """
+        return resolve_device(device)
+
     def load(self) -> bool | None:
         """Load weights / sessions (runs once, in a worker thread). Return False to fail."""
         return None

@@ -34,7 +34,7 @@ from nbinfer.errors import (
     NbinferError,
 )
 from nbinfer.protocol.types import RepositoryModel
-from nbinfer.server.model import Model, TensorDef, normalize_datatype, resolve_device
+from nbinfer.server.model import Model, TensorDef, normalize_datatype
 from nbinfer.server.paths import ModelFiles, check_model_name, check_relative_path, upload_plan
 from nbinfer.server.pbtxt import config_device, parse_pbtxt, string_params
 from nbinfer.server.stats import ModelStats
@@ -403,7 +403,7 @@ def _model_of_version(files: ModelFiles, version: str, config: dict[str, Any]) -
 
 def _load_model_object(model: Model, default_device: str = "cpu") -> None:
     """Resolve the device, validate the declarations and run ``load()`` (blocking)."""
-    model.device = resolve_device(model.device or default_device)
+    model.device = model.resolve_device(model.device or default_device)
     model.finalize()
     try:
         ok = model.load()

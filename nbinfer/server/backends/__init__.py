@@ -32,6 +32,7 @@ __all__ = [
     "PYTHON_BACKENDS",
     "TORCH_PLATFORMS",
     "config_device",
+    "model_device",
     "config_tensors",
     "load_model_dir",
     "model_from_repository_entry",
@@ -79,6 +80,11 @@ def require(module: str, *, what: str) -> Any:
 def config_device(config: Mapping[str, Any]) -> str:
     """The device a Triton config asks for (``"auto"`` when it does not say)."""
     return pbtxt_config_device(config) or "auto"
+
+
+def model_device(config: Mapping[str, Any]) -> str:
+    """The device a Triton config asks for; ``""`` (the server's ``--device``) if it is silent."""
+    return pbtxt_config_device(config) or ""
 
 
 def config_tensors(config: Mapping[str, Any], key: str) -> list[TensorDef]:

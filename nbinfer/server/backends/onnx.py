@@ -20,8 +20,15 @@ from typing import Any
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
-from nbinfer.server.backends import config_device, config_tensors, require
-from nbinfer.server.model import InferContext, Model, TensorDef, as_tensor_def
+from nbinfer.server.backends import config_tensors, model_device, require
+from nbinfer.server.model import (
+    InferContext,
+    Model,
+    TensorDef,
+    as_tensor_def,
+    check_device_request,
+    cpu_fallback,
+)
 
 __all__ = ["ONNX_TO_V2", "OnnxModel", "onnx_providers"]
 
@@ -53,24 +60,29 @@ def _ort() -> Any:
 def onnx_providers(device: str) -> tuple[list[Any], str]:
     """The execution providers for ``device`` and the device actually used.
 
-    ``"auto"`` picks CUDA when ONNX Runtime has the CUDA provider, CPU otherwise; ``"cuda:N"``
-    without the CUDA provider falls back to CPU with a warning.
+    ``"auto"`` picks CUDA when ONNX Runtime has the CUDA provider, else the CPU (with a warning
+    logged once); ``"cuda:N"`` without the CUDA provider is an error, as for every backend.
+
+    Raises:
+        InvalidInputError: a CUDA device that this machine or this onnxruntime cannot give.
     """
-    available = set(_ort().get_available_providers())
-    dev = (device or "auto").lower()
-    has_cuda = "CUDAExecutionProvider" in available
+    dev = check_device_request(device)
+    has_cuda = "CUDAExecutionProvider" in set(_ort().get_available_providers())
     if dev == "auto":
-        dev = "cuda:0" if has_cuda else "cpu"
+        if not has_cuda:
+            return ["CPUExecutionProvider"], cpu_fallback(
+                "auto", "this onnxruntime has no CUDAExecutionProvider"
+            )
+        dev = "cuda:0"
     if dev.startswith(("cuda", "gpu")):
         index = int(dev.split(":", 1)[1]) if ":" in dev else 0
-        if has_cuda:
-            cuda = ("CUDAExecutionProvider", {"device_id": index})
-            return [cuda, "CPUExecutionProvider"], f"cuda:{index}"
-        logger.warning(
-            "device %r asked for, but this onnxruntime has no CUDAExecutionProvider "
-            "(install onnxruntime-gpu); running on the CPU",
-            device,
-        )
+        if not has_cuda:
+            raise InvalidInputError(
+                f"device {device!r} cannot be used: this onnxruntime has no "
+                "CUDAExecutionProvider (install onnxruntime-gpu); use device='cpu' or 'auto'"
+            )
+        cuda = ("CUDAExecutionProvider", {"device_id": index})
+        return [cuda, "CPUExecutionProvider"], f"cuda:{index}"
     return ["CPUExecutionProvider"], "cpu"
 
 
@@ -90,7 +102,8 @@ class OnnxModel(Model):
     Args:
         path: The ``.onnx`` file.
         name: Model name.
-        device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda:N"``.
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda:N"`` or ``""`` (the
+            server's ``--device``).
         max_batch_size: 0 = declarations are the full shapes; > 0 = the first dim of every
             tensor is the batch dim (must be dynamic in the file) and is left out.
         inputs: Optional declarations overriding the file's (e.g. more specific dims); names
@@ -117,7 +130,7 @@ class OnnxModel(Model):
         path: str | Path,
         *,
         name: str,
-        device: str = "auto",
+        device: str = "",
         max_batch_size: int = 0,
         inputs: Sequence[Any] | None = None,
         outputs: Sequence[Any] | None = None,
@@ -140,8 +153,10 @@ class OnnxModel(Model):
         self._declared_outputs = list(outputs) if outputs is not None else None
         self._session: Any = None
         self._session_device = ""
-        self._session, self._session_device = self._open(device)
-        if (device or "auto") == "auto":
+        # A first session reads the file's tensors; load() reopens it on the device the
+        # repository resolved (resolve_device), which is where an unmet request fails.
+        self._session, self._session_device = self._open(device if device == "auto" else "cpu")
+        if device == "auto":
             # resolved from ONNX Runtime's providers (no torch import needed to find a GPU)
             self.device = self._session_device
         meta = self._session
@@ -159,7 +174,7 @@ class OnnxModel(Model):
         return cls(
             path,
             name=name,
-            device=config_device(config),
+            device=model_device(config),
             max_batch_size=int(config.get("max_batch_size", 0) or 0),
             inputs=ins or None,
             outputs=outs or None,
@@ -177,6 +192,11 @@ class OnnxModel(Model):
             raise InvalidInputError(
                 f"ONNX model {self.name!r}: onnxruntime cannot load {str(self.path)!r}: {exc}"
             ) from exc
+        if used.startswith("cuda") and "CUDAExecutionProvider" not in session.get_providers():
+            raise InvalidInputError(
+                f"device {used!r} cannot be used: onnxruntime could not start CUDA for "
+                f"{self.name!r}; use device='cpu' or 'auto'"
+            )
         return session, used
 
     def _file_def(self, arg: Any, kind: str) -> TensorDef:
@@ -252,6 +272,14 @@ class OnnxModel(Model):
             finally:
                 self.outputs = saved_outputs
         return defs
+
+    def resolve_device(self, device: str) -> str:
+        """The device ONNX Runtime gives for ``device`` (its providers, not torch's GPUs).
+
+        Raises:
+            InvalidInputError: a CUDA device this machine or this onnxruntime cannot give.
+        """
+        return onnx_providers(device)[1]
 
     def load(self) -> None:
         """(Re)open the session when the device the server resolved differs from its own."""

@@ -27,7 +27,7 @@ import numpy as np
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.dtypes import numpy_dtype
-from nbinfer.server.backends import config_device, config_tensors, require
+from nbinfer.server.backends import config_tensors, model_device, require
 from nbinfer.server.model import InferContext, Model, TensorDef, as_tensor_def, resolve_device
 
 __all__ = ["TorchModel", "from_numpy", "to_numpy"]
@@ -132,7 +132,8 @@ class TorchModel(Model):
             forward's parameter names they are passed by keyword.
         outputs: Output declarations in the order the module returns them (a tensor, a
             tuple / list, or a dict by output name).
-        device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda:N"``.
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda:N"`` or ``""`` (the
+            server's ``--device``).
         max_batch_size: Triton semantics (> 0: declarations exclude the batch dim).
         labels: Class labels (see :class:`~nbinfer.server.model.Model`).
         version: Model version.
@@ -157,7 +158,7 @@ class TorchModel(Model):
         name: str,
         inputs: Sequence[Any],
         outputs: Sequence[Any],
-        device: str = "auto",
+        device: str = "",
         max_batch_size: int = 0,
         labels: Mapping[str, Sequence[str]] | Sequence[str] | None = None,
         version: str | int = "1",
@@ -210,7 +211,7 @@ class TorchModel(Model):
             name=name,
             inputs=ins,
             outputs=outs,
-            device=config_device(config),
+            device=model_device(config),
             max_batch_size=int(config.get("max_batch_size", 0) or 0),
             version=version,
         )
