@@ -131,9 +131,10 @@ def decode_v1_response(body: bytes | bytearray | memoryview | str) -> Any:
 
 
 def decode_v1_explanation(body: bytes | bytearray | memoryview | str) -> dict[str, Any]:
-    """A v1 ``:explain`` answer, whole: explainers answer any JSON object (nbinfer's
-    ``{"explanations": ...}``, KServe's ``{"predictions": ..., "explanations": ...}``, an Alibi
-    explanation...), so nothing is unwrapped.
+    """A v1 ``:explain`` answer, whole (nothing is unwrapped).
+
+    Explainers answer any JSON object: nbinfer's ``explain()`` mapping, KServe's
+    ``{"explanations": ...}``, an Alibi explanation.
 
     Raises:
         InvalidInputError: malformed JSON, not an object, or an ``error`` body.
