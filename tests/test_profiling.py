@@ -246,3 +246,20 @@ def test_a_column_subset_displays_as_a_plain_frame(session: Session) -> None:
     subset = frame[["request_rate", "throughput"]]
     bundle = subset._repr_mimebundle_()
     assert "<table" in bundle["text/html"] and "data:image/png" not in bundle["text/html"]
+
+
+def test_command_line_profile_writes_csv_json_and_png(
+    session: Session, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nbinfer.cli import main
+
+    out = {ext: tmp_path / f"run.{ext}" for ext in ("csv", "json", "png")}
+    args = ["profile", session.url, "add_sub", "--concurrency", "1", "2", "--window", "0.3"]
+    args += ["--max-windows", "3", "--warmup", "0.2"]
+    args += [arg for ext, path in out.items() for arg in (f"--{ext}", str(path))]
+    assert main(args) == 0
+    assert "throughput" in capsys.readouterr().out
+    assert len(pd.read_csv(out["csv"])) == 2
+    assert [r["concurrency"] for r in json.loads(out["json"].read_text())] == [1, 2]
+    assert out["png"].read_bytes()[:4] == b"\x89PNG"
+    assert main(["profile", session.url, "flaky", "--concurrency", "1", *args[6:12]]) == 1
