@@ -24,11 +24,18 @@ classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC
 ``InvalidInputError`` raised by a server response is also a ``ServerError``: clients raise
 ``RemoteInvalidInputError``, which inherits from both, so ``except InvalidInputError`` catches bad
 input whether it was detected locally or by the server.
+
+When a model on an nbinfer server raises, the server appends the model-side traceback (text only)
+to its message after :data:`MODEL_TRACEBACK_MARKER`; clients split it off into
+``ServerError.model_traceback`` (source lines filled in from this process's ``linecache``, so
+code defined in a notebook cell shows its lines). Other servers' messages stay as they are.
 """
 
 from __future__ import annotations
 
 import builtins
+import linecache
+import re
 from typing import Any
 
 __all__ = [
@@ -36,6 +43,7 @@ __all__ = [
     "HTTP_STATUS",
     "ConnectError",
     "DataTypeError",
+    "MODEL_TRACEBACK_MARKER",
     "InferenceError",
     "InvalidInputError",
     "ModelNotFoundError",
@@ -52,6 +60,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnsupportedError",
     "error_for_grpc_code",
+    "split_model_traceback",
     "error_for_status",
     "grpc_code_of",
     "status_of",
@@ -130,6 +139,8 @@ class ServerError(NbinferError):
     Attributes:
         status: The HTTP status (gRPC codes are mapped onto the equivalent HTTP status).
         request_id: The request id the call carried, if any.
+        model_traceback: An nbinfer server's model raised: its traceback as text (the frames
+            of the model's own code, last call last), else None. Part of ``str(error)``.
     """
 
     default_status = 500
@@ -140,11 +151,18 @@ class ServerError(NbinferError):
         *,
         status: int | None = None,
         request_id: str | None = None,
+        model_traceback: str | None = None,
         **context: Any,
     ) -> None:
         super().__init__(message, **context)
         self.status: int = self.default_status if status is None else status
         self.request_id = request_id
+        self.model_traceback = model_traceback
+
+    def __str__(self) -> str:
+        if self.model_traceback:
+            return f"{self.message}\n\n{self.model_traceback}"
+        return self.message
 
 
 class ModelNotFoundError(ServerError):
@@ -279,6 +297,34 @@ _GRPC_TO_HTTP: dict[str, int] = {
 }
 
 
+#: Between an nbinfer server's error message and the model's traceback text.
+MODEL_TRACEBACK_MARKER = "\n\n--- model traceback ---\n"
+
+_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in ')
+
+
+def split_model_traceback(message: str) -> tuple[str, str | None]:
+    """An error message and the model traceback an nbinfer server appended to it (or None).
+
+    Frames without a source line (code the server cannot read, e.g. defined in a notebook
+    cell) get it from this process's ``linecache`` when it knows the file.
+    """
+    message, marker, text = message.partition(MODEL_TRACEBACK_MARKER)
+    if not marker:
+        return message, None
+    lines = text.splitlines()
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        frame = _FRAME.match(line)
+        has_source = i + 1 < len(lines) and lines[i + 1].startswith("    ")
+        if frame and not has_source:
+            source = linecache.getline(frame["file"], int(frame["line"])).strip()
+            if source:
+                out.append(f"    {source}")
+    return message, "\n".join(out)
+
+
 def error_for_status(
     status: int, message: str, *, request_id: str | None = None, **context: Any
 ) -> ServerError:
@@ -286,7 +332,8 @@ def error_for_status(
     cls = _BY_STATUS.get(status)
     if cls is None:
         cls = InferenceError if status >= 500 else ServerError
-    return cls(message, status=status, request_id=request_id, **context)
+    message, model_tb = split_model_traceback(message)
+    return cls(message, status=status, request_id=request_id, model_traceback=model_tb, **context)
 
 
 def error_for_grpc_code(
@@ -305,4 +352,12 @@ def error_for_grpc_code(
         cls, status = UnauthenticatedError, 403
     if code == "RESOURCE_EXHAUSTED" and ("larger than max" in message or "exceeds" in message):
         cls, status = PayloadTooLargeError, 413
-    return cls(message, status=status, request_id=request_id, grpc_code=code, **context)
+    message, model_tb = split_model_traceback(message)
+    return cls(
+        message,
+        status=status,
+        request_id=request_id,
+        grpc_code=code,
+        model_traceback=model_tb,
+        **context,
+    )

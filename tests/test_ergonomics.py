@@ -162,3 +162,85 @@ def test_serve_takes_the_conventional_ports_when_free_and_says_when_it_falls_bac
 def test_session_keeps_free_ports(session: Session) -> None:
     assert session.server is not None
     assert not session.server.http_url.endswith(":8000")
+
+
+def _fails_on_purpose(x: np.ndarray) -> np.ndarray:
+    doubled = x * 2
+    raise ValueError(f"cannot handle {doubled.shape}")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_failing_served_function_raises_with_its_own_traceback(
+    session: Session, protocol: str
+) -> None:
+    session.serve(
+        _fails_on_purpose,
+        name="fails",
+        inputs=[("x", "FP32", [-1])],
+        outputs=[("y", "FP32", [-1])],
+    )
+    assert session.server is not None
+    url = session.server.http_url if protocol == "http" else f"grpc://{session.server.grpc_url}"
+    with nbinfer.Client(url) as client, pytest.raises(nbinfer.InferenceError) as info:
+        client.infer("fails", {"x": np.ones(3, dtype=np.float32)})
+    error = info.value
+    assert error.message == "model 'fails' failed: ValueError: cannot handle (3,)"
+    tb = error.model_traceback
+    assert tb is not None and tb.startswith("Model traceback (most recent call last):")
+    line = _fails_on_purpose.__code__.co_firstlineno + 2
+    assert f'File "{__file__}", line {line}, in _fails_on_purpose' in tb
+    assert 'raise ValueError(f"cannot handle {doubled.shape}")' in tb
+    assert tb.endswith("ValueError: cannot handle (3,)")
+    assert "dataplane.py" not in tb and "concurrent/futures" not in tb  # only the model's frames
+    assert str(error) == f"{error.message}\n\n{tb}"
+
+
+NOTEBOOK_TRACEBACK = textwrap.dedent(
+    """
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    cells = [
+        "import numpy as np, nbinfer\\nsession = nbinfer.Session(demo=False)",
+        "def bad(x: np.ndarray) -> np.ndarray:\\n    scale = 3\\n"
+        "    return x / (scale - 3) + {}['k']",
+        "session.serve(bad, inputs=[('x', 'FP32', [-1])], outputs=[('y', 'FP32', [-1])]);",
+        "try:\\n    session.infer('bad', np.ones(2, np.float32))\\n"
+        "except nbinfer.InferenceError as exc:\\n    error = exc",
+    ]
+    for cell in cells:
+        shell.run_cell(cell, store_history=True).raise_error()
+    print(shell.user_ns["error"].model_traceback)
+    shell.user_ns["session"].close()
+    """
+)
+
+
+def test_code_defined_in_a_notebook_cell_shows_its_source_line_in_the_traceback() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", NOTEBOOK_TRACEBACK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "Model traceback (most recent call last):"
+    assert lines[1].endswith(", line 3, in bad")  # the cell's own file name and line
+    assert lines[2] == "    return x / (scale - 3) + {}['k']"  # from the kernel's linecache
+    assert lines[-1] == "KeyError: 'k'"
+
+
+def test_error_card_shows_the_model_traceback_first_and_other_servers_messages_stay() -> None:
+    from nbinfer.errors import MODEL_TRACEBACK_MARKER, error_for_grpc_code, error_for_status
+    from nbinfer.notebook.display import error_text, render_error
+
+    tb = 'Model traceback (most recent call last):\n  File "f.py", line 1, in f\nKeyError: 1'
+    error = error_for_status(500, f"model 'f' failed: KeyError: 1{MODEL_TRACEBACK_MARKER}{tb}")
+    assert isinstance(error, nbinfer.InferenceError) and error.model_traceback == tb
+    html = render_error(error)
+    assert html.index("Model traceback (your code)") < html.index('class="nbi-message"')
+    assert error_text(error).startswith(tb + "\n\nInferenceError: model 'f' failed: KeyError: 1")
+    plain = error_for_grpc_code("INTERNAL", "Traceback (most recent call last): from Triton")
+    assert plain.model_traceback is None
+    assert str(plain) == "Traceback (most recent call last): from Triton"

@@ -666,7 +666,8 @@ _HINTS: dict[type[errors.NbinferError], tuple[str, ...]] = {
         "URL --token T`.",
     ),
     errors.InferenceError: (
-        "The model raised while running: the message carries its error; check the server log.",
+        "The model raised while running: its traceback (above, on an nbinfer server) points at "
+        "the line; `error.model_traceback` has it as text; the server log has the rest.",
     ),
     errors.ServerStartError: (
         "Read the server log tail in the message; check the model repository and device.",
@@ -694,9 +695,16 @@ def _error_facts(exc: BaseException) -> dict[str, Any]:
     return out
 
 
+def _model_traceback(exc: BaseException) -> str | None:
+    return getattr(exc, "model_traceback", None) if isinstance(exc, errors.ServerError) else None
+
+
 def error_text(exc: BaseException) -> str:
-    """Plain-text summary of an error: class, message and what to try."""
-    lines = [f"{type(exc).__name__}: {exc}"]
+    """Plain-text summary of an error: the model's traceback (if any), class, message, tips."""
+    model_tb = _model_traceback(exc)
+    message = exc.message if isinstance(exc, errors.NbinferError) else str(exc)
+    lines = [model_tb, ""] if model_tb else []
+    lines.append(f"{type(exc).__name__}: {message}")
     tips = hints(exc)
     if tips:
         lines.append("What to try:")
@@ -705,9 +713,15 @@ def error_text(exc: BaseException) -> str:
 
 
 def render_error(exc: BaseException) -> Html:
-    """An nbinfer error: what failed (class, status, context), the server's message, what to try."""
+    """An nbinfer error: the model's traceback first (your code), what failed, what to try."""
     tips = hints(exc)
-    body = [facts(_error_facts(exc)), Html(f'<div class="nbi-message">{escape(exc)}</div>')]
+    message = exc.message if isinstance(exc, errors.NbinferError) else str(exc)
+    body = []
+    model_tb = _model_traceback(exc)
+    if model_tb:
+        pre = Html(f'<pre class="nbi-pre nbi-traceback">{escape(model_tb)}</pre>')
+        body.append(section("Model traceback (your code)", pre))
+    body += [facts(_error_facts(exc)), Html(f'<div class="nbi-message">{escape(message)}</div>')]
     if tips:
         items = "".join(f"<li>{_code_spans(t)}</li>" for t in tips)
         body.append(section("What to try", Html(f'<ul class="nbi-hints">{items}</ul>')))

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from nbinfer.errors import (
+    MODEL_TRACEBACK_MARKER,
     InferenceError,
     InvalidInputError,
     ModelNotFoundError,
@@ -51,7 +52,14 @@ from nbinfer.server.batcher import (
     scheduling_policy,
     split_rows,
 )
-from nbinfer.server.model import InferContext, Model, TensorDef, coerce_output, to_bytes_array
+from nbinfer.server.model import (
+    InferContext,
+    Model,
+    TensorDef,
+    coerce_output,
+    format_model_traceback,
+    to_bytes_array,
+)
 from nbinfer.server.repository import READY, UNAVAILABLE, ModelRepository, ModelVersion
 from nbinfer.server.sequence import (
     SequenceManager,
@@ -288,7 +296,8 @@ def _model_raised(
     mv.stats.record_failure(time.perf_counter_ns() - t0)
     logger.warning("model %r raised", model.name, exc_info=True)
     return InferenceError(
-        f"model {model.name!r} failed: {type(exc).__name__}: {exc}",
+        f"model {model.name!r} failed: {type(exc).__name__}: {exc}"
+        f"{MODEL_TRACEBACK_MARKER}{format_model_traceback(exc)}",  # text for the client
         model=model.name,
         request_id=request.id or None,
     )
