@@ -1,0 +1,229 @@
+"""Faults: raising and stuck models, a killed server, unload in flight, a killed parent, a killed
+shared-memory client. Each leaves the server serving (or gone, when that is the point) within
+bounded time; the whole module runs in about 20 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nbinfer import Session
+from nbinfer.client import Client
+from nbinfer.errors import InferenceError, NbinferError, TimeoutError, TransportError
+from nbinfer.server.launcher import LocalServer
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait(predicate: Callable[[], bool], seconds: float) -> float:
+    start = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - start < seconds, f"not within {seconds} s"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+class _InFlight:
+    """Runs one call in a thread and keeps its result or exception."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self.thread.start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self.result = call()
+        except BaseException as exc:  # kept for the test to inspect
+            self.error = exc
+
+    def join(self, seconds: float) -> None:
+        self.thread.join(seconds)
+        assert not self.thread.is_alive(), "the call did not return"
+
+
+@pytest.fixture
+def own_server(repository: Path) -> Iterator[LocalServer]:
+    """A server of the test's own (it may be stopped or killed)."""
+    srv = LocalServer(model_repository=repository, demo=False, device="cpu")
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_raising_model_is_an_error_on_both_transports_and_the_server_serves_on(
+    server: LocalServer, assert_healthy: Callable[[], None]
+) -> None:
+    for url in (server.http_url, f"grpc://{server.grpc_url}"):
+        with Client(url) as client, pytest.raises(InferenceError, match="fails on purpose"):
+            client.infer("raising", {"X": np.ones(2, np.float32)})
+    assert_healthy()
+
+
+def test_hanging_model_times_the_client_out_and_other_models_are_served(
+    server: LocalServer, assert_healthy: Callable[[], None]
+) -> None:
+    with Client(server.http_url) as client, pytest.raises(TimeoutError):
+        client.infer("hanging", {"X": np.array([3.0], np.float32)}, timeout=0.5)
+    assert_healthy()
+
+
+def test_stop_with_a_stuck_model_ends_within_the_grace_period_and_names_what_it_abandoned(
+    own_server: LocalServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Client(own_server.http_url) as client:
+        stuck = _InFlight(lambda: client.infer("hanging", {"X": np.array([60.0], np.float32)}))
+        time.sleep(0.5)
+        start = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="nbinfer"):
+            own_server.stop()
+        elapsed = time.monotonic() - start
+        stuck.join(10)
+    assert elapsed < 6.0, f"stop took {elapsed:.1f} s"
+    assert isinstance(stuck.error, NbinferError)
+    assert any("hanging (1)" in line for line in own_server.abandoned), own_server.abandoned
+    assert "ignored SIGTERM" not in caplog.text
+    assert "abandoned 1 request(s) of model hanging (1)" in caplog.text
+
+
+def test_server_killed_mid_request_makes_the_client_raise_and_the_session_report_it(
+    repository: Path,
+) -> None:
+    session = Session.local(model_repository=str(repository), demo=False, device="cpu")
+    try:
+        assert session.server is not None
+        pid = session.server.pid
+        assert pid is not None
+        pending = _InFlight(lambda: session.infer("hanging", {"X": np.array([30.0], np.float32)}))
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)
+        pending.join(10)
+        assert isinstance(pending.error, TransportError), repr(pending.error)
+        _wait(lambda: not session.server.running, 5)  # type: ignore[union-attr]
+        with pytest.raises(TransportError):
+            session.infer("identity_fp32", {"INPUT0": np.ones(2, np.float32)})
+    finally:
+        session.close()
+
+
+def test_unload_with_requests_in_flight_lets_them_finish_and_reload_serves(
+    own_server: LocalServer,
+) -> None:
+    with Client(own_server.http_url) as client:
+        x = np.array([0.8], np.float32)
+        calls = [_InFlight(lambda: client.infer("hanging", {"X": x})) for _ in range(8)]
+        time.sleep(0.3)
+        client.unload_model("hanging")
+        for call in calls:
+            call.join(20)
+            assert call.error is None or isinstance(call.error, NbinferError), repr(call.error)
+        finished = [c for c in calls if c.error is None]
+        assert all(np.array_equal(c.result["Y"], x) for c in finished)
+        assert not client.is_model_ready("hanging")
+        client.load_model("hanging")
+        np.testing.assert_array_equal(
+            client.infer("hanging", {"X": np.zeros(1, np.float32)})["Y"], [0]
+        )
+
+
+_PARENT = """
+import sys, time
+from nbinfer.server.launcher import LocalServer
+server = LocalServer(demo=True, device="cpu").start()
+print(server.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_killed_parent_takes_the_server_with_it_within_5_seconds() -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_PARENT)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        server_pid = int(parent.stdout.readline())
+        assert not _gone(server_pid)
+        parent.kill()
+        parent.wait(5)
+        assert _wait(lambda: _gone(server_pid), 5.0) < 5.0
+    finally:
+        parent.kill()
+        parent.wait(5)
+
+
+_SHM_CLIENT = """
+import sys
+from multiprocessing import shared_memory
+import numpy as np
+from nbinfer.client import Client
+region = shared_memory.SharedMemory(create=True, size=64, name=sys.argv[2])
+np.ndarray((16,), np.float32, buffer=region.buf)[:] = np.arange(16)
+with Client(sys.argv[1]) as client:
+    client.register_system_shared_memory("killed_client_region", "/" + sys.argv[2], 64)
+print("registered", flush=True)
+import time
+time.sleep(120)
+"""
+
+
+def _server_fds_to(pid: int, key: str) -> list[str]:
+    fds = Path(f"/proc/{pid}/fd")
+    links = []
+    for fd in fds.iterdir():
+        try:
+            links.append(os.readlink(fd))
+        except OSError:
+            continue
+    return [link for link in links if key in link]
+
+
+def test_shared_memory_of_a_killed_client_is_cleaned_and_released(
+    server: LocalServer, assert_healthy: Callable[[], None]
+) -> None:
+    key = f"nbinfer_killed_{os.getpid()}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_SHM_CLIENT), server.http_url, key],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "registered"
+        child.kill()
+        child.wait(5)
+        # Python's resource tracker unlinks the dead client's object; the server keeps serving
+        _wait(lambda: not Path(f"/dev/shm/{key}").exists(), 5)
+        assert_healthy()
+        assert server.pid is not None and _server_fds_to(server.pid, key)  # held, unlinked
+        with Client(server.http_url) as client:
+            names = [r["name"] for r in client.get_system_shared_memory_status()]
+            assert "killed_client_region" in names
+            client.unregister_system_shared_memory("killed_client_region")
+            names = [r["name"] for r in client.get_system_shared_memory_status()]
+            assert "killed_client_region" not in names
+        assert _server_fds_to(server.pid, key) == []  # the memory is released
+    finally:
+        child.kill()
+        child.wait(5)
+        Path(f"/dev/shm/{key}").unlink(missing_ok=True)
