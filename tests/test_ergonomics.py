@@ -244,3 +244,26 @@ def test_error_card_shows_the_model_traceback_first_and_other_servers_messages_s
     plain = error_for_grpc_code("INTERNAL", "Traceback (most recent call last): from Triton")
     assert plain.model_traceback is None
     assert str(plain) == "Traceback (most recent call last): from Triton"
+
+
+def _scale(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return x * w
+
+
+def test_serve_reads_specs_off_an_example_call_and_the_error_names_the_option(
+    session: Session,
+) -> None:
+    with pytest.raises(
+        InvalidInputError, match=r"cannot infer the datatype of input 'x'.*example="
+    ):
+        session.serve(_scale)
+    example = {"x": np.ones((2, 4), np.float32), "w": np.ones((2, 4), np.float32)}
+    handle = session.serve(_scale, example=example)
+    meta = handle.metadata
+    assert [(s.name, s.datatype, s.shape) for s in meta.inputs] == [
+        ("x", "FP32", [-1, 4]),
+        ("w", "FP32", [-1, 4]),
+    ]
+    assert [(s.name, s.datatype, s.shape) for s in meta.outputs] == [("output", "FP32", [-1, 4])]
+    out = session.infer("_scale", {"x": np.ones(4, np.float32), "w": np.full(4, 3, np.float32)})
+    np.testing.assert_array_equal(out["output"], np.full(4, 3, np.float32))

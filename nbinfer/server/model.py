@@ -35,6 +35,7 @@ import numpy as np
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.dtypes import DATATYPES, datatype_of, numpy_dtype
+from nbinfer.protocol.tensors import as_array
 from nbinfer.protocol.types import Parameters, TensorSpec
 
 __all__ = [
@@ -633,7 +634,10 @@ class FunctionModel(Model):
     The function receives the inputs as keyword arguments named after the inputs (or, for a
     one-input model, positionally) and returns one array, a tuple of arrays (in output order) or a
     dict. Inputs not given are inferred from the parameters' names and annotations
-    (``npt.NDArray[np.float32]``); outputs default to one output ``"output"``.
+    (``npt.NDArray[np.float32]``), or from ``example``: the inputs of one call (a dict by
+    parameter name, or the array of a one-parameter function), whose datatypes and shapes
+    (the first dim free: the batch) become the specs; the function is called once on it, here,
+    to read the outputs' too. Outputs default to one output ``"output"``.
 
     Example::
 
@@ -660,6 +664,7 @@ class FunctionModel(Model):
         parameters: Mapping[str, Any] | None = None,
         run_in_thread: bool = True,
         platform: str = "nbinfer_function",
+        example: Any = None,
     ) -> None:
         self.fn = fn
         fname = name or getattr(fn, "__name__", "") or ""
@@ -684,6 +689,8 @@ class FunctionModel(Model):
                     self._pass_context = True
                 elif p.kind is not p.VAR_POSITIONAL:
                     self._params.append(p.name)
+            if example is not None:
+                inputs, outputs = self._from_example(example, inputs, outputs)
             if inputs is None:
                 inputs = [self._infer_input(p, hints.get(p)) for p in self._params]
             if outputs is None:
@@ -731,13 +738,46 @@ class FunctionModel(Model):
         if dt is None:
             raise InvalidInputError(
                 f"function {getattr(self.fn, '__name__', '?')!r}: cannot infer the datatype of "
-                f"input {param!r} (annotate it as npt.NDArray[np.float32] or pass inputs=[...])"
+                f"input {param!r}: annotate it as npt.NDArray[np.float32], pass inputs=[...], "
+                f"or pass the inputs of one call as example= (e.g. example={{{param!r}: x}})"
             )
         return TensorDef(param, dt, [-1])
+
+    def _from_example(
+        self, example: Any, inputs: Sequence[Any] | None, outputs: Sequence[Any] | None
+    ) -> tuple[Sequence[Any], Sequence[Any]]:
+        """Input / output specs read off one call on ``example`` (where not given)."""
+        if not isinstance(example, Mapping):
+            if len(self._params) != 1:
+                raise InvalidInputError(
+                    f"function {self.fn.__name__!r} takes {self._params}: pass example= as a "
+                    "dict {parameter: value}"
+                )
+            example = {self._params[0]: example}
+        arrays = {str(k): as_array(v)[0] for k, v in example.items()}
+        if inputs is None:
+            inputs = [_example_def(name, value) for name, value in arrays.items()]
+        if outputs is None:
+            kwargs = {"context": InferContext()} if self._pass_context else {}
+            result = self.fn(**arrays, **kwargs)
+            if isinstance(result, Mapping):
+                named = {str(k): v for k, v in result.items()}
+            elif isinstance(result, tuple):
+                named = {f"output{i}": v for i, v in enumerate(result)}
+            else:
+                named = {"output": result}
+            outputs = [_example_def(n, v) for n, v in named.items()]
+        return inputs, outputs
 
     def predict(self, inputs: dict[str, Any], context: InferContext) -> Any:
         """Call the wrapped function with the inputs."""
         return self.predict_call(inputs, context)
+
+
+def _example_def(name: str, value: Any) -> TensorDef:
+    """The spec of a tensor like ``value``, its first dim free (the batch)."""
+    array, datatype = as_array(value)
+    return TensorDef(name, datatype, [-1, *array.shape[1:]])
 
 
 def model(
