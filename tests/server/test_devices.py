@@ -149,3 +149,11 @@ def test_auto_falls_back_to_the_cpu_with_a_warning(
         model = repo.resolve(name).model
         assert model is not None and model.device == "cpu", name
     assert any("running on the CPU" in r.getMessage() for r in caplog.records)
+
+
+def test_the_servers_log_says_auto_runs_on_the_cpu(tmp_path: Path) -> None:
+    (tmp_path / "py" / "1").mkdir(parents=True)
+    (tmp_path / "py" / "1" / "model.py").write_text(textwrap.dedent(_PY_MODEL))
+    with LocalServer(model_repository=tmp_path, demo=False, device="auto") as server:
+        log = server.logs()
+    assert "device 'auto'" in log and "running on the CPU" in log
