@@ -1135,9 +1135,9 @@ class Session:
         ``model`` may be an :class:`nbinfer.Model`, a plain function (NumPy in, NumPy out;
         specs from ``inputs`` / ``outputs``, its type hints, or ``example=``: the inputs of
         one call, ``{parameter: array}`` or one array, whose datatypes and shapes become the
-        specs) or a ``torch.nn.Module`` (``inputs`` / ``outputs`` required). The server is another process: the model is
-        shipped over the launcher's private channel with cloudpickle — never through the
-        network API.
+        specs) or a ``torch.nn.Module`` (``inputs`` / ``outputs`` required). The server is
+        another process: the model is shipped over the launcher's private channel with
+        cloudpickle — never through the network API.
 
         Raises:
             InvalidInputError: This session has no local server, or the model cannot be built.
