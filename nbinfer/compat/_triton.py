@@ -155,9 +155,8 @@ class InferInput:
         """
         if not isinstance(input_tensor, np.ndarray):
             raise_error("input_tensor must be a numpy array")
-        expected = "BYTES" if self._datatype == "BYTES" else self._datatype
         got = np_to_triton_dtype(input_tensor.dtype)
-        if got != expected:
+        if got != self._datatype:
             raise_error(
                 f"got unexpected datatype {got} from numpy array, expected {self._datatype}"
             )
@@ -228,6 +227,14 @@ def output_json(out: InferOutput) -> dict[str, Any]:
     return doc
 
 
+def _as_dict(message: Any) -> dict[str, Any]:
+    """A protobuf message as tritonclient's gRPC ``as_json=True`` gives it."""
+    from google.protobuf import json_format
+
+    doc: dict[str, Any] = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return doc
+
+
 class InferResult:
     """The answer of ``infer``: ``as_numpy(name)``, ``get_output(name)``, ``get_response()``.
 
@@ -253,18 +260,18 @@ class InferResult:
         """The output's description (HTTP: a dict; gRPC: an ``InferOutputTensor`` message)."""
         if name not in self.result:
             return None
-        out = self.result.get_output(name)
-        if self._protocol == "http" or as_json:
-            return output_json(out)
+        if self._protocol == "http":
+            return output_json(self.result.get_output(name))
         from nbinfer.protocol.grpc import response_to_proto
 
         proto = response_to_proto(self.result.response, raw=False)
-        return next(o for o in proto.outputs if o.name == name)
+        message = next(o for o in proto.outputs if o.name == name)
+        return _as_dict(message) if as_json else message
 
     def get_response(self, as_json: bool = False) -> Any:
         """The whole response (HTTP: the JSON dict; gRPC: a ``ModelInferResponse`` message)."""
         result = self.result
-        if self._protocol == "http" or as_json:
+        if self._protocol == "http":
             doc: dict[str, Any] = {
                 "model_name": result.model_name,
                 "model_version": result.model_version,
@@ -277,7 +284,8 @@ class InferResult:
             return doc
         from nbinfer.protocol.grpc import response_to_proto
 
-        return response_to_proto(result.response)
+        message = response_to_proto(result.response)
+        return _as_dict(message) if as_json else message
 
 
 class InferAsyncRequest:
@@ -388,11 +396,17 @@ class TritonClient:
         headers: Mapping[str, str] | None = None,
         **_: Any,
     ) -> bool:
-        """Whether the model is ready (``False`` for an unknown model, as tritonclient)."""
+        """Whether the model is ready (``False`` for an unknown model, as tritonclient).
+
+        Raises:
+            InferenceServerException: The server could not be reached.
+        """
         try:
             return bool(self.client.is_model_ready(model_name, model_version, headers=headers))
-        except NbinferError:
+        except ServerError:
             return False
+        except NbinferError as exc:
+            raise _mapped(exc, self._protocol) from exc
 
     # -- repository and shared memory ------------------------------------------------------
 

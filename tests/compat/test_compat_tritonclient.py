@@ -13,6 +13,7 @@ import difflib
 import importlib.util
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ from nbinfer.compat.tritonclient.utils import (
     np_to_triton_dtype,
     triton_to_np_dtype,
 )
-from nbinfer.errors import ModelNotFoundError, NbinferError
+from nbinfer.errors import ConnectError, ModelNotFoundError, NbinferError
 from nbinfer.server.launcher import LocalServer
 
 EXAMPLES = Path(__file__).parent / "examples"
@@ -138,3 +139,37 @@ def test_dtype_helpers_answer_as_tritonclient() -> None:
     assert triton_to_np_dtype("BOOL") is bool
     assert triton_to_np_dtype("BYTES") is np.object_
     assert triton_to_np_dtype("NOPE") is None
+
+
+def test_grpc_requested_output_takes_class_count_second_as_tritonclient() -> None:
+    out = grpcclient.InferRequestedOutput("y", 3)
+    assert out._to_nbinfer().class_count == 3 and out._to_nbinfer().binary_data is None
+
+
+def test_grpc_as_json_answers_are_the_messages_as_dicts(server: LocalServer) -> None:
+    client = grpcclient.InferenceServerClient(_url(server, "grpc"))
+    inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
+    for item in inputs:
+        item.set_data_from_numpy(np.ones((1, 16), np.int32))
+    result = client.infer("simple", inputs, request_id="j")
+    doc = result.get_response(as_json=True)
+    assert doc["model_name"] == "simple" and doc["id"] == "j"
+    assert result.get_output("OUTPUT1", as_json=True)["datatype"] == "INT32"
+    assert client.get_server_metadata(as_json=True)["extensions"]
+    client.close()
+
+
+def test_is_model_ready_is_false_for_an_unknown_model_and_raises_when_unreachable(
+    server: LocalServer,
+) -> None:
+    client = httpclient.InferenceServerClient(_url(server, "http"))
+    assert client.is_model_ready("simple") and not client.is_model_ready("no_such_model")
+    client.close()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    unreachable = httpclient.InferenceServerClient(f"127.0.0.1:{port}", connection_timeout=2)
+    with pytest.raises(InferenceServerException) as info:
+        unreachable.is_model_ready("simple")
+    assert isinstance(info.value.error, ConnectError)
+    unreachable.close()

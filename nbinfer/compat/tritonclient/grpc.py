@@ -22,12 +22,13 @@ from google.protobuf import json_format
 
 from nbinfer.client import Client
 from nbinfer.client import InferResult as _Result
+from nbinfer.compat import _triton
 from nbinfer.compat._triton import (
     InferenceServerException,
     InferInput,
-    InferRequestedOutput,
     InferResult,
     TritonClient,
+    _as_dict,
     _mapped,
     np_to_triton_dtype,
     raise_error,
@@ -54,6 +55,13 @@ service_pb2 = _grpc.pb
 
 #: ``callback(result, error)`` as tritonclient calls it.
 Callback = Callable[[InferResult | None, InferenceServerException | None], None]
+
+
+class InferRequestedOutput(_triton.InferRequestedOutput):
+    """An output to return: ``InferRequestedOutput(name, class_count=0)`` (gRPC's signature)."""
+
+    def __init__(self, name: str, class_count: int = 0) -> None:
+        super().__init__(name, None, class_count)
 
 
 def _shm_status(regions: list[dict[str, Any]], message: Any) -> Any:
@@ -124,9 +132,7 @@ class InferenceServerClient(TritonClient):
         if to_proto is None:
             return value
         message = to_proto(value)
-        if as_json:
-            return json_format.MessageToDict(message, preserving_proto_field_name=True)
-        return message
+        return _as_dict(message) if as_json else message
 
     def _deliver(self, callback: Callback) -> Callable[[Any, Any], None]:
         def deliver(result: _Result | None, error: NbinferError | None) -> None:
