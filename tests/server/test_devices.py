@@ -42,6 +42,20 @@ class Twice(Model):
         return {"y": inputs["x"] * 2}
 """
 
+_TRITON_PY_MODEL = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy()
+            out = pb_utils.Tensor("y", x * 2)
+            responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
+        return responses
+"""
+
 _KIND_GPU = "instance_group [ { kind: KIND_GPU, gpus: [ 0 ] } ]\n"
 _TENSORS = (
     'input [ { name: "x" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]\n'
@@ -50,14 +64,15 @@ _TENSORS = (
 
 
 def _repository(root: Path, *, gpu_config: bool) -> Path:
-    """``py`` (nbinfer Model), ``ts`` (TorchScript) and ``ox`` (ONNX), all y = 2 x."""
+    """``py`` (nbinfer Model), ``ts`` (TorchScript), ``ox`` (ONNX), ``tp`` (Triton Python)."""
     torch = pytest.importorskip("torch")
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
-    for name in ("py", "ts", "ox"):
+    for name in ("py", "ts", "ox", "tp"):
         (root / name / "1").mkdir(parents=True)
     (root / "py" / "1" / "model.py").write_text(textwrap.dedent(_PY_MODEL))
+    (root / "tp" / "1" / "model.py").write_text(textwrap.dedent(_TRITON_PY_MODEL))
 
     class Twice(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -81,6 +96,7 @@ def _repository(root: Path, *, gpu_config: bool) -> Path:
         + gpu
     )
     (root / "ox" / "config.pbtxt").write_text(f'name: "ox"\nplatform: "onnxruntime_onnx"\n{gpu}')
+    (root / "tp" / "config.pbtxt").write_text(f'name: "tp"\nbackend: "python"\n{_TENSORS}{gpu}')
     return root
 
 
@@ -123,7 +139,7 @@ def test_a_model_asking_for_a_gpu_is_unavailable_with_one_reason_for_every_backe
 ) -> None:
     repo = ModelRepository(_repository(tmp_path, gpu_config=True), device=default)
     states = _states(repo)
-    assert set(states) == {"py", "ts", "ox"}
+    assert set(states) == {"py", "ts", "ox", "tp"}
     for name, (state, reason) in states.items():
         assert state == "UNAVAILABLE", name
         assert REASON in reason, (name, reason)
@@ -131,7 +147,11 @@ def test_a_model_asking_for_a_gpu_is_unavailable_with_one_reason_for_every_backe
 
 def test_the_servers_cuda_default_fails_every_backend_alike(tmp_path: Path) -> None:
     repo = ModelRepository(_repository(tmp_path, gpu_config=False), device="cuda:0")
-    for name, (state, reason) in _states(repo).items():
+    states = _states(repo)
+    # Triton Python models run where their config says, the CPU when it is silent (the backend
+    # pins them), so the server's default does not reach them.
+    assert states.pop("tp")[0] == "READY"
+    for name, (state, reason) in states.items():
         assert state == "UNAVAILABLE" and REASON in reason, (name, reason)
 
 
