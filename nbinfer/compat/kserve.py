@@ -91,9 +91,7 @@ class _Tensor:
         """
         if self.data is None:
             raise InvalidInputError(f"{self.name!r} has no data", tensor=self.name)
-        if isinstance(self.data, np.ndarray) and self.data.dtype != np.object_:
-            return self.data.reshape(self.shape)
-        arr, _ = as_array(self.data, self.datatype)
+        arr, _ = as_array(self.data, self.datatype)  # no copy when the dtype already fits
         return arr.reshape(self.shape)
 
     def to_dict(self) -> dict[str, Any]:
