@@ -101,7 +101,8 @@ def test_stop_with_a_stuck_model_ends_within_the_grace_period_and_names_what_it_
             own_server.stop()
         elapsed = time.monotonic() - start
         stuck.join(10)
-    assert elapsed < 6.0, f"stop took {elapsed:.1f} s"
+    print(f"\nstop with a stuck model: {elapsed:.1f} s")
+    assert elapsed < 8.0, f"stop took {elapsed:.1f} s"  # 3 s grace + 1 s close, loaded machines
     assert isinstance(stuck.error, NbinferError)
     assert any("hanging (1)" in line for line in own_server.abandoned), own_server.abandoned
     assert "ignored SIGTERM" not in caplog.text
