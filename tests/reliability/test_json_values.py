@@ -28,6 +28,9 @@ import pytest
 import tritonclient.http as triton_http
 
 from nbinfer.client import Client
+from nbinfer.errors import InvalidInputError
+from nbinfer.protocol import rest
+from nbinfer.protocol.types import InferOutput, InferResponse
 from nbinfer.server.launcher import LocalServer
 
 SPECIAL = [np.nan, np.inf, -np.inf, 1.5, -0.0, 3.0e38]
@@ -121,3 +124,40 @@ def test_kserve_takes_the_tokens_and_answers_null_read_as_nan(kserve_url: str) -
         out = client.infer("add_one", {"INPUT0": data})["OUTPUT0"]
     # KServe writes null for every non-finite float: NaN here, infinities lost at KServe's end
     assert out.dtype == np.float32 and np.isnan(out[0, :3]).all() and out[0, 3] == 2.5
+
+
+# ------------------------------------------------------------------ the response direction
+
+
+@pytest.mark.parametrize(
+    ("datatype", "data", "word"),
+    [
+        ("BOOL", "[1,0]", "true or false"),
+        ("FP32", '["1",2]', "wrong type"),
+        ("FP32", "[true,2]", "wrong type"),
+        ("INT8", "[1,300]", "out of range"),
+        ("INT32", "[null,1]", "wrong type"),
+    ],
+)
+def test_client_refuses_lenient_json_in_answers_too(datatype: str, data: str, word: str) -> None:
+    tensor = f'{{"name":"OUTPUT0","datatype":"{datatype}","shape":[2],"data":{data}}}'
+    body = f'{{"outputs":[{tensor}]}}'.encode()
+    with pytest.raises(
+        InvalidInputError, match=f"output 'OUTPUT0' \\({datatype}\\) element .*{word}"
+    ):
+        rest.decode_response(body, None)
+
+
+def test_answers_write_booleans_and_non_finite_tokens_and_read_them_back() -> None:
+    response = InferResponse(
+        "m",
+        [
+            InferOutput("b", "BOOL", [2], np.array([True, False])),
+            InferOutput("f", "FP32", [3], np.array([np.nan, np.inf, -np.inf], np.float32)),
+        ],
+    )
+    body, _ = rest.encode_response(response)
+    assert b'"data":[true,false]' in body and b'"data":[NaN,Infinity,-Infinity]' in body
+    outputs = rest.decode_response(body, None).outputs
+    assert same(outputs[0].data, np.array([True, False]))
+    assert same(outputs[1].data, np.array([np.nan, np.inf, -np.inf], np.float32))
