@@ -550,23 +550,18 @@ def profile(
             )
 
     outcome: list[Any] = []
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+
+    async def driven() -> list[dict[str, Any]]:
+        task = asyncio.current_task()
+        assert task is not None
+        running.append((asyncio.get_running_loop(), task))
+        client = dict(client_options or {})
+        return await _run(url, model, inputs, settings, opts, client, batch_size, report)
 
     def main() -> None:
         try:
-            outcome.append(
-                asyncio.run(
-                    _run(
-                        url,
-                        model,
-                        inputs,
-                        settings,
-                        opts,
-                        dict(client_options or {}),
-                        batch_size,
-                        report,
-                    )
-                )
-            )
+            outcome.append(asyncio.run(driven()))
         except BaseException as exc:  # handed to the calling thread below
             outcome.append(exc)
 
@@ -574,7 +569,14 @@ def profile(
     thread = threading.Thread(target=main, name="nbinfer-profile", daemon=True)
     thread.start()
     try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except BaseException:
+        # Interrupted (the notebook's stop button): stop the load, then let the caller know.
+        for loop, task in running:
+            loop.call_soon_threadsafe(task.cancel)
         thread.join()
+        raise
     finally:
         if bar is not None:
             bar.close()

@@ -8,6 +8,7 @@ tritonclient loop that interleaves runs and compares medians.
 
 from __future__ import annotations
 
+import _thread
 import json
 import statistics
 import threading
@@ -27,7 +28,7 @@ from nbinfer.profiling import ProfileFrame, compare, random_inputs
 pytestmark = pytest.mark.timeout(240)
 
 QUICK: dict[str, Any] = {"window": 0.3, "max_windows": 4, "warmup": 0.2, "progress": False}
-SERVICE_S = 0.004  # the sleeping model's service time
+SERVICE_S = 0.02  # the sleeping model's service time: client overhead is a small part of it
 
 
 class Sleepy(nbinfer.Model):
@@ -112,14 +113,14 @@ def test_fixed_rate_keeps_its_schedule(session: Session, protocol: str) -> None:
 
 
 def test_open_loop_latency_counts_from_the_schedule(session: Session) -> None:
-    # sleepy serves one request at a time, ~250/s at most: 400/s piles up a queue, and
+    # sleepy serves one request at a time, ~50/s at most: 100/s piles up a queue, and
     # latency measured from each scheduled send grows with it (no coordinated omission)
     closed = session.profile("sleepy", concurrency=1, **QUICK).iloc[0]
     opened = session.profile(
-        "sleepy", request_rate=400, window=0.5, max_windows=2, warmup=0.1, progress=False
+        "sleepy", request_rate=100, window=0.5, max_windows=2, warmup=0.1, progress=False
     ).iloc[0]
     assert closed["latency_p50_ms"] < 4 * SERVICE_S * 1e3
-    assert opened["throughput"] < 0.9 * 400
+    assert opened["throughput"] < 0.9 * 100
     assert opened["latency_p99_ms"] > 10 * closed["latency_p99_ms"]
     assert opened["server_queue_ms"] > closed["server_queue_ms"]
 
@@ -169,23 +170,28 @@ def _tritonclient_rate(session: Session, protocol: str, concurrency: int, second
 def test_throughput_matches_an_independent_tritonclient_loop(
     session: Session, protocol: str, concurrency: int
 ) -> None:
-    ours, theirs = [], []
-    for _ in range(3):  # interleaved, medians compared: robust to a busy neighbour
-        frame = session.profile(
-            "sleepy",
-            protocol=protocol,
-            concurrency=concurrency,
-            window=0.4,
-            max_windows=3,
-            warmup=0.1,
-            progress=False,
-        )
-        ours.append(float(frame["throughput"].iloc[0]))
-        theirs.append(_tritonclient_rate(session, protocol, concurrency, 1.0))
-    assert statistics.median(ours) == pytest.approx(statistics.median(theirs), rel=0.15), (
-        ours,
-        theirs,
-    )
+    # Five back-to-back pairs of equal length, alternating which goes first; the median of the
+    # per-pair ratios cancels the drift of a busy machine (other jobs share its 2 cores).
+    ratios = []
+    for i in range(5):
+        pair = []
+        for ours in (i % 2 == 0, i % 2 == 1):
+            if ours:
+                frame = session.profile(
+                    "sleepy",
+                    protocol=protocol,
+                    concurrency=concurrency,
+                    window=0.4,
+                    max_windows=2,  # exactly two windows: 0.8 s measured
+                    warmup=0.1,
+                    progress=False,
+                )
+                pair.append(float(frame["throughput"].iloc[0]))
+            else:
+                pair.append(_tritonclient_rate(session, protocol, concurrency, 0.8))
+        ours_rate, theirs_rate = pair if i % 2 == 0 else pair[::-1]
+        ratios.append(ours_rate / theirs_rate)
+    assert statistics.median(ratios) == pytest.approx(1.0, rel=0.15), ratios
 
 
 def test_inputs_from_metadata_dataframe_or_arrays(session: Session) -> None:
@@ -263,3 +269,18 @@ def test_command_line_profile_writes_csv_json_and_png(
     assert [r["concurrency"] for r in json.loads(out["json"].read_text())] == [1, 2]
     assert out["png"].read_bytes()[:4] == b"\x89PNG"
     assert main(["profile", session.url, "flaky", "--concurrency", "1", *args[6:12]]) == 1
+
+
+def test_an_interrupt_stops_the_load_at_once(session: Session) -> None:
+    def successes() -> int:
+        return int(session.stats("add_sub")["success"].sum())
+
+    threading.Timer(1.0, _thread.interrupt_main).start()
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        session.profile("add_sub", concurrency=2, window=1.0, max_windows=100, progress=False)
+    assert time.perf_counter() - start < 5
+    time.sleep(0.3)  # the server records a request's statistics just after answering it
+    before = successes()
+    time.sleep(0.5)
+    assert successes() == before  # no load left running in the background
