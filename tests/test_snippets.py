@@ -1,0 +1,328 @@
+"""Every fenced bash / python block of README.md and docs/*.md runs as written (issue 20).
+
+Each page runs as a reader would run it: its blocks in order, in a scratch directory; python
+(and ipython) blocks in one IPython shell, like the cells of one notebook; bash blocks in bash.
+Markers, an HTML comment on the line before a block (invisible on GitHub and the docs site):
+
+``<!-- not-run: reason -->``
+    The block is not run; the reason shows as a pytest skip.
+``<!-- background -->``
+    A bash block that starts a server: it runs in the background until it prints its
+    ``NBINFER READY`` line and is stopped when the page ends. ``<!-- background: from TEXT -->``
+    runs the block from ``TEXT`` on (what comes before, e.g. an install, is tested elsewhere:
+    the README's install by :func:`test_readme_install_leaves_the_clone_clean`).
+
+Blocks run as written when Triton's ports 8000 / 8001 are free. When either is busy on the
+test machine, both are replaced by free ports throughout the page (the same change in every
+block; a background ``nbinfer serve`` without port options gets them), so a busy port does not
+fail a page. Blocks in other
+languages (``text``, ``json``, ...) are not code to run; an unlabelled block fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUN = ("bash", "python", "ipython")
+NOT_CODE = ("text", "json", "yaml", "toml", "console", "output", "protobuf", "pbtxt")
+MARKER = re.compile(r"^<!--\s*(not-run|background)\s*(?::\s*(.*?))?\s*-->\s*$")
+FENCE = re.compile(r"^```(\S*)\s*$")
+BLOCK_TIMEOUT = 180.0
+
+
+@dataclass
+class Block:
+    """One fenced block of a page."""
+
+    page: Path
+    line: int
+    language: str
+    code: str
+    marker: str = ""
+    argument: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(page: Path) -> list[Block]:
+    """The fenced blocks of ``page`` (top-level fences only), with the marker before each."""
+    found: list[Block] = []
+    lines = page.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        fence = FENCE.match(lines[i])
+        if fence is None:
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and lines[end].rstrip() != "```":
+            end += 1
+        previous = lines[i - 1] if i else ""
+        marker = MARKER.match(previous.strip())
+        found.append(
+            Block(
+                page,
+                i + 1,
+                fence.group(1).lower(),
+                "\n".join(lines[i + 1 : end]) + "\n",
+                marker.group(1) if marker else "",
+                (marker.group(2) or "") if marker else "",
+            )
+        )
+        i = end + 1
+    return found
+
+
+ALL = [b for page in PAGES for b in blocks(page)]
+SKIPPED = [b for b in ALL if b.marker == "not-run"]
+RUNNABLE = sorted(
+    {b.page for b in ALL if b.language in RUN and b.marker != "not-run"}, key=PAGES.index
+)
+
+
+def test_every_block_is_labelled_and_every_skip_says_why() -> None:
+    unlabelled = [b.where for b in ALL if not b.language]
+    unknown = [b.where for b in ALL if b.language and b.language not in RUN + NOT_CODE]
+    silent = [b.where for b in SKIPPED if not b.argument]
+    assert (unlabelled, unknown, silent) == ([], [], [])
+
+
+@pytest.mark.parametrize("block", SKIPPED, ids=[b.where for b in SKIPPED])
+def test_block_marked_not_run(block: Block) -> None:
+    pytest.skip(f"{block.where}: {block.argument}")
+
+
+# -- running a page --------------------------------------------------------------------------
+
+#: The notebook stand-in: runs the cells it reads (JSON lines on stdin) in one IPython shell
+#: and answers each on the reply pipe with null or the error's traceback.
+SHELL = textwrap.dedent(
+    """
+    import json, os, sys, traceback
+    from IPython.core.interactiveshell import InteractiveShell
+
+    replies = os.fdopen(int(sys.argv[1]), "w")
+    shell = InteractiveShell.instance(colors="NoColor")
+    for line in sys.stdin:
+        result = shell.run_cell(json.loads(line), store_history=True)
+        error = result.error_before_exec or result.error_in_exec
+        text = None if error is None else "".join(traceback.format_exception(error))
+        sys.stdout.flush()
+        replies.write(json.dumps(text) + "\\n")
+        replies.flush()
+    """
+)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Page:
+    """The state of one page being run: scratch dir, environment, shell, background servers."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        busy = not all(_port_free(port) for port in (8000, 8001))
+        self.ports = {"8000": str(_free_port()), "8001": str(_free_port())} if busy else {}
+        self.env = dict(os.environ)
+        self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env["PATH"]
+        self.env["MPLBACKEND"] = "Agg"
+        self.env["PYTHONUNBUFFERED"] = "1"
+        self.shell: subprocess.Popen[str] | None = None
+        self.replies: IO[str] | None = None
+        self.log = tmp / "shell.log"
+        self.background: list[subprocess.Popen[str]] = []
+
+    def code(self, block: Block) -> str:
+        code = block.code
+        for port, free in self.ports.items():
+            code = re.sub(rf"(?<!\d){port}(?!\d)", free, code)
+        if block.marker == "background" and block.argument.startswith("from "):
+            start = block.argument[5:].strip().strip("\"'")
+            assert start in code, f"{block.where}: the block has no {start!r} to run from"
+            code = code[code.index(start) :]
+        if block.marker == "background" and self.ports and "--http-port" not in code:
+            code = (
+                f"{code.strip()} --http-port {self.ports['8000']} --grpc-port {self.ports['8001']}"
+            )
+        return code
+
+    def python(self, block: Block) -> None:
+        if self.shell is None:
+            read, write = os.pipe()
+            self.shell = subprocess.Popen(
+                [sys.executable, "-c", SHELL, str(write)],
+                stdin=subprocess.PIPE,
+                stdout=self.log.open("w"),
+                stderr=subprocess.STDOUT,
+                text=True,
+                cwd=self.tmp,
+                env=self.env,
+                pass_fds=(write,),
+            )
+            os.close(write)
+            self.replies = os.fdopen(read)
+        assert self.shell.stdin is not None and self.replies is not None
+        self.shell.stdin.write(json.dumps(self.code(block)) + "\n")
+        self.shell.stdin.flush()
+        reply = self.replies.readline()
+        assert reply, f"{block.where}: the shell died\n{self.log.read_text()[-4000:]}"
+        error = json.loads(reply)
+        assert error is None, f"{block.where} failed:\n{block.code}\n{error}"
+
+    def bash(self, block: Block) -> None:
+        code = self.code(block)
+        if block.marker == "background":
+            self._start(block, code)
+            return
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", code],
+            cwd=self.tmp,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT,
+        )
+        assert done.returncode == 0, (
+            f"{block.where} failed ({done.returncode}):\n{code}\n{done.stdout}\n{done.stderr}"
+        )
+
+    def _start(self, block: Block, code: str) -> None:
+        proc = subprocess.Popen(
+            ["bash", "-c", code],
+            cwd=self.tmp,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.background.append(proc)
+        assert proc.stdout is not None
+        seen = []
+        deadline = time.monotonic() + 60
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("NBINFER READY") or time.monotonic() > deadline:
+                break
+        assert seen and seen[-1].startswith("NBINFER READY"), (
+            f"{block.where}: no READY line from\n{code}\n{''.join(seen)}"
+        )
+
+    def close(self) -> None:
+        if self.shell is not None:
+            assert self.shell.stdin is not None
+            self.shell.stdin.close()
+            try:
+                self.shell.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.shell.kill()
+        if self.replies is not None:
+            self.replies.close()
+        for proc in self.background:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@pytest.fixture
+def page_runner(tmp_path: Path) -> Iterator[Page]:
+    page = Page(tmp_path)
+    try:
+        yield page
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("page", RUNNABLE, ids=[str(p.relative_to(ROOT)) for p in RUNNABLE])
+def test_page_runs_as_written(page: Path, page_runner: Page) -> None:
+    for block in blocks(page):
+        if block.marker == "not-run" or block.language not in RUN:
+            continue
+        if block.language == "bash":
+            page_runner.bash(block)
+        else:
+            page_runner.python(block)
+
+
+# -- the README's install leaves the clone clean ---------------------------------------------
+
+
+def _readme_install() -> str:
+    """The README's install command (the first bash block of its "Install" section)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("## Install") + 1
+    first = next(b for b in blocks(ROOT / "README.md") if b.line > start and b.language == "bash")
+    return first.code.splitlines()[0].split("#")[0].strip()
+
+
+def test_readme_install_leaves_the_clone_clean(tmp_path: Path) -> None:
+    """A fresh clone, the README's ``pip install .`` into a virtualenv there: git status clean.
+
+    ``--no-deps`` keeps it cheap (a few seconds: only the build backend is fetched, into pip's
+    isolated build environment): the build, which is what writes into the tree (``build/``,
+    ``*.egg-info``), is the same as a full install's.
+    """
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    install = _readme_install()
+    assert install == "pip install ."
+    clone = tmp_path / "clone"
+    subprocess.run([git, "clone", "-q", str(ROOT), str(clone)], check=True)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", *install.split(), "-q", "--no-deps"],
+        cwd=clone,
+        check=True,
+        capture_output=True,
+    )
+    status = subprocess.run(
+        [git, "status", "--porcelain", "--ignored=no"],
+        cwd=clone,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert status.stdout == ""
+    ignored = subprocess.run(
+        [git, "status", "--porcelain", "--ignored"], cwd=clone, capture_output=True, text=True
+    ).stdout
+    assert "egg-info" in ignored or "build/" in ignored  # the build did write; git ignores it
