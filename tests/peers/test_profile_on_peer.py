@@ -1,5 +1,5 @@
-"""session.profile() against real peers: Triton (with the statistics extension) and MLServer
-(without it: the client-side split only)."""
+"""session.profile() against real peers: Triton (with the statistics extension), MLServer and
+KServe (without it: the client-side split only)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,12 @@ def test_profile_on_triton_splits_server_time_from_its_statistics(
     assert rate["throughput"] == pytest.approx(50, rel=0.1)
 
 
-def test_profile_on_mlserver_without_statistics(mlserver: Peer) -> None:
-    with Session(mlserver.http_url) as session:
+@pytest.mark.parametrize("name", ["mlserver", "kserve"])
+def test_profile_without_statistics_splits_client_time_only(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    peer: Peer = request.getfixturevalue(name)
+    with Session(peer.http_url) as session:
         row = session.profile("add_sub", concurrency=2, **QUICK).iloc[0]
     _sane(row)
     assert math.isnan(row["server_queue_ms"]) and row["server_requests"] == 0
