@@ -122,13 +122,16 @@ def compare(*runs: pd.DataFrame, labels: Sequence[str] | None = None) -> Profile
     if labels is not None and len(labels) != len(runs):
         raise InvalidInputError(f"{len(labels)} labels for {len(runs)} runs")
     parts = []
+    seen: set[str] = set()
     for i, run in enumerate(runs):
         frame = pd.DataFrame(run).copy()
         if labels is not None:
             frame["run"] = labels[i]
         elif "run" not in frame or frame["run"].nunique() <= 1:
             own = str(frame["run"].iloc[0]) if "run" in frame and len(frame) else ""
-            frame["run"] = own or f"run {i + 1}"
+            own = own or f"run {i + 1}"
+            frame["run"] = f"{own} #{i + 1}" if own in seen else own  # two runs, two curves
+        seen.update(str(r) for r in frame["run"].unique())
         parts.append(frame)
     return ProfileFrame(pd.concat(parts, ignore_index=True))
 

@@ -221,6 +221,7 @@ def test_export_and_compare(session: Session, tmp_path: Any) -> None:
     assert isinstance(both, ProfileFrame)
     assert list(both["run"]) == ["HTTP", "HTTP", "gRPC", "gRPC"]
     assert list(http.compare(grpc)["run"].unique()) == ["add_sub (http)", "add_sub (grpc)"]
+    assert list(http.compare(http)["run"].unique()) == ["add_sub (http)", "add_sub (http) #2"]
     with pytest.raises(InvalidInputError):
         compare(http, grpc, labels=["one"])
 
