@@ -823,6 +823,15 @@ class Client(_Core):
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def _abort_in_flight(self) -> None:
+        """Abort the HTTP transfers in flight on ``async_infer`` threads (after an interrupt).
+
+        gRPC calls on those threads run to their end.
+        """
+        abort = getattr(self._engine, "abort_in_flight", None)
+        if abort is not None:
+            abort()
+
     def close(self) -> None:
         """Stop any stream, the ``async_infer`` threads and the connections (idempotent)."""
         if self._closed:

@@ -662,9 +662,13 @@ class Session:
                     return self._probe_binary(lambda b: send(payload, b))
                 return send(payload, self._binary_choice(explicit))
 
-            outs = infer_frame(
-                job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
-            )
+            try:
+                outs = infer_frame(
+                    job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
+                )
+            except KeyboardInterrupt:
+                self.client._abort_in_flight()  # the chunks in flight on the worker threads
+                raise
             result = InferResult(InferResponse(model, outs, model_version))
             frame = as_frame is not False
             return self._answer(result, model, model_version, data.index, frame, expand, requested)

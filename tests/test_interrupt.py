@@ -46,6 +46,29 @@ CHILD = textwrap.dedent(
 )
 
 
+FRAME_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np, pandas as pd
+    import nbinfer
+
+    session = nbinfer.Session(sys.argv[1])
+    x = {"x": np.ones(2, dtype=np.float32)}
+    session.infer("pause", x, parameters={"seconds": 0.0})  # connected, warm
+    frame = pd.DataFrame({"x": np.arange(6, dtype=np.float32)})
+    print("blocking", flush=True)
+    try:
+        session.infer("pause", frame, batch_size=1, concurrency=2, progress=False,
+                      parameters={"seconds": float(sys.argv[2])})
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    start = time.perf_counter()
+    out = session.infer("pause", x, parameters={"seconds": 0.0}).as_numpy("y")
+    print("usable", out.tolist(), round(time.perf_counter() - start, 3), flush=True)
+    """
+)
+
+
 @pytest.fixture(scope="module")
 def session() -> Iterator[Session]:
     class Pause(Model):
@@ -67,14 +90,18 @@ def session() -> Iterator[Session]:
         yield s
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize(
+    ("protocol", "code"),
+    [("http", CHILD), ("grpc", CHILD), ("http", FRAME_CHILD)],
+    ids=["http", "grpc", "dataframe-chunks-http"],
+)
 def test_sigint_interrupts_blocking_infer_at_once_and_client_stays_usable(
-    session: Session, protocol: str
+    session: Session, protocol: str, code: str
 ) -> None:
     assert session.server is not None
     url = session.server.http_url if protocol == "http" else f"grpc://{session.server.grpc_url}"
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, url, str(SLOW)],
+        [sys.executable, "-c", code, url, str(SLOW)],
         stdout=subprocess.PIPE,
         text=True,
         env=os.environ,

@@ -113,6 +113,17 @@ class CurlEngine:
         self._headers = _default_headers(config)
         self._header_lines = [f"{k}: {v}" for k, v in self._headers.items()] + ["Expect:"]
         self._header_cache: dict[int, tuple[Mapping[str, str], list[str]]] = {}
+        #: Bumped by abort_in_flight(); a transfer that began under an older value aborts.
+        self._epoch = [0]
+
+    def abort_in_flight(self) -> None:
+        """Abort the transfers in flight on every thread (after a KeyboardInterrupt).
+
+        Each fails with a :class:`~nbinfer.errors.TransportError` at libcurl's next progress
+        call (at once while data moves, within about a second while waiting); the handles stay
+        usable and later requests are not affected.
+        """
+        self._epoch[0] += 1
 
     @property
     def url(self) -> str:
@@ -155,12 +166,11 @@ class CurlEngine:
                 c.setopt(pc.SSLCERT, tls.cert_file)
             if tls.key_file:
                 c.setopt(pc.SSLKEY, tls.key_file)
-        if threading.current_thread() is threading.main_thread():
-            # Only the main thread gets signals. A Python progress callback lets the interpreter
-            # run a pending SIGINT handler mid-transfer (libcurl's poll wakes on EINTR), so the
-            # kernel's stop button raises KeyboardInterrupt at once and aborts the transfer.
-            c.setopt(pc.NOPROGRESS, 0)
-            c.setopt(pc.XFERINFOFUNCTION, _signal_point)
+        # A Python progress callback (see _HandleState) is where the main thread runs a pending
+        # SIGINT handler mid-transfer (libcurl's poll wakes on EINTR): the kernel's stop button
+        # raises KeyboardInterrupt at once and aborts the transfer. It also aborts transfers
+        # started before abort_in_flight() (within about a second: libcurl's idle call rate).
+        c.setopt(pc.NOPROGRESS, 0)
         with self._lock:
             self._handles.add(c)
         return c
@@ -186,7 +196,8 @@ class CurlEngine:
         pc = self._pycurl
         state: _HandleState | None = getattr(self._local, "state", None)
         if state is None:
-            state = self._local.state = _HandleState(self._new_handle(), pc)
+            state = self._local.state = _HandleState(self._new_handle(), pc, self._epoch)
+        state.started[0] = self._epoch[0]
         c = state.curl
         if self._config.compression is not None or any(k in self._headers for k in headers):
             merged = {**self._headers, **headers}
@@ -250,21 +261,24 @@ class CurlEngine:
             c.close()
 
 
-def _signal_point(*_progress: int) -> None:
-    """The libcurl progress callback: a point where Python runs pending signal handlers."""
-
-
 class _HandleState:
     """One thread's curl handle, its reply sinks and the options last set on it."""
 
-    __slots__ = ("chunks", "curl", "header_lines", "header_list", "timeout_ms", "url")
+    __slots__ = ("chunks", "curl", "header_lines", "header_list", "started", "timeout_ms", "url")
 
-    def __init__(self, curl: Any, pc: Any) -> None:
+    def __init__(self, curl: Any, pc: Any, epoch: list[int]) -> None:
         self.curl = curl
         self.chunks: list[bytes] = []
         self.header_lines: list[bytes] = []
         curl.setopt(pc.WRITEFUNCTION, self.chunks.append)
         curl.setopt(pc.HEADERFUNCTION, self.header_lines.append)
+        #: The engine's epoch when this handle's current transfer began.
+        self.started = started = [epoch[0]]
+
+        def progress(*_: int) -> bool:  # the lists only: no cycle through the handle
+            return started[0] != epoch[0]
+
+        curl.setopt(pc.XFERINFOFUNCTION, progress)
         self.url = ""
         self.header_list: list[str] | None = None
         self.timeout_ms = -1
@@ -287,6 +301,8 @@ def _curl_error(exc: Any, url: str, pc: Any) -> TransportError:
     msg = exc.args[1] if len(exc.args) > 1 else str(exc)
     if code == pc.E_OPERATION_TIMEDOUT:
         return TimeoutError(f"request to {url} timed out: {msg}", url=url)
+    if code == pc.E_ABORTED_BY_CALLBACK:
+        return TransportError(f"request to {url} was aborted (interrupted): {msg}", url=url)
     if code in (
         pc.E_COULDNT_CONNECT,
         pc.E_COULDNT_RESOLVE_HOST,
