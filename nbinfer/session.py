@@ -967,7 +967,11 @@ class Session:
 
         opts = self._image_options(model, model_version, dict(options, top_k=top_k))
         metadata = self.client.get_model_metadata(model, model_version)
-        frame: pd.DataFrame = classify_images(submit, metadata, images, **opts)
+        try:
+            frame: pd.DataFrame = classify_images(submit, metadata, images, **opts)
+        except KeyboardInterrupt:
+            self.client._abort_in_flight()  # the batches in flight on the worker threads
+            raise
         return frame
 
     async def aclassify(
