@@ -13,11 +13,9 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from nbinfer.client import Client
 from nbinfer.errors import ModelNotFoundError, ModelNotReadyError, ServerUnavailableError
@@ -34,16 +32,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise AssertionError("no VmRSS")
-
-
-@pytest.fixture(scope="module")
-def soak_server(repository: Path) -> Iterator[LocalServer]:
-    srv = LocalServer(model_repository=repository, demo=True, device="cpu")
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _worker(
@@ -118,20 +106,20 @@ def _churn(server: LocalServer, until: float, counts: Counter[str], errors: list
 
 
 def test_mixed_load_soak_answers_everything_correctly_within_an_rss_bound(
-    soak_server: LocalServer,
+    server: LocalServer,
 ) -> None:
-    pid = soak_server.pid
+    pid = server.pid
     assert pid is not None
     counts: Counter[str] = Counter()
     errors: list[str] = []
-    _worker(soak_server, 0, time.monotonic() + 2.0, Counter(), errors)  # warm-up
+    _worker(server, 0, time.monotonic() + 2.0, Counter(), errors)  # warm-up
     before = rss_mb(pid)
     until = time.monotonic() + SECONDS
     threads = [
-        threading.Thread(target=_worker, args=(soak_server, seed, until, counts, errors))
+        threading.Thread(target=_worker, args=(server, seed, until, counts, errors))
         for seed in range(1, THREADS + 1)
     ]
-    threads.append(threading.Thread(target=_churn, args=(soak_server, until, counts, errors)))
+    threads.append(threading.Thread(target=_churn, args=(server, until, counts, errors)))
     start = time.monotonic()
     for thread in threads:
         thread.start()
