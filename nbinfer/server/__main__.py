@@ -43,7 +43,7 @@ _LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
 def _device(value: str) -> str:
     """``--device``: refused at start when it cannot be met (no NVIDIA driver for cuda:N)."""
     from nbinfer.errors import InvalidInputError
-    from nbinfer.server.model import check_device_request
+    from nbinfer.server.devices import check_device_request
 
     try:
         return check_device_request(value)

@@ -8,22 +8,17 @@ Triton / KServe model repository, and nbinfer serves it back unchanged::
     path = export_model(model, "model_repository")
     print(kserve_manifest("iris", "gs://bucket/model_repository"))
 
-Python models (``Model`` subclasses, functions) become a Triton Python-backend entry
-``model.py`` over ``nbinfer_runtime.py``, a numpy-only module carrying the few pieces of nbinfer a
-model needs (``Model``, its hooks, ``InferContext``), generated from nbinfer's own source. A model
-defined in a file is *portable*: its source is copied (``user_model.py``; the whole file, or
-just the model and what it uses when the file needs more of nbinfer), so Triton's Python needs
-numpy and what that code imports, nothing of nbinfer. A model that exists only as a live object
-(notebook cell, closure, constructor arguments) takes the *pickled* route, labelled as such in
-``nbinfer_export.json``: cloudpickle, the same Python version (and nbinfer for ``Model``
-objects). ``nbinfer_export.json`` says what the target needs; ONNX and TorchScript stay native.
+Python models (``Model`` subclasses, functions) become a Triton Python-backend entry: portable
+source or, for live objects, a pickle (:mod:`nbinfer.server.export_python`); ONNX and TorchScript
+stay native. Which model options the exported ``config.pbtxt`` carries is declared in
+:data:`~nbinfer.server.model.MODEL_OPTIONS`. Owns the entry layout, the config, the labels, the
+KServe manifest and ``nbinfer export``; imports the backends lazily and the repository only to
+load a model for the command line.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import contextlib
 import json
 import logging
 import re
@@ -38,12 +33,14 @@ import numpy as np
 
 from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.protocol.dtypes import numpy_dtype
-from nbinfer.server.model import FunctionModel, Model, TensorDef
+from nbinfer.server.export_python import write_python
+from nbinfer.server.model import MODEL_OPTIONS, Model, TensorDef
+from nbinfer.server.model_config import triton_type
+from nbinfer.server.pbtxt import config_to_pbtxt
 
 __all__ = [
     "FORMATS",
     "add_export_arguments",
-    "config_to_pbtxt",
     "export_model",
     "kserve_manifest",
     "main_export",
@@ -56,70 +53,7 @@ logger = logging.getLogger("nbinfer")
 #: Export formats; "auto" picks from the model's kind.
 FORMATS = ("auto", "onnx", "torchscript", "python", "pickle")
 
-_ENUM_FIELDS = frozenset({"data_type", "kind", "format", "priority", "timeout_action"})
-_MAP_FIELDS = frozenset({"parameters", "input_map", "output_map"})
-_ENUM_VALUE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-
-# -- config.pbtxt -----------------------------------------------------------------------------
-def _pb_scalar(key: str, value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    text = str(value)
-    if key in _ENUM_FIELDS and _ENUM_VALUE.match(text):
-        return text
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _pb_fields(obj: Mapping[str, Any], indent: int) -> list[str]:
-    pad = "  " * indent
-    lines: list[str] = []
-    for key, value in obj.items():
-        if value is None:
-            continue
-        if key in _MAP_FIELDS and isinstance(value, Mapping):
-            for k, v in value.items():
-                lines.append(f"{pad}{key} {{")
-                lines.append(f"{pad}  key: {json.dumps(str(k), ensure_ascii=False)}")
-                if isinstance(v, Mapping):
-                    lines.append(f"{pad}  value {{")
-                    lines.extend(_pb_fields(v, indent + 2))
-                    lines.append(f"{pad}  }}")
-                else:
-                    lines.append(f"{pad}  value: {_pb_scalar('value', v)}")
-                lines.append(f"{pad}}}")
-        elif isinstance(value, Mapping):
-            lines.append(f"{pad}{key} {{")
-            lines.extend(_pb_fields(value, indent + 1))
-            lines.append(f"{pad}}}")
-        elif isinstance(value, list | tuple):
-            if value and all(isinstance(v, Mapping) for v in value):
-                lines.append(f"{pad}{key} [")
-                for i, item in enumerate(value):
-                    lines.append(f"{pad}  {{")
-                    lines.extend(_pb_fields(item, indent + 2))
-                    lines.append(f"{pad}  }}" + ("," if i < len(value) - 1 else ""))
-                lines.append(f"{pad}]")
-            else:
-                items = ", ".join(_pb_scalar(key, v) for v in value)
-                lines.append(f"{pad}{key}: [ {items} ]")
-        else:
-            lines.append(f"{pad}{key}: {_pb_scalar(key, value)}")
-    return lines
-
-
-def config_to_pbtxt(config: Mapping[str, Any]) -> str:
-    """Write a Triton-shaped config dict in protobuf text format (``config.pbtxt``).
-
-    Example::
-
-        config_to_pbtxt({"name": "m", "max_batch_size": 8,
-                         "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}]})
-    """
-    return "\n".join(_pb_fields(config, 0)) + "\n"
 
 
 # -- KServe manifest ------------------------------------------------------------------------
@@ -258,14 +192,10 @@ def kserve_manifest(
 
 
 # -- export -----------------------------------------------------------------------------------
-def _triton_type(datatype: str) -> str:
-    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
-
-
 def _tensor_entry(d: TensorDef, *, is_input: bool, label_file: str = "") -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": d.name,
-        "data_type": _triton_type(d.datatype),
+        "data_type": triton_type(d.datatype),
         "dims": list(d.dims) if d.dims else [1],
     }
     if d.reshape is not None:
@@ -367,35 +297,40 @@ def export_model(
     if version_dir.exists():
         shutil.rmtree(version_dir)
     version_dir.mkdir(parents=True)
-    config: dict[str, Any] = {"name": model_name}
     if format == "onnx":
         shutil.copyfile(model.path, version_dir / "model.onnx")  # type: ignore[attr-defined]
-        config["platform"] = "onnxruntime_onnx"
+        route = {"platform": "onnxruntime_onnx"}
     elif format == "torchscript":
         _write_torchscript(model, version_dir / "model.pt")
-        config["platform"] = "pytorch_libtorch"
+        route = {"platform": "pytorch_libtorch"}
     elif kind == "triton_python":
         _copy_triton_python(model, model_dir, version_dir)
-        config["backend"] = "python"
+        route = {"backend": "python"}
     else:
-        _write_python(model, version_dir, format)
-        config["backend"] = "python"
-    config["max_batch_size"] = int(model.max_batch_size)
+        write_python(model, version_dir, format)
+        route = {"backend": "python"}
     outs = model.output_defs()
     label_files = _label_files(outs)
-    config["input"] = [_tensor_entry(d, is_input=True) for d in model.input_defs()]
-    config["output"] = [
-        _tensor_entry(d, is_input=False, label_file=label_files.get(d.name, "")) for d in outs
-    ]
-    if kind == "triton_python":
-        _keep_extra_config(config, model)
     params = {
         str(k): {"string_value": str(v)}
         for k, v in (model.parameters or {}).items()
         if str(k) not in ("device", "model_class")
     }
-    if params:
-        config["parameters"] = params
+    exported = {  # by config key; labels travel as the outputs' label files
+        "name": model_name,
+        "input": [_tensor_entry(d, is_input=True) for d in model.input_defs()],
+        "output": [
+            _tensor_entry(d, is_input=False, label_file=label_files.get(d.name, "")) for d in outs
+        ],
+        "max_batch_size": int(model.max_batch_size),
+        "parameters": params or None,
+    }
+    config: dict[str, Any] = {"name": model_name, **route}
+    for option in MODEL_OPTIONS:
+        if option.exported and option.config_key in exported:
+            config[option.config_key] = exported[option.config_key]
+    if kind == "triton_python":
+        _keep_extra_config(config, model)
     for d in outs:
         if d.labels and d.name in label_files:
             (model_dir / label_files[d.name]).write_text(
@@ -409,7 +344,7 @@ def export_model(
 def _keep_extra_config(config: dict[str, Any], model: Model) -> None:
     """Carry over the Triton config fields of a Python-backend model that we do not generate."""
     original: Mapping[str, Any] = getattr(model, "config", {}) or {}
-    skip = {"name", "platform", "backend", "max_batch_size", "input", "output", "parameters"}
+    skip = {"platform", "backend", *(o.config_key for o in MODEL_OPTIONS if o.exported)}
     for key, value in original.items():
         if key not in skip and key not in config:
             config[key] = value
@@ -465,352 +400,6 @@ def _copy_triton_python(model: Model, model_dir: Path, version_dir: Path) -> Non
     for item in src_model_dir.iterdir():
         if item.is_file() and item.name not in ("config.pbtxt", "config.json"):
             shutil.copyfile(item, model_dir / item.name)
-
-
-# -- Python models: portable source, or the pickled route for live objects ---------------------
-#: The nbinfer names an exported source may use; they come with the vendored runtime.
-RUNTIME_NAMES = frozenset({"FunctionModel", "InferContext", "Model", "TensorDef", "model"})
-_RUNTIME_MODULES = ("nbinfer", "nbinfer.server", "nbinfer.server.model")
-#: The definitions of nbinfer.server.model that the vendored runtime carries.
-_VENDORED = (
-    "_TRITON_TO_V2",
-    "normalize_datatype",
-    "TensorDef",
-    "_dims",
-    "as_tensor_def",
-    "InferContext",
-    "_wants_context",
-    "Model",
-    "_dtype_from_annotation",
-    "FunctionModel",
-    "model",
-)
-_BEGIN = "# -- nbinfer: begin vendored"
-_END = "# -- nbinfer: end vendored --"
-_SOURCE_FILE = "user_model.py"
-#: Python the vendored runtime needs (dataclass slots, str.removeprefix, zip(strict=)).
-RUNTIME_PYTHON = ">=3.10"
-
-
-def _top_level_span(node: ast.stmt) -> tuple[int, int]:
-    decorators = getattr(node, "decorator_list", None) or []
-    first = min([node.lineno] + [d.lineno for d in decorators])
-    return first, node.end_lineno or node.lineno
-
-
-def _bound_names(node: ast.stmt) -> list[str]:
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return [node.name]
-    if isinstance(node, ast.Assign | ast.AnnAssign):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return [t.id for t in targets if isinstance(t, ast.Name)]
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        return [(a.asname or a.name).split(".")[0] for a in node.names]
-    return []
-
-
-def _vendored_source() -> str:
-    """The pieces of nbinfer.server.model (plus a numpy-only dtype table) as one source text."""
-    from nbinfer.protocol.dtypes import DATATYPES
-
-    model_module = sys.modules[FunctionModel.__module__]  # nbinfer.server.model
-    source = Path(model_module.__file__ or "").read_text(encoding="utf-8")
-    lines = source.splitlines()
-    tree = ast.parse(source)
-    imports: list[str] = []
-    bodies: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
-            if module and not module.startswith(("nbinfer", "__future__")):
-                imports.append(ast.unparse(node))
-        elif set(_bound_names(node)) & set(_VENDORED):
-            first, last = _top_level_span(node)
-            bodies.append("\n".join(lines[first - 1 : last]))
-    table = {dt: numpy_dtype(dt).str for dt in DATATYPES if dt != "BF16"}
-    shims = f"""
-class InvalidInputError(ValueError):
-    \"\"\"A declaration or a value a model cannot take.\"\"\"
-
-
-class TensorSpec:
-    \"\"\"Metadata type of nbinfer (never made here).\"\"\"
-
-
-Parameters = dict
-logger = logging.getLogger("nbinfer")
-_NUMPY = {table!r}
-DATATYPES = tuple(_NUMPY) + ("BYTES",)
-
-
-def numpy_dtype(datatype):
-    if datatype == "BYTES":
-        return np.dtype(object)
-    try:
-        return np.dtype(_NUMPY[datatype])
-    except KeyError:
-        raise InvalidInputError(f"unknown datatype {{datatype!r}}") from None
-
-
-def datatype_of(dtype):
-    dt = np.dtype(dtype)
-    if dt.kind in "OSUT":
-        return "BYTES"
-    for name, code in _NUMPY.items():
-        if np.dtype(code) == dt.newbyteorder("<") or np.dtype(code) == dt:
-            return name
-    raise TypeError(f"numpy dtype {{dt}} has no v2 datatype")
-"""
-    origin = "vendored from nbinfer.server.model of nbinfer " + _nbinfer_version()
-    return "\n".join([f"# {origin}", *imports, shims, *(b + "\n\n" for b in bodies)])
-
-
-def _nbinfer_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("nbinfer")
-    except PackageNotFoundError:
-        return "(source tree)"
-
-
-def runtime_source() -> str:
-    """The ``nbinfer_runtime.py`` a portable export ships: numpy-only, no nbinfer install."""
-    template = (Path(__file__).parent / "export_runtime" / "runtime.py").read_text("utf-8")
-    head, rest = template.split(_BEGIN, 1)
-    _, tail = rest.split(_END, 1)
-    return head + _vendored_source() + tail
-
-
-class _NotPortable(Exception):
-    """Why a model's source cannot be exported without nbinfer (the message)."""
-
-
-def _nbinfer_uses(tree: ast.AST) -> list[str]:
-    """What ``tree`` uses of nbinfer beyond the vendored runtime (empty: it is portable)."""
-    problems: list[str] = []
-    aliases: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.split(".")[0] != "nbinfer":
-                    continue
-                if a.name not in _RUNTIME_MODULES:
-                    problems.append(f"import {a.name}")
-                aliases.add(a.asname or "nbinfer")
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "nbinfer":
-            if node.level == 0 and node.module not in _RUNTIME_MODULES:
-                problems.append(f"from {node.module} import ...")
-                continue
-            problems.extend(
-                f"from {node.module} import {a.name}"
-                for a in node.names
-                if a.name not in RUNTIME_NAMES | {"server", "model"}
-            )
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in aliases
-            and node.attr not in RUNTIME_NAMES | {"server", "model"}
-        ):
-            problems.append(f"{node.value.id}.{node.attr}")
-    return sorted(set(problems))
-
-
-def _extract(source: str, target: str) -> str:
-    """The statements of ``source`` that top-level ``target`` needs, in their order."""
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    defs: dict[str, list[int]] = {}
-    for index, node in enumerate(tree.body):
-        for name in _bound_names(node):
-            defs.setdefault(name, []).append(index)
-    if target not in defs:
-        raise _NotPortable(f"{target!r} is not defined at the top level of its module")
-    keep: dict[int, set[str]] = {}
-    todo = [target]
-    while todo:
-        name = todo.pop()
-        for index in defs.get(name, []):
-            node = tree.body[index]
-            names = keep.setdefault(index, set())
-            if name in names:
-                continue
-            names.add(name)
-            if not isinstance(node, ast.Import | ast.ImportFrom):
-                todo.extend(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
-    out = []
-    for index, node in enumerate(tree.body):
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-            out.append(ast.unparse(node))
-        elif index in keep and isinstance(node, ast.Import | ast.ImportFrom):
-            node.names = [
-                a for a in node.names if (a.asname or a.name).split(".")[0] in keep[index]
-            ]
-            out.append(ast.unparse(node))
-        elif index in keep:
-            first, last = _top_level_span(node)
-            out.append("\n\n" + "\n".join(lines[first - 1 : last]))
-    return "\n".join(out) + "\n"
-
-
-def _requirements(tree: ast.AST) -> list[str]:
-    """Distributions the source imports (beyond the standard library), pinned as installed."""
-    from importlib.metadata import PackageNotFoundError, packages_distributions, version
-
-    tops: set[str] = {"numpy"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            tops.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            tops.add(node.module.split(".")[0])
-    skip = set(sys.stdlib_module_names) | {"nbinfer", "triton_python_backend_utils", "__future__"}
-    dists = packages_distributions()
-    out = []
-    for top in sorted(tops - skip):
-        for dist in dists.get(top, [top]):
-            try:
-                out.append(f"{dist}=={version(dist)}" if top != "numpy" else "numpy")
-            except PackageNotFoundError:
-                out.append(dist)
-    return sorted(set(out))
-
-
-def _model_source(model: Model) -> tuple[Path, str, str]:
-    """(file, attribute, kind) of where the model is defined in a file.
-
-    Raises:
-        _NotPortable: the model exists only as a live object (notebook, closure, lambda ...).
-    """
-    if isinstance(model, FunctionModel):
-        obj: Any = model.fn
-        kind = "function"
-    else:
-        obj = type(model)
-        kind = "class"
-    qualname = getattr(obj, "__qualname__", "")
-    module = sys.modules.get(getattr(obj, "__module__", "") or "")
-    file = getattr(module, "__file__", None)
-    if module is None or not file or module.__name__ == "__main__":
-        raise _NotPortable(f"{qualname or obj!r} is defined in a notebook or __main__, not a file")
-    if "<" in qualname or "." in qualname:
-        raise _NotPortable(f"{qualname} is not defined at the top level of {file}")
-    if kind == "class":
-        try:
-            fresh = type(model)()
-            fresh.finalize()
-        except Exception as exc:
-            raise _NotPortable(f"{qualname}() cannot be made again: {exc}") from exc
-        if fresh.input_defs() != model.input_defs() or fresh.output_defs() != model.output_defs():
-            raise _NotPortable(f"the object differs from a fresh {qualname}() (constructor args)")
-    elif kind == "function" and isinstance(vars(module).get(obj.__name__), Model):
-        kind = "instance"  # @nbinfer.model: the module binds the name to the model itself
-    return Path(file), obj.__name__, kind
-
-
-def _write_source_python(model: Model, version_dir: Path) -> dict[str, Any]:
-    """Copy the model's source (whole file, else just what it needs) + the vendored runtime."""
-    path, attr, kind = _model_source(model)
-    source = path.read_text(encoding="utf-8")
-    whole = not _nbinfer_uses(ast.parse(source))
-    if not whole:
-        source = _extract(source, attr)
-        problems = _nbinfer_uses(ast.parse(source))
-        if problems:
-            raise _NotPortable(
-                f"{path.name} uses parts of nbinfer that are not vendored: {', '.join(problems)} "
-                f"(portable sources may use {', '.join(sorted(RUNTIME_NAMES))})"
-            )
-    if (whole and type(model).__module__.startswith("nbinfer_model_")) or (
-        whole and getattr(getattr(model, "fn", None), "__module__", "").startswith("nbinfer_model_")
-    ):
-        shutil.copytree(  # a repository model's own files (weights ...) stay beside its source
-            path.parent,
-            version_dir,
-            dirs_exist_ok=True,
-            ignore=shutil.ignore_patterns("__pycache__", path.name),
-        )
-    (version_dir / _SOURCE_FILE).write_text(source, encoding="utf-8")
-    (version_dir / "nbinfer_runtime.py").write_text(runtime_source(), encoding="utf-8")
-    return {
-        "route": "source",
-        "file": _SOURCE_FILE,
-        "attr": attr,
-        "kind": kind,
-        "copied_from": str(path) + ("" if whole else f" (only {attr} and what it uses)"),
-        "requires": {"python": RUNTIME_PYTHON, "packages": _requirements(ast.parse(source))},
-    }
-
-
-def _write_pickled_python(model: Model, version_dir: Path, reason: str) -> dict[str, Any]:
-    import cloudpickle
-
-    obj: Any = model.fn if isinstance(model, FunctionModel) else model
-    _pickle_by_value([obj if isinstance(model, FunctionModel) else type(model)])
-    try:
-        data = cloudpickle.dumps(obj)
-    except Exception as exc:
-        raise InvalidInputError(
-            f"model {model.name!r} cannot be exported: cloudpickle failed on "
-            f"{type(obj).__name__}: {type(exc).__name__}: {exc}"
-        ) from exc
-    pickle_name = "function.pkl" if isinstance(model, FunctionModel) else "model.pkl"
-    (version_dir / pickle_name).write_bytes(data)
-    (version_dir / "nbinfer_runtime.py").write_text(runtime_source(), encoding="utf-8")
-    py = f"=={sys.version_info.major}.{sys.version_info.minor}"
-    packages = ["cloudpickle", "numpy"]
-    if not isinstance(model, FunctionModel):
-        packages.append(f"nbinfer=={_nbinfer_version()}")
-    note = (
-        f"PICKLED (not portable): {reason}. The target's Python must be {py[2:]} with "
-        f"{', '.join(packages)} and every library the code imports; define the model in a file "
-        "(a Model subclass or an @nbinfer.model function) for a numpy-only export."
-    )
-    logger.warning("model %r: %s", model.name, note)
-    return {
-        "route": "pickle",
-        "file": pickle_name,
-        "note": note,
-        "requires": {"python": py, "packages": packages},
-    }
-
-
-def _pickle_by_value(objs: Sequence[Any]) -> None:
-    """Make cloudpickle store code from modules a fresh interpreter could not import."""
-    import cloudpickle
-
-    for obj in objs:
-        mod_name = getattr(obj, "__module__", None) or ""
-        module = sys.modules.get(mod_name)
-        if module is None or mod_name == "__main__":
-            continue
-        if mod_name.startswith(("nbinfer_model_", "nbinfer_triton_model_")):
-            with contextlib.suppress(ValueError):  # already registered
-                cloudpickle.register_pickle_by_value(module)
-
-
-def _write_python(model: Model, version_dir: Path, format: str) -> dict[str, Any]:
-    """The Python-backend files: ``model.py`` (entry), runtime, source or pickle, settings."""
-    if model.is_decoupled or model.stateful:
-        what = "decoupled" if model.is_decoupled else "stateful (sequence)"
-        raise InvalidInputError(
-            f"model {model.name!r} is {what}: its Triton export is not supported yet"
-        )
-    settings: dict[str, Any]
-    if format == "pickle":
-        settings = _write_pickled_python(model, version_dir, "format='pickle' was asked for")
-    else:
-        try:
-            settings = _write_source_python(model, version_dir)
-        except _NotPortable as exc:
-            settings = _write_pickled_python(model, version_dir, str(exc))
-    entry = Path(__file__).parent / "export_runtime" / "entry.py"
-    shutil.copyfile(entry, version_dir / "model.py")
-    (version_dir / "nbinfer_export.json").write_text(
-        json.dumps(settings, indent=2) + "\n", encoding="utf-8"
-    )
-    return settings
 
 
 # -- CLI ----------------------------------------------------------------------------------------

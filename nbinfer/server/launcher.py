@@ -215,7 +215,7 @@ class LocalServer:
     def _check_device(self) -> None:
         """Refuse a device this machine cannot give before spawning (no NVIDIA driver)."""
         from nbinfer.errors import InvalidInputError
-        from nbinfer.server.model import check_device_request
+        from nbinfer.server.devices import check_device_request
 
         try:
             check_device_request(self.device)

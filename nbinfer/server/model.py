@@ -18,13 +18,9 @@ Sync hooks run in a thread pool so a CPU-heavy ``predict`` never blocks the even
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import logging
 import os
-import shutil
-import sys
 import traceback
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -37,20 +33,20 @@ from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.dtypes import DATATYPES, datatype_of, numpy_dtype
 from nbinfer.protocol.tensors import as_array
 from nbinfer.protocol.types import Parameters, TensorSpec
+from nbinfer.server.devices import resolve_device
 
 __all__ = [
     "FunctionModel",
     "InferContext",
+    "MODEL_OPTIONS",
     "Model",
+    "ModelOption",
     "TensorDef",
     "as_tensor_def",
     "coerce_output",
     "format_model_traceback",
     "model",
     "normalize_datatype",
-    "check_device_request",
-    "cpu_fallback",
-    "resolve_device",
     "to_bytes_array",
 ]
 
@@ -229,13 +225,6 @@ class InferContext:
     response_headers: dict[str, str] = field(default_factory=dict)
 
 
-def _nvidia_driver() -> bool:
-    """Whether this machine has an NVIDIA driver (a file on Linux, ``nvidia-smi`` elsewhere)."""
-    if sys.platform.startswith("linux"):
-        return os.path.exists("/proc/driver/nvidia/version")
-    return shutil.which("nvidia-smi") is not None
-
-
 #: Where nbinfer's own code lives: its frames are left out of a model's traceback.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 #: Code that calls a model's hooks: nbinfer and the standard library (thread pool, asyncio).
@@ -268,88 +257,6 @@ def format_model_traceback(exc: BaseException) -> str:
 _TRACEBACK_TITLE = "Model traceback (most recent call last):"
 
 
-def _cuda_driver_present() -> bool:
-    """Cheap check for an NVIDIA driver (True when unsure or torch is already imported)."""
-    return "torch" in sys.modules or _nvidia_driver()
-
-
-_FELL_BACK: set[str] = set()
-
-
-def cpu_fallback(device: str, why: str) -> str:
-    """``"cpu"``, logging once per process and reason that ``device`` (``auto``) fell back."""
-    if why not in _FELL_BACK:
-        _FELL_BACK.add(why)
-        logger.warning("device %r: %s; running on the CPU", device, why)
-    return "cpu"
-
-
-def check_device_request(device: str | None) -> str:
-    """Validate a device request before anything is loaded; returns it normalised.
-
-    The server calls this at start, so ``--device cuda:0`` on a machine without an NVIDIA
-    driver stops with a clear message instead of starting; each model then resolves its own
-    device with :meth:`Model.resolve_device`.
-
-    Raises:
-        InvalidInputError: an unknown device string, or a CUDA device on a machine without an
-            NVIDIA driver.
-    """
-    dev = (device or "auto").strip().lower()
-    if dev in ("cpu", "auto"):
-        return dev
-    if dev not in ("cuda", "gpu") and not dev.startswith("cuda:"):
-        raise InvalidInputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda:N'")
-    if dev.startswith("cuda:") and not dev[5:].isdigit():
-        raise InvalidInputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda:N'")
-    if not _nvidia_driver():
-        raise InvalidInputError(
-            f"device {device!r} cannot be used: this machine has no NVIDIA driver (no CUDA "
-            "GPU); use device='cpu', or 'auto' to take a GPU when there is one"
-        )
-    return dev
-
-
-def resolve_device(device: str | None = "auto") -> str:
-    """Turn ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` into a concrete device string.
-
-    torch is consulted only when it is installed and, for ``auto``, only when an NVIDIA driver is
-    present, so CPU-only machines never pay for importing it. ``auto`` without a GPU gives
-    ``"cpu"`` and logs a warning once.
-
-    Raises:
-        InvalidInputError: a CUDA device was asked for but torch or that GPU is missing.
-    """
-    dev = (device or "auto").strip().lower()
-    if dev == "cpu":
-        return "cpu"
-    if dev not in ("auto", "cuda", "gpu") and not dev.startswith("cuda:"):
-        raise InvalidInputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda:N'")
-    if dev != "auto":
-        check_device_request(device)  # the same message for every backend on a GPU-less machine
-    elif not _cuda_driver_present():
-        # no NVIDIA driver: no need to import torch (seconds) to know
-        return cpu_fallback("auto", "no NVIDIA driver (no CUDA GPU)")
-    if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
-        if dev == "auto":
-            return cpu_fallback("auto", "torch is not installed, so no GPU can be used")
-        raise InvalidInputError(
-            f"device {device!r} cannot be used: it needs torch with CUDA and torch is not "
-            "installed; use device='cpu' or 'auto'"
-        )
-    torch = importlib.import_module("torch")
-    count = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-    if dev == "auto":
-        return "cuda:0" if count else cpu_fallback("auto", "torch sees no CUDA GPU")
-    index = 0 if dev in ("cuda", "gpu") else int(dev.split(":", 1)[1])
-    if index >= count:
-        raise InvalidInputError(
-            f"device {device!r} cannot be used: torch sees {count} CUDA GPU(s); use "
-            "device='cpu' or 'auto'"
-        )
-    return f"cuda:{index}"
-
-
 def _wants_context(fn: Callable[..., Any]) -> bool:
     """Whether a hook accepts a second positional argument (the :class:`InferContext`)."""
     try:
@@ -365,6 +272,50 @@ def _wants_context(fn: Callable[..., Any]) -> bool:
         if p.name == "context" and p.kind is p.KEYWORD_ONLY:
             return True
     return count >= 2
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOption:
+    """One option of :class:`Model`: a keyword of ``__init__`` and the attribute it sets.
+
+    Attributes:
+        name: The keyword and the attribute.
+        type: The attribute's annotation, as written (``__init__`` takes it ``| None``).
+        default: The class default, kept when ``__init__`` gets None.
+        config_key: Where a Triton config holds it (``"parameters.device"``: a key inside a
+            field); ``""`` when only nbinfer knows it.
+        exported: Whether :func:`~nbinfer.server.export.export_model` carries it into the
+            exported ``config.pbtxt`` (the target chooses the device, platform and instances).
+        coerce: Applied to a given value (``version`` is kept as a string).
+    """
+
+    name: str
+    type: str
+    default: Any
+    config_key: str
+    exported: bool
+    coerce: Callable[[Any], Any] | None = None
+
+
+_TENSORS = "Sequence[Any]"
+_LABELS = "Mapping[str, Sequence[str]] | Sequence[str] | None"
+
+#: The options of :class:`Model`, declared once: ``__init__`` sets them, the config writer
+#: (:mod:`nbinfer.server.model_config`) and the export read their config keys from here.
+MODEL_OPTIONS: tuple[ModelOption, ...] = (
+    ModelOption("name", "str", "", "name", True),
+    ModelOption("inputs", _TENSORS, (), "input", True),
+    ModelOption("outputs", _TENSORS, (), "output", True),
+    ModelOption("max_batch_size", "int", 0, "max_batch_size", True),
+    ModelOption("labels", _LABELS, None, "output.label_filename", True),
+    ModelOption("platform", "str", "nbinfer_python", "platform", False),
+    ModelOption("backend", "str", "python", "backend", False),
+    ModelOption("version", "str", "1", "", False, str),
+    ModelOption("device", "str", "", "parameters.device", False),
+    ModelOption("parameters", "Mapping[str, Any] | None", None, "parameters", True),
+    ModelOption("run_in_thread", "bool", True, "", False),
+    ModelOption("max_concurrency", "int | None", None, "instance_group.count", False),
+)
 
 
 class Model:
@@ -428,30 +379,11 @@ class Model:
         run_in_thread: bool | None = None,
         max_concurrency: int | None = None,
     ) -> None:
-        if name is not None:
-            self.name = name
-        if inputs is not None:
-            self.inputs = inputs
-        if outputs is not None:
-            self.outputs = outputs
-        if max_batch_size is not None:
-            self.max_batch_size = max_batch_size
-        if labels is not None:
-            self.labels = labels
-        if platform is not None:
-            self.platform = platform
-        if backend is not None:
-            self.backend = backend
-        if version is not None:
-            self.version = str(version)
-        if device is not None:
-            self.device = device
-        if parameters is not None:
-            self.parameters = parameters
-        if run_in_thread is not None:
-            self.run_in_thread = run_in_thread
-        if max_concurrency is not None:
-            self.max_concurrency = max_concurrency
+        given = locals()
+        for option in MODEL_OPTIONS:
+            value = given[option.name]
+            if value is not None:
+                setattr(self, option.name, option.coerce(value) if option.coerce else value)
         self._ready = False
 
     # -- hooks -------------------------------------------------------------------------------

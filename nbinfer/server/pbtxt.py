@@ -1,4 +1,4 @@
-"""A parser for the protobuf text format subset Triton's ``config.pbtxt`` files use.
+"""Triton's ``config.pbtxt``: the protobuf text format subset it uses, read and written.
 
 :func:`parse_pbtxt` returns the config as Triton-shaped JSON (the shape ``GET .../config``
 answers): repeated fields are lists, enums are strings, ``parameters`` is a map
@@ -7,17 +7,21 @@ answers): repeated fields are lists, enums are strings, ``parameters`` is a map
     parse_pbtxt('name: "m" max_batch_size: 8 input [{name: "x" data_type: TYPE_FP32 dims: [4]}]')
     # {'name': 'm', 'max_batch_size': 8,
     #  'input': [{'name': 'x', 'data_type': 'TYPE_FP32', 'dims': [4]}]}
+
+:func:`config_to_pbtxt` writes that JSON back as text. A leaf of the server: imports only the
+error tree (the config's meaning for a model is :mod:`nbinfer.server.model_config`'s).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from nbinfer.errors import InvalidInputError
 
-__all__ = ["config_device", "parse_pbtxt", "string_params"]
+__all__ = ["config_device", "config_to_pbtxt", "parse_pbtxt", "string_params"]
 
 #: Fields of Triton's ModelConfig (and its sub-messages) that are repeated.
 REPEATED = frozenset(
@@ -287,3 +291,67 @@ def config_device(config: Mapping[str, Any]) -> str | None:
         if kind == "KIND_AUTO":
             return "auto"
     return None
+
+
+#: Fields written bare (``kind: KIND_GPU``) when their value looks like an enum constant.
+_ENUM_FIELDS = frozenset({"data_type", "kind", "format", "priority", "timeout_action"})
+_ENUM_VALUE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def _pb_scalar(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value)
+    if key in _ENUM_FIELDS and _ENUM_VALUE.match(text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _pb_fields(obj: Mapping[str, Any], indent: int) -> list[str]:
+    pad = "  " * indent
+    lines: list[str] = []
+    for key, value in obj.items():
+        if value is None:
+            continue
+        if key in MAPS and isinstance(value, Mapping):
+            for k, v in value.items():
+                lines.append(f"{pad}{key} {{")
+                lines.append(f"{pad}  key: {json.dumps(str(k), ensure_ascii=False)}")
+                if isinstance(v, Mapping):
+                    lines.append(f"{pad}  value {{")
+                    lines.extend(_pb_fields(v, indent + 2))
+                    lines.append(f"{pad}  }}")
+                else:
+                    lines.append(f"{pad}  value: {_pb_scalar('value', v)}")
+                lines.append(f"{pad}}}")
+        elif isinstance(value, Mapping):
+            lines.append(f"{pad}{key} {{")
+            lines.extend(_pb_fields(value, indent + 1))
+            lines.append(f"{pad}}}")
+        elif isinstance(value, list | tuple):
+            if value and all(isinstance(v, Mapping) for v in value):
+                lines.append(f"{pad}{key} [")
+                for i, item in enumerate(value):
+                    lines.append(f"{pad}  {{")
+                    lines.extend(_pb_fields(item, indent + 2))
+                    lines.append(f"{pad}  }}" + ("," if i < len(value) - 1 else ""))
+                lines.append(f"{pad}]")
+            else:
+                items = ", ".join(_pb_scalar(key, v) for v in value)
+                lines.append(f"{pad}{key}: [ {items} ]")
+        else:
+            lines.append(f"{pad}{key}: {_pb_scalar(key, value)}")
+    return lines
+
+
+def config_to_pbtxt(config: Mapping[str, Any]) -> str:
+    """Write a Triton-shaped config dict in protobuf text format (``config.pbtxt``).
+
+    Example::
+
+        config_to_pbtxt({"name": "m", "max_batch_size": 8,
+                         "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}]})
+    """
+    return "\n".join(_pb_fields(config, 0)) + "\n"

@@ -8,6 +8,10 @@ Layout::
 
 A model that fails to load is recorded with state ``UNAVAILABLE`` and the reason; the others keep
 serving. ``version_policy`` (latest N / all / specific) picks the versions to load.
+
+Owns discovery, versions, load / unload and uploads. Reading and applying a config belongs to
+:mod:`nbinfer.server.model_config`, building a backend's model to :mod:`nbinfer.server.backends`.
+Imports neither the dataplane nor the frontends (they import this module).
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ from nbinfer.errors import (
     NbinferError,
 )
 from nbinfer.protocol.types import RepositoryModel
-from nbinfer.server.model import Model, TensorDef, normalize_datatype
+from nbinfer.server.backends import model_from_repository_entry
+from nbinfer.server.model import Model
+from nbinfer.server.model_config import apply_config, model_config_json, read_config
 from nbinfer.server.paths import ModelFiles, check_model_name, check_relative_path, upload_plan
-from nbinfer.server.pbtxt import config_device, parse_pbtxt, string_params
+from nbinfer.server.pbtxt import string_params
 from nbinfer.server.stats import ModelStats
 
 __all__ = [
@@ -46,7 +52,6 @@ __all__ = [
     "UNLOADING",
     "ModelRepository",
     "ModelVersion",
-    "model_config_json",
 ]
 
 logger = logging.getLogger("nbinfer")
@@ -57,13 +62,6 @@ LOADING = "LOADING"
 UNLOADING = "UNLOADING"
 
 _module_counter = itertools.count(1)
-_V2_TO_TRITON = {
-    "BYTES": "TYPE_STRING",
-}
-
-
-def _triton_type(datatype: str) -> str:
-    return _V2_TO_TRITON.get(datatype, f"TYPE_{datatype}")
 
 
 def _version_key(version: str) -> tuple[int, int | str]:
@@ -98,222 +96,6 @@ class _Entry:
     reason: str = "not loaded"
     temp_dir: Path | None = None
     busy: bool = False
-
-
-def _read_config(model_dir: Path) -> dict[str, Any] | None:
-    pbtxt = model_dir / "config.pbtxt"
-    js = model_dir / "config.json"
-    if pbtxt.is_file():
-        return parse_pbtxt(pbtxt.read_text(encoding="utf-8"), source=str(pbtxt))
-    if js.is_file():
-        try:
-            data = json.loads(js.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"{js}: invalid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise InvalidInputError(f"{js}: the config must be a JSON object")
-        return data
-    return None
-
-
-def _config_defs(config: Mapping[str, Any], key: str, files: ModelFiles | None) -> list[TensorDef]:
-    entries = config.get(key) or []
-    if not isinstance(entries, list):
-        raise InvalidInputError(f"config: {key!r} must be a list")
-    defs: list[TensorDef] = []
-    for i, item in enumerate(entries):
-        if not isinstance(item, Mapping) or not item.get("name"):
-            raise InvalidInputError(f"config: {key} #{i} has no name")
-        name = str(item["name"])
-        what = f"config {key} {name!r}"
-        dt = item.get("data_type", item.get("datatype"))
-        if dt is None:
-            raise InvalidInputError(f"{what}: no data_type")
-        try:
-            datatype = normalize_datatype(str(dt))
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"{what}: unknown data_type {dt!r}") from exc
-        dims_raw = item.get("dims", item.get("shape"))
-        if dims_raw is None:
-            raise InvalidInputError(f"{what}: no dims")
-        try:
-            dims = [int(d) for d in dims_raw]
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"{what}: dims must be integers, got {dims_raw!r}") from exc
-        if any(d < -1 or d == 0 for d in dims):
-            raise InvalidInputError(f"{what}: dims must be -1 or positive, got {dims}")
-        reshape = None
-        if isinstance(item.get("reshape"), Mapping):
-            reshape = [int(d) for d in item["reshape"].get("shape") or []]
-        labels = None
-        label_file = str(item.get("label_filename") or "")
-        if label_file:
-            if files is None:
-                raise InvalidInputError(f"{what}: label_filename needs a model directory")
-            lpath = files.file(label_file, what=f"{what}: label_filename")
-            if not lpath.is_file():
-                raise InvalidInputError(f"{what}: label file {label_file!r} not found")
-            labels = [ln.strip() for ln in lpath.read_text(encoding="utf-8").splitlines()]
-            while labels and not labels[-1]:
-                labels.pop()
-        defs.append(
-            TensorDef(
-                name=name,
-                datatype=datatype,
-                dims=dims,
-                optional=bool(item.get("optional", False)),
-                reshape=reshape,
-                labels=labels,
-                label_filename=label_file,
-            )
-        )
-    return defs
-
-
-def _merge_defs(
-    model_name: str, kind: str, from_config: list[TensorDef], from_model: list[TensorDef]
-) -> list[TensorDef]:
-    if not from_config:
-        return from_model
-    if not from_model:
-        return from_config
-    by_name = {d.name: d for d in from_model}
-    config_names = [d.name for d in from_config]
-    if set(by_name) != set(config_names):
-        raise InvalidInputError(
-            f"model {model_name!r}: config {kind}s {sorted(config_names)} do not match the "
-            f"model's declared {kind}s {sorted(by_name)}"
-        )
-    merged = []
-    for c in from_config:
-        m = by_name[c.name]
-        if m.datatype != c.datatype:
-            raise InvalidInputError(
-                f"model {model_name!r} {kind} {c.name!r}: config data_type "
-                f"{_triton_type(c.datatype)} does not match the model's {m.datatype}"
-            )
-        if list(m.dims) != list(c.dims):
-            raise InvalidInputError(
-                f"model {model_name!r} {kind} {c.name!r}: config dims {c.dims} do not match "
-                f"the model's {m.dims}"
-            )
-        if c.labels is None and m.labels is not None:
-            c.labels = m.labels
-        merged.append(c)
-    return merged
-
-
-def apply_config(
-    model: Model,
-    config: Mapping[str, Any],
-    *,
-    name: str,
-    model_dir: Path | None,
-    files: ModelFiles | None = None,
-) -> None:
-    """Apply a Triton-shaped config to a model object and validate the result.
-
-    ``files`` is the path policy for files the config names (label files); by default the
-    model directory, with paths relative to it only.
-
-    Raises:
-        InvalidInputError: the config is malformed, names a file outside the model directory,
-            or contradicts the model's declarations.
-    """
-    if files is None and model_dir is not None:
-        files = ModelFiles(model_dir)
-    cfg_name = config.get("name")
-    if cfg_name and str(cfg_name) != name:
-        raise InvalidInputError(
-            f"config name {cfg_name!r} does not match the model directory name {name!r}"
-        )
-    model.name = name
-    if "max_batch_size" in config:
-        try:
-            mbs = int(config["max_batch_size"])
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(
-                f"config max_batch_size must be an integer, got {config['max_batch_size']!r}"
-            ) from exc
-        if mbs < 0:
-            raise InvalidInputError(f"config max_batch_size must be >= 0, got {mbs}")
-        model.max_batch_size = mbs
-    if config.get("platform"):
-        model.platform = str(config["platform"])
-    if config.get("backend"):
-        model.backend = str(config["backend"])
-    ins = _merge_defs(name, "input", _config_defs(config, "input", files), model.input_defs())
-    outs = _merge_defs(name, "output", _config_defs(config, "output", files), model.output_defs())
-    model.set_defs(ins, outs)
-    params = string_params(config)
-    if params:
-        merged = dict(model.parameters or {})
-        merged.update(params)
-        model.parameters = merged
-    device = config_device(config)
-    if device is not None:
-        model.device = device
-    groups = config.get("instance_group") or []
-    counts = [int(g.get("count", 1)) for g in groups if isinstance(g, Mapping)]
-    if counts:
-        model.max_concurrency = sum(counts)
-
-
-def model_config_json(model: Model, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Return the Triton-shaped config JSON of a loaded model (``base``: the file's config)."""
-    cfg: dict[str, Any] = dict(base or {})
-    mbs = int(model.max_batch_size)
-
-    def tensor(d: TensorDef, is_input: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": d.name,
-            "data_type": _triton_type(d.datatype),
-            "dims": list(d.dims),
-        }
-        if d.reshape is not None:
-            out["reshape"] = {"shape": list(d.reshape)}
-        if is_input:
-            out["format"] = "FORMAT_NONE"
-            out["optional"] = d.optional
-        else:
-            out["label_filename"] = d.label_filename
-        return out
-
-    params: dict[str, Any] = {
-        str(k): {"string_value": str(v)} for k, v in (model.parameters or {}).items()
-    }
-    params["device"] = {"string_value": model.device}
-    # Class labels travel in the config (Triton's label_filename is a server-side path): the
-    # session reads them to name DataFrame columns. JSON list, one parameter per output.
-    for d in model.output_defs():
-        if d.labels:
-            params[f"nbinfer.labels.{d.name}"] = {"string_value": json.dumps(list(d.labels))}
-    gpu = model.device.startswith("cuda")
-    groups = cfg.get("instance_group") or [{}]
-    instance_group = []
-    for i, g in enumerate(groups):
-        instance_group.append(
-            {
-                "name": str(g.get("name") or f"{model.name}_{i}"),
-                "kind": "KIND_GPU" if gpu else "KIND_CPU",
-                "count": int(g.get("count", model.max_concurrency or 1)),
-                "gpus": [int(model.device.split(":", 1)[1])] if gpu else [],
-            }
-        )
-    cfg.update(
-        {
-            "name": model.name,
-            "platform": model.platform,
-            "backend": model.backend,
-            "version_policy": cfg.get("version_policy") or {"latest": {"num_versions": 1}},
-            "max_batch_size": mbs,
-            "input": [tensor(d, True) for d in model.input_defs()],
-            "output": [tensor(d, False) for d in model.output_defs()],
-            "instance_group": instance_group,
-            "parameters": params,
-        }
-    )
-    return cfg
 
 
 def _select_versions(config: Mapping[str, Any], available: list[str]) -> list[str]:
@@ -383,8 +165,6 @@ def _model_of_version(files: ModelFiles, version: str, config: dict[str, Any]) -
     The backends (ONNX Runtime, TorchScript, Triton's Python backend) claim their entries;
     everything else is an nbinfer ``Model`` defined in ``<version>/model.py``.
     """
-    from nbinfer.server.backends import model_from_repository_entry
-
     model_dir = files.root
     version_dir = model_dir / version
     model = model_from_repository_entry(model_dir, version_dir, config, files=files)
@@ -532,7 +312,7 @@ class ModelRepository:
             allow_code=self.allow_code_upload,
         )
         try:
-            config = dict(override) if override is not None else _read_config(model_dir) or {}
+            config = dict(override) if override is not None else read_config(model_dir)
             available = [c.name for c in model_dir.iterdir() if c.is_dir() and c.name.isdigit()]
             if not available:
                 raise InvalidInputError(

@@ -232,7 +232,7 @@ def test_shim_lookup_helpers_return_none_for_unknown_names() -> None:
 
 def test_dispatcher_picks_the_python_backend_for_triton_models(triton_repo: Path) -> None:
     model_dir = triton_repo / "add_sub_py"
-    from nbinfer.server.backends import read_config
+    from nbinfer.server.model_config import read_config
 
     model = model_from_repository_entry(model_dir, model_dir / "1", read_config(model_dir))
     assert isinstance(model, TritonPythonBackendModel)

@@ -19,7 +19,7 @@ import pytest
 
 from nbinfer.errors import InvalidInputError, ServerStartError
 from nbinfer.server.launcher import LocalServer
-from nbinfer.server.model import check_device_request
+from nbinfer.server.devices import check_device_request
 from nbinfer.server.repository import ModelRepository
 
 pytestmark = pytest.mark.skipif(
@@ -158,7 +158,7 @@ def test_the_servers_cuda_default_fails_every_backend_alike(tmp_path: Path) -> N
 def test_auto_falls_back_to_the_cpu_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from nbinfer.server.model import _FELL_BACK
+    from nbinfer.server.devices import _FELL_BACK
 
     _FELL_BACK.clear()  # the warning is logged once per process and reason
     with caplog.at_level(logging.WARNING, logger="nbinfer"):

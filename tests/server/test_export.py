@@ -17,15 +17,9 @@ from nbinfer.server.backends import load_model_dir
 from nbinfer.server.backends.python_backend import TritonPythonBackendModel
 from nbinfer.server.dataplane import DataPlane
 from nbinfer.server.demo.models import Iris
-from nbinfer.server.export import (
-    config_to_pbtxt,
-    export_model,
-    kserve_manifest,
-    main_export,
-    to_yaml,
-)
+from nbinfer.server.export import export_model, kserve_manifest, main_export, to_yaml
 from nbinfer.server.model import FunctionModel, Model
-from nbinfer.server.pbtxt import parse_pbtxt
+from nbinfer.server.pbtxt import config_to_pbtxt, parse_pbtxt
 from nbinfer.server.repository import ModelRepository
 
 IRIS_ROWS = np.array([[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]], np.float32)

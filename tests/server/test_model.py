@@ -13,7 +13,8 @@ import pytest
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.types import InferInput, InferRequest, TensorSpec
 from nbinfer.server import DataPlane, FunctionModel, Model, ModelRepository, TensorDef, model
-from nbinfer.server.model import InferContext, as_tensor_def, normalize_datatype, resolve_device
+from nbinfer.server.devices import resolve_device
+from nbinfer.server.model import InferContext, as_tensor_def, normalize_datatype
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -172,7 +173,7 @@ def test_auto_device_on_a_machine_without_nvidia_driver_does_not_import_torch() 
     if Path("/proc/driver/nvidia/version").exists():
         pytest.skip("this machine has an NVIDIA driver")
     code = (
-        "import sys; from nbinfer.server.model import resolve_device; "
+        "import sys; from nbinfer.server.devices import resolve_device; "
         "print(resolve_device('auto'), 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -10,12 +10,14 @@ model directory into an nbinfer :class:`~nbinfer.server.model.Model`::
     <repo>/<model>/<N>/model.pt
     <repo>/<model>/config.pbtxt              backend "python"             -> <N>/model.py
     <repo>/<model>/<N>/model.py              (class TritonPythonModel)
+
+Reads configs with :mod:`nbinfer.server.model_config`; never imports the repository (the
+repository imports this package to build a version's model).
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import re
 from collections.abc import Mapping
@@ -23,17 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from nbinfer.errors import InvalidInputError
-from nbinfer.server.model import Model, TensorDef, normalize_datatype
+from nbinfer.server.model import Model
+from nbinfer.server.model_config import apply_config, read_config
 from nbinfer.server.paths import ModelFiles
-from nbinfer.server.pbtxt import config_device as pbtxt_config_device
 
 __all__ = [
     "ONNX_PLATFORMS",
     "PYTHON_BACKENDS",
     "TORCH_PLATFORMS",
-    "config_device",
-    "model_device",
-    "config_tensors",
     "load_model_dir",
     "model_from_repository_entry",
     "require",
@@ -75,55 +74,6 @@ def require(module: str, *, what: str) -> Any:
             f"{what} need the optional dependency {module!r}, which is not installed; "
             f"install it with: pip install 'nbinfer[{extra}]'"
         ) from exc
-
-
-def config_device(config: Mapping[str, Any]) -> str:
-    """The device a Triton config asks for (``"auto"`` when it does not say)."""
-    return pbtxt_config_device(config) or "auto"
-
-
-def model_device(config: Mapping[str, Any]) -> str:
-    """The device a Triton config asks for; ``""`` (the server's ``--device``) if it is silent."""
-    return pbtxt_config_device(config) or ""
-
-
-def config_tensors(config: Mapping[str, Any], key: str) -> list[TensorDef]:
-    """The ``input`` / ``output`` entries of a Triton config as :class:`TensorDef` (no labels).
-
-    Raises:
-        InvalidInputError: an entry has no name, an unknown data_type or invalid dims.
-    """
-    entries = config.get(key) or []
-    if not isinstance(entries, list):
-        raise InvalidInputError(f"config: {key!r} must be a list")
-    defs: list[TensorDef] = []
-    for i, item in enumerate(entries):
-        if not isinstance(item, Mapping) or not item.get("name"):
-            raise InvalidInputError(f"config: {key} #{i} has no name")
-        name = str(item["name"])
-        dtype = item.get("data_type", item.get("datatype"))
-        if dtype is None:
-            raise InvalidInputError(f"config {key} {name!r}: no data_type")
-        dims_raw = item.get("dims", item.get("shape")) or []
-        try:
-            dims = [int(d) for d in dims_raw]
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(
-                f"config {key} {name!r}: dims must be integers, got {dims_raw!r}"
-            ) from exc
-        reshape = None
-        if isinstance(item.get("reshape"), Mapping):
-            reshape = [int(d) for d in item["reshape"].get("shape") or []]
-        defs.append(
-            TensorDef(
-                name=name,
-                datatype=normalize_datatype(str(dtype)),
-                dims=dims,
-                optional=bool(item.get("optional", False)),
-                reshape=reshape,
-            )
-        )
-    return defs
 
 
 def _kind(config: Mapping[str, Any], version_dir: Path) -> str | None:
@@ -222,29 +172,6 @@ def model_from_repository_entry(
     return TritonPythonBackendModel.from_config(model_dir, version_dir, config, name=name)
 
 
-def read_config(model_dir: Path) -> dict[str, Any]:
-    """A model directory's ``config.pbtxt`` / ``config.json`` as Triton-shaped JSON ({} if none).
-
-    Raises:
-        InvalidInputError: the file is malformed.
-    """
-    from nbinfer.server.pbtxt import parse_pbtxt
-
-    pbtxt = model_dir / "config.pbtxt"
-    if pbtxt.is_file():
-        return parse_pbtxt(pbtxt.read_text(encoding="utf-8"), source=str(pbtxt))
-    js = model_dir / "config.json"
-    if js.is_file():
-        try:
-            data = json.loads(js.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"{js}: invalid JSON: {exc}") from exc
-        if isinstance(data, dict):
-            return data
-        raise InvalidInputError(f"{js}: the config must be a JSON object")
-    return {}
-
-
 def load_model_dir(model_dir: str | Path, *, version: str | int | None = None) -> Model | None:
     """Build (not load) the model of a Triton-layout model directory served by a backend here.
 
@@ -260,8 +187,6 @@ def load_model_dir(model_dir: str | Path, *, version: str | int | None = None) -
     Raises:
         InvalidInputError: no such version / broken entry.
     """
-    from nbinfer.server.repository import apply_config
-
     mdir = Path(model_dir)
     config = read_config(mdir)
     versions = sorted((p.name for p in mdir.iterdir() if p.is_dir() and p.name.isdigit()), key=int)

@@ -20,15 +20,11 @@ from typing import Any
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
-from nbinfer.server.backends import config_tensors, model_device, require
-from nbinfer.server.model import (
-    InferContext,
-    Model,
-    TensorDef,
-    as_tensor_def,
-    check_device_request,
-    cpu_fallback,
-)
+from nbinfer.server.backends import require
+from nbinfer.server.devices import check_device_request, cpu_fallback
+from nbinfer.server.model import InferContext, Model, TensorDef, as_tensor_def
+from nbinfer.server.model_config import config_tensor_defs
+from nbinfer.server.pbtxt import config_device
 
 __all__ = ["ONNX_TO_V2", "OnnxModel", "onnx_providers"]
 
@@ -169,12 +165,12 @@ class OnnxModel(Model):
         cls, path: Path, config: Mapping[str, Any], *, name: str, version: str = "1"
     ) -> OnnxModel:
         """Build from a Triton config (max_batch_size, input / output, instance_group)."""
-        ins = config_tensors(config, "input")
-        outs = config_tensors(config, "output")
+        ins = config_tensor_defs(config, "input")
+        outs = config_tensor_defs(config, "output")
         return cls(
             path,
             name=name,
-            device=model_device(config),
+            device=config_device(config) or "",
             max_batch_size=int(config.get("max_batch_size", 0) or 0),
             inputs=ins or None,
             outputs=outs or None,

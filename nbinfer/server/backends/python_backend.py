@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from nbinfer.errors import InferenceError, InvalidInputError
-from nbinfer.server.backends import config_device, config_tensors
 from nbinfer.server.backends import triton_utils as pb_utils
 from nbinfer.server.model import InferContext, Model
+from nbinfer.server.model_config import config_tensor_defs
+from nbinfer.server.pbtxt import config_device
 
 __all__ = ["TritonPythonBackendModel", "import_triton_model"]
 
@@ -110,11 +111,11 @@ class TritonPythonBackendModel(Model):
         config: Mapping[str, Any] | None = None,
     ) -> None:
         cfg = dict(config or {})
-        device = config_device(cfg)
+        device = config_device(cfg) or "auto"
         super().__init__(
             name,
-            inputs=config_tensors(cfg, "input"),
-            outputs=config_tensors(cfg, "output"),
+            inputs=config_tensor_defs(cfg, "input"),
+            outputs=config_tensor_defs(cfg, "output"),
             max_batch_size=int(cfg.get("max_batch_size", 0) or 0),
             version=version,
             device="cpu" if device == "auto" else device,

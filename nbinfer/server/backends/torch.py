@@ -27,8 +27,11 @@ import numpy as np
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.dtypes import numpy_dtype
-from nbinfer.server.backends import config_tensors, model_device, require
-from nbinfer.server.model import InferContext, Model, TensorDef, as_tensor_def, resolve_device
+from nbinfer.server.backends import require
+from nbinfer.server.devices import resolve_device
+from nbinfer.server.model import InferContext, Model, TensorDef, as_tensor_def
+from nbinfer.server.model_config import config_tensor_defs
+from nbinfer.server.pbtxt import config_device
 
 __all__ = ["TorchModel", "from_numpy", "to_numpy"]
 
@@ -199,8 +202,8 @@ class TorchModel(Model):
         Raises:
             InvalidInputError: the config does not declare the inputs and outputs.
         """
-        ins = config_tensors(config, "input")
-        outs = config_tensors(config, "output")
+        ins = config_tensor_defs(config, "input")
+        outs = config_tensor_defs(config, "output")
         if not ins or not outs:
             raise InvalidInputError(
                 f"model {name!r}: a TorchScript model needs 'input' and 'output' in its "
@@ -211,7 +214,7 @@ class TorchModel(Model):
             name=name,
             inputs=ins,
             outputs=outs,
-            device=model_device(config),
+            device=config_device(config) or "",
             max_batch_size=int(config.get("max_batch_size", 0) or 0),
             version=version,
         )

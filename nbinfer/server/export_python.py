@@ -1,0 +1,380 @@
+"""Export of a Python model (``Model`` subclass, function) as a Triton Python-backend entry.
+
+A model defined in a file is *portable*: its source is copied (``user_model.py``; the whole
+file, or just the model and what it uses when the file needs more of nbinfer) beside
+``nbinfer_runtime.py``, a numpy-only module carrying the pieces of :mod:`nbinfer.server.model`
+a model needs, generated from nbinfer's own source. A model that exists only as a live object
+(notebook cell, closure, constructor arguments) takes the *pickled* route: cloudpickle, the
+same Python version. ``nbinfer_export.json`` says which route was taken and what the target needs.
+
+Imports the model API only (reads its source to vendor it); :mod:`nbinfer.server.export`
+calls :func:`write_python` and owns the rest of the entry (config, labels).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nbinfer.errors import InvalidInputError
+from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.server.model import FunctionModel, Model
+
+__all__ = ["RUNTIME_NAMES", "RUNTIME_PYTHON", "runtime_source", "write_python"]
+
+logger = logging.getLogger("nbinfer")
+
+#: The nbinfer names an exported source may use; they come with the vendored runtime.
+RUNTIME_NAMES = frozenset({"FunctionModel", "InferContext", "Model", "TensorDef", "model"})
+_RUNTIME_MODULES = ("nbinfer", "nbinfer.server", "nbinfer.server.model")
+#: The definitions of nbinfer.server.model that the vendored runtime carries.
+_VENDORED = (
+    "_TRITON_TO_V2",
+    "normalize_datatype",
+    "TensorDef",
+    "_dims",
+    "as_tensor_def",
+    "InferContext",
+    "_wants_context",
+    "ModelOption",
+    "_TENSORS",
+    "_LABELS",
+    "MODEL_OPTIONS",
+    "Model",
+    "_dtype_from_annotation",
+    "FunctionModel",
+    "model",
+)
+_BEGIN = "# -- nbinfer: begin vendored"
+_END = "# -- nbinfer: end vendored --"
+_SOURCE_FILE = "user_model.py"
+#: Python the vendored runtime needs (dataclass slots, str.removeprefix, zip(strict=)).
+RUNTIME_PYTHON = ">=3.10"
+
+
+def _top_level_span(node: ast.stmt) -> tuple[int, int]:
+    decorators = getattr(node, "decorator_list", None) or []
+    first = min([node.lineno] + [d.lineno for d in decorators])
+    return first, node.end_lineno or node.lineno
+
+
+def _bound_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign | ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [t.id for t in targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    return []
+
+
+def _vendored_source() -> str:
+    """The pieces of nbinfer.server.model (plus a numpy-only dtype table) as one source text."""
+    from nbinfer.protocol.dtypes import DATATYPES
+
+    model_module = sys.modules[FunctionModel.__module__]  # nbinfer.server.model
+    source = Path(model_module.__file__ or "").read_text(encoding="utf-8")
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    imports: list[str] = []
+    bodies: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+            if module and not module.startswith(("nbinfer", "__future__")):
+                imports.append(ast.unparse(node))
+        elif set(_bound_names(node)) & set(_VENDORED):
+            first, last = _top_level_span(node)
+            bodies.append("\n".join(lines[first - 1 : last]))
+    table = {dt: numpy_dtype(dt).str for dt in DATATYPES if dt != "BF16"}
+    shims = f"""
+class InvalidInputError(ValueError):
+    \"\"\"A declaration or a value a model cannot take.\"\"\"
+
+
+class TensorSpec:
+    \"\"\"Metadata type of nbinfer (never made here).\"\"\"
+
+
+Parameters = dict
+logger = logging.getLogger("nbinfer")
+_NUMPY = {table!r}
+DATATYPES = tuple(_NUMPY) + ("BYTES",)
+
+
+def numpy_dtype(datatype):
+    if datatype == "BYTES":
+        return np.dtype(object)
+    try:
+        return np.dtype(_NUMPY[datatype])
+    except KeyError:
+        raise InvalidInputError(f"unknown datatype {{datatype!r}}") from None
+
+
+def datatype_of(dtype):
+    dt = np.dtype(dtype)
+    if dt.kind in "OSUT":
+        return "BYTES"
+    for name, code in _NUMPY.items():
+        if np.dtype(code) == dt.newbyteorder("<") or np.dtype(code) == dt:
+            return name
+    raise TypeError(f"numpy dtype {{dt}} has no v2 datatype")
+"""
+    origin = "vendored from nbinfer.server.model of nbinfer " + _nbinfer_version()
+    return "\n".join([f"# {origin}", *imports, shims, *(b + "\n\n" for b in bodies)])
+
+
+def _nbinfer_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nbinfer")
+    except PackageNotFoundError:
+        return "(source tree)"
+
+
+def runtime_source() -> str:
+    """The ``nbinfer_runtime.py`` a portable export ships: numpy-only, no nbinfer install."""
+    template = (Path(__file__).parent / "export_runtime" / "runtime.py").read_text("utf-8")
+    head, rest = template.split(_BEGIN, 1)
+    _, tail = rest.split(_END, 1)
+    return head + _vendored_source() + tail
+
+
+class _NotPortable(Exception):
+    """Why a model's source cannot be exported without nbinfer (the message)."""
+
+
+def _nbinfer_uses(tree: ast.AST) -> list[str]:
+    """What ``tree`` uses of nbinfer beyond the vendored runtime (empty: it is portable)."""
+    problems: list[str] = []
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] != "nbinfer":
+                    continue
+                if a.name not in _RUNTIME_MODULES:
+                    problems.append(f"import {a.name}")
+                aliases.add(a.asname or "nbinfer")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "nbinfer":
+            if node.level == 0 and node.module not in _RUNTIME_MODULES:
+                problems.append(f"from {node.module} import ...")
+                continue
+            problems.extend(
+                f"from {node.module} import {a.name}"
+                for a in node.names
+                if a.name not in RUNTIME_NAMES | {"server", "model"}
+            )
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr not in RUNTIME_NAMES | {"server", "model"}
+        ):
+            problems.append(f"{node.value.id}.{node.attr}")
+    return sorted(set(problems))
+
+
+def _extract(source: str, target: str) -> str:
+    """The statements of ``source`` that top-level ``target`` needs, in their order."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    defs: dict[str, list[int]] = {}
+    for index, node in enumerate(tree.body):
+        for name in _bound_names(node):
+            defs.setdefault(name, []).append(index)
+    if target not in defs:
+        raise _NotPortable(f"{target!r} is not defined at the top level of its module")
+    keep: dict[int, set[str]] = {}
+    todo = [target]
+    while todo:
+        name = todo.pop()
+        for index in defs.get(name, []):
+            node = tree.body[index]
+            names = keep.setdefault(index, set())
+            if name in names:
+                continue
+            names.add(name)
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                todo.extend(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+    out = []
+    for index, node in enumerate(tree.body):
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            out.append(ast.unparse(node))
+        elif index in keep and isinstance(node, ast.Import | ast.ImportFrom):
+            node.names = [
+                a for a in node.names if (a.asname or a.name).split(".")[0] in keep[index]
+            ]
+            out.append(ast.unparse(node))
+        elif index in keep:
+            first, last = _top_level_span(node)
+            out.append("\n\n" + "\n".join(lines[first - 1 : last]))
+    return "\n".join(out) + "\n"
+
+
+def _requirements(tree: ast.AST) -> list[str]:
+    """Distributions the source imports (beyond the standard library), pinned as installed."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+
+    tops: set[str] = {"numpy"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            tops.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops.add(node.module.split(".")[0])
+    skip = set(sys.stdlib_module_names) | {"nbinfer", "triton_python_backend_utils", "__future__"}
+    dists = packages_distributions()
+    out = []
+    for top in sorted(tops - skip):
+        for dist in dists.get(top, [top]):
+            try:
+                out.append(f"{dist}=={version(dist)}" if top != "numpy" else "numpy")
+            except PackageNotFoundError:
+                out.append(dist)
+    return sorted(set(out))
+
+
+def _model_source(model: Model) -> tuple[Path, str, str]:
+    """(file, attribute, kind) of where the model is defined in a file.
+
+    Raises:
+        _NotPortable: the model exists only as a live object (notebook, closure, lambda ...).
+    """
+    if isinstance(model, FunctionModel):
+        obj: Any = model.fn
+        kind = "function"
+    else:
+        obj = type(model)
+        kind = "class"
+    qualname = getattr(obj, "__qualname__", "")
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
+    file = getattr(module, "__file__", None)
+    if module is None or not file or module.__name__ == "__main__":
+        raise _NotPortable(f"{qualname or obj!r} is defined in a notebook or __main__, not a file")
+    if "<" in qualname or "." in qualname:
+        raise _NotPortable(f"{qualname} is not defined at the top level of {file}")
+    if kind == "class":
+        try:
+            fresh = type(model)()
+            fresh.finalize()
+        except Exception as exc:
+            raise _NotPortable(f"{qualname}() cannot be made again: {exc}") from exc
+        if fresh.input_defs() != model.input_defs() or fresh.output_defs() != model.output_defs():
+            raise _NotPortable(f"the object differs from a fresh {qualname}() (constructor args)")
+    elif kind == "function" and isinstance(vars(module).get(obj.__name__), Model):
+        kind = "instance"  # @nbinfer.model: the module binds the name to the model itself
+    return Path(file), obj.__name__, kind
+
+
+def _write_source_python(model: Model, version_dir: Path) -> dict[str, Any]:
+    """Copy the model's source (whole file, else just what it needs) + the vendored runtime."""
+    path, attr, kind = _model_source(model)
+    source = path.read_text(encoding="utf-8")
+    whole = not _nbinfer_uses(ast.parse(source))
+    if not whole:
+        source = _extract(source, attr)
+        problems = _nbinfer_uses(ast.parse(source))
+        if problems:
+            raise _NotPortable(
+                f"{path.name} uses parts of nbinfer that are not vendored: {', '.join(problems)} "
+                f"(portable sources may use {', '.join(sorted(RUNTIME_NAMES))})"
+            )
+    if (whole and type(model).__module__.startswith("nbinfer_model_")) or (
+        whole and getattr(getattr(model, "fn", None), "__module__", "").startswith("nbinfer_model_")
+    ):
+        shutil.copytree(  # a repository model's own files (weights ...) stay beside its source
+            path.parent,
+            version_dir,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", path.name),
+        )
+    (version_dir / _SOURCE_FILE).write_text(source, encoding="utf-8")
+    (version_dir / "nbinfer_runtime.py").write_text(runtime_source(), encoding="utf-8")
+    return {
+        "route": "source",
+        "file": _SOURCE_FILE,
+        "attr": attr,
+        "kind": kind,
+        "copied_from": str(path) + ("" if whole else f" (only {attr} and what it uses)"),
+        "requires": {"python": RUNTIME_PYTHON, "packages": _requirements(ast.parse(source))},
+    }
+
+
+def _write_pickled_python(model: Model, version_dir: Path, reason: str) -> dict[str, Any]:
+    import cloudpickle
+
+    obj: Any = model.fn if isinstance(model, FunctionModel) else model
+    _pickle_by_value([obj if isinstance(model, FunctionModel) else type(model)])
+    try:
+        data = cloudpickle.dumps(obj)
+    except Exception as exc:
+        raise InvalidInputError(
+            f"model {model.name!r} cannot be exported: cloudpickle failed on "
+            f"{type(obj).__name__}: {type(exc).__name__}: {exc}"
+        ) from exc
+    pickle_name = "function.pkl" if isinstance(model, FunctionModel) else "model.pkl"
+    (version_dir / pickle_name).write_bytes(data)
+    (version_dir / "nbinfer_runtime.py").write_text(runtime_source(), encoding="utf-8")
+    py = f"=={sys.version_info.major}.{sys.version_info.minor}"
+    packages = ["cloudpickle", "numpy"]
+    if not isinstance(model, FunctionModel):
+        packages.append(f"nbinfer=={_nbinfer_version()}")
+    note = (
+        f"PICKLED (not portable): {reason}. The target's Python must be {py[2:]} with "
+        f"{', '.join(packages)} and every library the code imports; define the model in a file "
+        "(a Model subclass or an @nbinfer.model function) for a numpy-only export."
+    )
+    logger.warning("model %r: %s", model.name, note)
+    return {
+        "route": "pickle",
+        "file": pickle_name,
+        "note": note,
+        "requires": {"python": py, "packages": packages},
+    }
+
+
+def _pickle_by_value(objs: Sequence[Any]) -> None:
+    """Make cloudpickle store code from modules a fresh interpreter could not import."""
+    import cloudpickle
+
+    for obj in objs:
+        mod_name = getattr(obj, "__module__", None) or ""
+        module = sys.modules.get(mod_name)
+        if module is None or mod_name == "__main__":
+            continue
+        if mod_name.startswith(("nbinfer_model_", "nbinfer_triton_model_")):
+            with contextlib.suppress(ValueError):  # already registered
+                cloudpickle.register_pickle_by_value(module)
+
+
+def write_python(model: Model, version_dir: Path, format: str) -> dict[str, Any]:
+    """The Python-backend files: ``model.py`` (entry), runtime, source or pickle, settings."""
+    if model.is_decoupled or model.stateful:
+        what = "decoupled" if model.is_decoupled else "stateful (sequence)"
+        raise InvalidInputError(
+            f"model {model.name!r} is {what}: its Triton export is not supported yet"
+        )
+    settings: dict[str, Any]
+    if format == "pickle":
+        settings = _write_pickled_python(model, version_dir, "format='pickle' was asked for")
+    else:
+        try:
+            settings = _write_source_python(model, version_dir)
+        except _NotPortable as exc:
+            settings = _write_pickled_python(model, version_dir, str(exc))
+    entry = Path(__file__).parent / "export_runtime" / "entry.py"
+    shutil.copyfile(entry, version_dir / "model.py")
+    (version_dir / "nbinfer_export.json").write_text(
+        json.dumps(settings, indent=2) + "\n", encoding="utf-8"
+    )
+    return settings
