@@ -2,9 +2,14 @@
 
 The public API is exactly ``__all__`` (a test checks it). IPython is never imported here;
 ``%load_ext nbinfer`` works through :func:`load_ipython_extension`, which imports it lazily.
+The server's names (``Model``, ``model``, ``FunctionModel``, ``LocalServer``) are lazy
+attributes: a client-only ``import nbinfer`` never imports :mod:`nbinfer.server`.
 """
 
 from __future__ import annotations
+
+import importlib as _importlib
+import typing as _typing
 
 from nbinfer.capabilities import Capabilities
 from nbinfer.client import AsyncClient, Client, InferResult, Sequence
@@ -48,11 +53,36 @@ from nbinfer.protocol import (
     ServerMetadata,
     TensorSpec,
 )
-from nbinfer.server.launcher import LocalServer
-from nbinfer.server.model import FunctionModel, Model, model
 from nbinfer.session import ModelHandle, Session, sessions
 
+if _typing.TYPE_CHECKING:
+    from nbinfer.server.launcher import LocalServer
+    from nbinfer.server.model import FunctionModel, Model, model
+
 __version__ = "0.1.0"
+
+#: Public names imported on first use, by the module that defines them.
+_LAZY = {
+    "FunctionModel": "nbinfer.server.model",
+    "LocalServer": "nbinfer.server.launcher",
+    "Model": "nbinfer.server.model",
+    "model": "nbinfer.server.model",
+}
+
+
+if not _typing.TYPE_CHECKING:  # mypy sees the imports above, and flags unknown names
+
+    def __getattr__(name: str) -> object:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'nbinfer' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(module), name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def load_ipython_extension(ipython: object) -> None:

@@ -1,22 +1,51 @@
 """The embedded inference server: model API, repository and the transport-neutral DataPlane.
 
-The HTTP / gRPC frontends live in :mod:`nbinfer.server.rest` and :mod:`nbinfer.server.grpc`;
-nothing here runs at import time.
+The HTTP / gRPC frontends live in :mod:`nbinfer.server.rest` and :mod:`nbinfer.server.grpc`.
+Nothing runs or is imported here: the names below are lazy attributes, so importing a submodule
+(``nbinfer.server.launcher`` for a client's ``LocalServer``) does not import the dataplane. The
+``model`` decorator is not re-exported here: ``nbinfer.server.model`` is the module (use
+``nbinfer.model``).
 """
 
 from __future__ import annotations
 
-from nbinfer.server.dataplane import DataPlane
-from nbinfer.server.demo import demo_models
-from nbinfer.server.model import (
-    FunctionModel,
-    InferContext,
-    Model,
-    TensorDef,
-    model,
-    resolve_device,
-)
-from nbinfer.server.repository import ModelRepository
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from nbinfer.server.dataplane import DataPlane
+    from nbinfer.server.demo import demo_models
+    from nbinfer.server.devices import resolve_device
+    from nbinfer.server.model import FunctionModel, InferContext, Model, TensorDef
+    from nbinfer.server.repository import ModelRepository
+
+#: Public names imported on first use, by the module that defines them.
+_LAZY = {
+    "DataPlane": "nbinfer.server.dataplane",
+    "FunctionModel": "nbinfer.server.model",
+    "InferContext": "nbinfer.server.model",
+    "Model": "nbinfer.server.model",
+    "ModelRepository": "nbinfer.server.repository",
+    "TensorDef": "nbinfer.server.model",
+    "demo_models": "nbinfer.server.demo",
+    "resolve_device": "nbinfer.server.devices",
+}
+
+
+if not _typing.TYPE_CHECKING:  # mypy sees the imports above, and flags unknown names
+
+    def __getattr__(name: str) -> object:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'nbinfer.server' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(module), name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "DataPlane",
@@ -26,6 +55,5 @@ __all__ = [
     "ModelRepository",
     "TensorDef",
     "demo_models",
-    "model",
     "resolve_device",
 ]

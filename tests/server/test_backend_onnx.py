@@ -13,8 +13,8 @@ import pytest
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.types import InferInput, InferRequest, RequestedOutput
 from nbinfer.server.backends import load_model_dir, model_from_repository_entry
-from nbinfer.server.model_config import read_config
 from nbinfer.server.dataplane import DataPlane
+from nbinfer.server.model_config import read_config
 from nbinfer.server.repository import ModelRepository
 
 ort = pytest.importorskip("onnxruntime")

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from nbinfer.errors import InvalidInputError, ServerStartError
-from nbinfer.server.launcher import LocalServer
 from nbinfer.server.devices import check_device_request
+from nbinfer.server.launcher import LocalServer
 from nbinfer.server.repository import ModelRepository
 
 pytestmark = pytest.mark.skipif(

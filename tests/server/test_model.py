@@ -12,9 +12,9 @@ import pytest
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.types import InferInput, InferRequest, TensorSpec
-from nbinfer.server import DataPlane, FunctionModel, Model, ModelRepository, TensorDef, model
+from nbinfer.server import DataPlane, FunctionModel, Model, ModelRepository, TensorDef
 from nbinfer.server.devices import resolve_device
-from nbinfer.server.model import InferContext, as_tensor_def, normalize_datatype
+from nbinfer.server.model import InferContext, as_tensor_def, model, normalize_datatype
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
