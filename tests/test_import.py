@@ -82,3 +82,82 @@ def test_no_public_name_shadows_its_module() -> None:
         getattr(nbinfer.server, name)
     assert nbinfer.server.model is m
     assert not isinstance(nbinfer.server.model, types.FunctionType)
+
+
+def _import_graph(prefix: str) -> dict[str, set[str]]:
+    """``module -> nbinfer modules it imports`` under ``prefix``, lazy and TYPE_CHECKING too."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    modules: dict[str, tuple[Path, bool]] = {}
+    for path in (root / "nbinfer").rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if is_package else parts)
+        if name.startswith(prefix) and not name.endswith("_pb2") and "_pb2_" not in name:
+            modules[name] = (path, is_package)
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_package) in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    package = name.split(".") if is_package else name.split(".")[:-1]
+                    package = package[: len(package) - node.level + 1]
+                    base = ".".join([*package, base] if base else package)
+                found = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for target in found:
+                while target and target not in modules:  # the deepest module it names
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_server_package_has_no_import_loops() -> None:
+    # e.g. the repository builds a backend's model and the backends read the config with
+    # model_config: neither imports the other back, not even inside a function
+    assert _cycles(_import_graph("nbinfer.server")) == []
+
+
+def test_the_loop_finder_finds_a_loop() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -17,7 +17,6 @@ repository imports this package to build a version's model).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 from collections.abc import Mapping
@@ -35,7 +34,6 @@ __all__ = [
     "TORCH_PLATFORMS",
     "load_model_dir",
     "model_from_repository_entry",
-    "require",
 ]
 
 logger = logging.getLogger("nbinfer")
@@ -47,33 +45,7 @@ TORCH_PLATFORMS = frozenset({"pytorch_libtorch", "pytorch", "torch", "torchscrip
 #: Backend names served by :mod:`nbinfer.server.backends.python_backend`.
 PYTHON_BACKENDS = frozenset({"python"})
 
-_EXTRA = {
-    "onnxruntime": "onnx",
-    "onnx": "onnx",
-    "torch": "torch",
-}
-
 _TRITON_PY_CLASS = re.compile(r"^\s*class\s+TritonPythonModel\b", re.MULTILINE)
-
-
-def require(module: str, *, what: str) -> Any:
-    """Import an optional dependency or raise an ImportError naming the extra to install.
-
-    Args:
-        module: The module to import (``"torch"``, ``"onnxruntime"``, ``"onnx"``).
-        what: What needs it, for the message (``"ONNX models"``).
-
-    Raises:
-        ImportError: the module is not installed; the message says ``pip install 'nbinfer[...]'``.
-    """
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        extra = _EXTRA.get(module.split(".", 1)[0], module)
-        raise ImportError(
-            f"{what} need the optional dependency {module!r}, which is not installed; "
-            f"install it with: pip install 'nbinfer[{extra}]'"
-        ) from exc
 
 
 def _kind(config: Mapping[str, Any], version_dir: Path) -> str | None:

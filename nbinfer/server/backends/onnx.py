@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
-from nbinfer.server.backends import require
+from nbinfer.server.backends.optional import require
 from nbinfer.server.devices import check_device_request, cpu_fallback
 from nbinfer.server.model import InferContext, Model, TensorDef, as_tensor_def
 from nbinfer.server.model_config import config_tensor_defs

@@ -25,8 +25,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import nbinfer.server.backends.triton_utils as pb_utils
 from nbinfer.errors import InferenceError, InvalidInputError
-from nbinfer.server.backends import triton_utils as pb_utils
 from nbinfer.server.model import InferContext, Model
 from nbinfer.server.model_config import config_tensor_defs
 from nbinfer.server.pbtxt import config_device

@@ -27,7 +27,7 @@ import numpy as np
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.dtypes import numpy_dtype
-from nbinfer.server.backends import require
+from nbinfer.server.backends.optional import require
 from nbinfer.server.devices import resolve_device
 from nbinfer.server.model import InferContext, Model, TensorDef, as_tensor_def
 from nbinfer.server.model_config import config_tensor_defs
