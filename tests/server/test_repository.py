@@ -330,7 +330,7 @@ def test_model_py_may_define_a_decorated_function(tmp_path: Path) -> None:
     write(
         tmp_path / "neg" / "1" / "model.py",
         """
-        import nbinfer.server as srv
+        import nbinfer.server.model as srv  # the module (nbinfer.server no longer shadows it)
 
         @srv.model(inputs=[("x", "INT8", [-1])], outputs=[("y", "INT8", [-1])])
         def negate(x):
