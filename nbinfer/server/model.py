@@ -13,7 +13,10 @@ shapes exclude the batch dimension) and implements KServe-like hooks::
 
 Sync hooks run in a thread pool so a CPU-heavy ``predict`` never blocks the event loop;
 ``async def`` hooks run on the loop. A plain function becomes a model with :func:`model` or
-:class:`FunctionModel`.
+:class:`FunctionModel`. The options a model takes are declared once, in :data:`MODEL_OPTIONS`.
+
+Imports numpy, ``protocol`` and the device policy only: ``export`` vendors this module's source
+into a numpy-only runtime, so nothing here may need the rest of the server.
 """
 
 from __future__ import annotations
@@ -279,13 +282,11 @@ class ModelOption:
     """One option of :class:`Model`: a keyword of ``__init__`` and the attribute it sets.
 
     Attributes:
-        name: The keyword and the attribute.
-        type: The attribute's annotation, as written (``__init__`` takes it ``| None``).
+        name: The keyword and the attribute; ``type``: its annotation, as written.
         default: The class default, kept when ``__init__`` gets None.
         config_key: Where a Triton config holds it (``"parameters.device"``: a key inside a
             field); ``""`` when only nbinfer knows it.
-        exported: Whether :func:`~nbinfer.server.export.export_model` carries it into the
-            exported ``config.pbtxt`` (the target chooses the device, platform and instances).
+        exported: Whether the export writes it (the target chooses device, platform, instances).
         coerce: Applied to a given value (``version`` is kept as a string).
     """
 
