@@ -8,9 +8,9 @@ attributes: a client-only ``import nbinfer`` never imports :mod:`nbinfer.server`
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
 
+from nbinfer._lazy import lazy_attributes as _lazy_attributes
 from nbinfer.capabilities import Capabilities
 from nbinfer.client import AsyncClient, Client, InferResult, Sequence
 from nbinfer.config import (
@@ -70,19 +70,8 @@ _LAZY = {
 }
 
 
-if not _typing.TYPE_CHECKING:  # mypy sees the imports above, and flags unknown names
-
-    def __getattr__(name: str) -> object:
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module 'nbinfer' has no attribute {name!r}")
-        value = getattr(_importlib.import_module(module), name)
-        globals()[name] = value  # later lookups skip this hook
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+if not _typing.TYPE_CHECKING:  # mypy reads the imports above, and still flags unknown names
+    __getattr__, __dir__ = _lazy_attributes(__name__, _LAZY)
 
 
 def load_ipython_extension(ipython: object) -> None:

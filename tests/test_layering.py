@@ -34,7 +34,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         # Lazy, inside ClassificationFrame._repr_html_ only: the classify grid is drawn there.
         "nbinfer.notebook.gallery",
     ),
-    "nbinfer.server": (*_BASE, "nbinfer.server"),
+    "nbinfer.server": (*_BASE, "nbinfer.server", "nbinfer._lazy"),  # _lazy: a leaf (PEP 562 hooks)
     # What a server offers (Session.capabilities): reads metadata through a client, no I/O
     # of its own; the session and the notebook layer build on it.
     "nbinfer.capabilities": ("nbinfer.errors", "nbinfer.client"),

@@ -9,8 +9,9 @@ Nothing runs or is imported here: the names below are lazy attributes, so import
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
+
+from nbinfer._lazy import lazy_attributes as _lazy_attributes
 
 if _typing.TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -32,19 +33,8 @@ _LAZY = {
 }
 
 
-if not _typing.TYPE_CHECKING:  # mypy sees the imports above, and flags unknown names
-
-    def __getattr__(name: str) -> object:
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module 'nbinfer.server' has no attribute {name!r}")
-        value = getattr(_importlib.import_module(module), name)
-        globals()[name] = value  # later lookups skip this hook
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+if not _typing.TYPE_CHECKING:  # mypy reads the imports above, and still flags unknown names
+    __getattr__, __dir__ = _lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

@@ -315,16 +315,10 @@ def _pb_fields(obj: Mapping[str, Any], indent: int) -> list[str]:
     for key, value in obj.items():
         if value is None:
             continue
-        if key in MAPS and isinstance(value, Mapping):
+        if key in MAPS and isinstance(value, Mapping):  # one {key, value} message per entry
             for k, v in value.items():
                 lines.append(f"{pad}{key} {{")
-                lines.append(f"{pad}  key: {json.dumps(str(k), ensure_ascii=False)}")
-                if isinstance(v, Mapping):
-                    lines.append(f"{pad}  value {{")
-                    lines.extend(_pb_fields(v, indent + 2))
-                    lines.append(f"{pad}  }}")
-                else:
-                    lines.append(f"{pad}  value: {_pb_scalar('value', v)}")
+                lines.extend(_pb_fields({"key": str(k), "value": v}, indent + 1))
                 lines.append(f"{pad}}}")
         elif isinstance(value, Mapping):
             lines.append(f"{pad}{key} {{")
