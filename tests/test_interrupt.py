@@ -123,3 +123,4 @@ def test_sigint_interrupts_blocking_infer_at_once_and_client_stays_usable(
     finally:
         child.kill()
         child.wait()
+        child.stdout.close()

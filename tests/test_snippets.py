@@ -164,6 +164,7 @@ class Page:
         self.replies: IO[str] | None = None
         self.log = tmp / "shell.log"
         self.background: list[subprocess.Popen[str]] = []
+        self.log_file: IO[str] | None = None
 
     def code(self, block: Block) -> str:
         code = block.code
@@ -182,10 +183,11 @@ class Page:
     def python(self, block: Block) -> None:
         if self.shell is None:
             read, write = os.pipe()
+            self.log_file = self.log.open("w")
             self.shell = subprocess.Popen(
                 [sys.executable, "-c", SHELL, str(write)],
                 stdin=subprocess.PIPE,
-                stdout=self.log.open("w"),
+                stdout=self.log_file,
                 stderr=subprocess.STDOUT,
                 text=True,
                 cwd=self.tmp,
@@ -251,6 +253,8 @@ class Page:
                 self.shell.kill()
         if self.replies is not None:
             self.replies.close()
+        if self.log_file is not None:
+            self.log_file.close()
         for proc in self.background:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
@@ -258,6 +262,8 @@ class Page:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
 @pytest.fixture

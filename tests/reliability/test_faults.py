@@ -172,6 +172,7 @@ def test_killed_parent_takes_the_server_with_it_within_5_seconds() -> None:
     finally:
         parent.kill()
         parent.wait(5)
+        parent.stdout.close()
 
 
 _SHM_CLIENT = """
@@ -227,4 +228,5 @@ def test_shared_memory_of_a_killed_client_is_cleaned_and_released(
     finally:
         child.kill()
         child.wait(5)
+        child.stdout.close()
         Path(f"/dev/shm/{key}").unlink(missing_ok=True)

@@ -201,6 +201,9 @@ def test_server_exits_when_its_parent_is_killed(tmp_path: Path, from_thread: boo
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+        for pipe in (parent.stdout, parent.stderr):
+            if pipe is not None:
+                pipe.close()
         if "child" in locals() and _alive(child):
             os.kill(child, signal.SIGKILL)
 
