@@ -51,6 +51,12 @@ def _time_to_ready(args: list[str]) -> tuple[float, subprocess.Popen[str], str]:
     return time.perf_counter() - t0, proc, http_url
 
 
+def _close_pipes(proc: subprocess.Popen[str]) -> None:
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def _stop(proc: subprocess.Popen[str]) -> int:
     proc.send_signal(signal.SIGINT)
     try:
@@ -59,6 +65,8 @@ def _stop(proc: subprocess.Popen[str]) -> int:
         proc.kill()
         proc.wait()
         raise
+    finally:
+        _close_pipes(proc)
 
 
 def test_nbinfer_serve_demo_is_ready_fast_and_exits_cleanly_on_sigint() -> None:
@@ -98,6 +106,7 @@ def test_second_signal_forces_exit_even_if_shutdown_is_slow() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        _close_pipes(proc)
 
 
 def test_nbinfer_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
