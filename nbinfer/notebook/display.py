@@ -90,9 +90,13 @@ def escape(value: Any) -> Html:
 
 
 @functools.cache
-def css() -> str:
-    """The stylesheet every repr inlines (package data, read once)."""
-    return files("nbinfer.notebook").joinpath("static/style.css").read_text(encoding="utf-8")
+def css(sheet: str = "style.css") -> str:
+    """A stylesheet from ``static/``, read once.
+
+    ``style.css`` holds the one colour palette and every repr inlines it; ``browser.css`` is the
+    model browser's layout over that palette.
+    """
+    return files("nbinfer.notebook").joinpath("static", sheet).read_text(encoding="utf-8")
 
 
 def table(
