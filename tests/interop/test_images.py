@@ -327,7 +327,7 @@ def test_a_plan_without_a_size_keeps_each_images_own_size() -> None:
 
 
 def test_unknown_options_and_scalings_are_invalid_input(session: Session) -> None:
-    with pytest.raises(InvalidInputError, match="unknown classify option.*'topk'"):
+    with pytest.raises(InvalidInputError, match=r"unknown classify option.*'topk'"):
         session.classify("digits", np.zeros((8, 8)), topk=3)
     with pytest.raises(InvalidInputError, match="unknown scaling 'unit8'"):
         session.classify("digits", np.zeros((8, 8)), scaling="unit8")
