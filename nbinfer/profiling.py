@@ -1,5 +1,9 @@
 """Load profiling of any v2 server, perf_analyzer style, from Python and notebooks.
 
+Layer: imports ``nbinfer.errors``, ``config``, ``protocol``, ``client`` and ``interop``; the
+notebook's ``profile_display`` only lazily inside the frame's repr hook (matplotlib lives there);
+never the server or the session.
+
 ``session.profile("add_sub")`` runs a concurrency sweep (closed loop: N requests always in
 flight) or, with ``request_rate=``, a fixed-rate schedule (open loop: requests leave at their
 scheduled time whatever the server does, and latency counts from the *scheduled* send time, so

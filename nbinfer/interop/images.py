@@ -1,5 +1,9 @@
 """Image classification over any v2 server: Pillow preprocessing from the model's metadata.
 
+Layer: interop (imports ``nbinfer.errors`` and ``protocol`` only, plus pandas / Pillow); never the
+client, transports, session or server; the notebook's gallery only lazily, inside
+:class:`ClassificationFrame`'s repr hook.
+
 :func:`classify_images` is the engine behind :meth:`nbinfer.Session.classify`. It turns paths,
 globs, directories, PIL images, arrays and encoded bytes into the tensor a model expects, sends
 them in batches and returns the top-k classes as a :class:`ClassificationFrame`::

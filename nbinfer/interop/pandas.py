@@ -1,5 +1,8 @@
 """pandas DataFrames <-> v2 tensors, at any size: chunked, pipelined, reassembled in order.
 
+Layer: interop (imports ``nbinfer.errors`` and ``protocol`` only, plus pandas / Pillow); never the
+client, transports, session or server.
+
 Inputs: :mod:`nbinfer.protocol.columns` decides which columns feed which input (by name, by the
 model's declared order, or an explicit ``columns=`` mapping) and coerces them (str / object
 columns to BYTES; a column that cannot be coerced is an :class:`~nbinfer.InvalidInputError`

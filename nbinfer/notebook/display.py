@@ -1,5 +1,9 @@
 """Rich HTML reprs for nbinfer objects: stdlib + numpy, Pillow only for image thumbnails.
 
+Layer: the notebook floor, but light: stdlib, numpy and Pillow (thumbnails) only, never IPython,
+ipywidgets or matplotlib, because every lower layer's repr hook imports this module (the one
+allowed lazy edge into the notebook layer).
+
 Every nbinfer object that Jupyter displays (``Session``, ``ModelHandle``, ``ModelMetadata``,
 ``ServerMetadata``, ``InferResult``, statistics frames, ``ClassificationResult`` and every
 :class:`~nbinfer.NbinferError`) has a three-line ``_repr_mimebundle_`` that imports this module

@@ -1,5 +1,8 @@
 """The image grid of a classification frame: one card per image with its top-k bars.
 
+Layer: the notebook floor, light like :mod:`~nbinfer.notebook.display` (it is reached from
+interop's repr hook): no IPython, ipywidgets or matplotlib.
+
 :meth:`nbinfer.Session.classify` returns a :class:`~nbinfer.interop.images.ClassificationFrame`
 whose ``_repr_html_`` calls :func:`classification_html`. Thumbnails are PNG data URIs (tiny
 images are scaled up with crisp pixels by CSS); every path and label passes through

@@ -1,5 +1,8 @@
 """ModelBrowser: an ipywidgets UI over a :class:`~nbinfer.Session`.
 
+Layer: the notebook floor: ipywidgets is imported here; the session and its client are the only way
+to the server (never transports or raw I/O).
+
 ``session.browse()`` returns a :class:`ModelBrowser`: the server's models with their state; for
 the selected model its metadata, config, statistics, load / unload buttons and a "try it" form
 built from the input specs (numbers or arrays, text for BYTES, an image upload for image-like

@@ -1,5 +1,9 @@
 """LocalServer: run the embedded inference server as a child process.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook. The session imports this
+module, so it stays free of heavy imports (the server's own modules load in the child).
+
 The child is ``sys.executable -m nbinfer.server``: its own process (own GIL, own CUDA context),
 isolated from the notebook kernel. ``start()`` returns once the server has printed its ready line
 (both HTTP and gRPC listening); a background thread drains the child's output into a bounded
