@@ -53,6 +53,7 @@ import pandas as pd
 from PIL import Image
 
 from nbinfer.errors import InvalidInputError
+from nbinfer.interop._inflight import arun, progress_bar, run
 from nbinfer.protocol.classification import decode_classification, top_k
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.types import ModelMetadata, RequestedOutput
@@ -487,9 +488,17 @@ def _batch(
 
 
 def read_labels(labels: Sequence[str] | str | os.PathLike[str]) -> list[str]:
-    """Class labels from a sequence or a labels file (one label per line, Triton's format)."""
+    """Class labels from a sequence or a labels file (one label per line, Triton's format).
+
+    Raises:
+        InvalidInputError: The labels file cannot be read as UTF-8 text.
+    """
     if isinstance(labels, str | os.PathLike):
-        lines = [line.strip() for line in Path(labels).read_text(encoding="utf-8").splitlines()]
+        try:
+            text = Path(labels).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInputError(f"cannot read the labels file {labels!r}: {exc}") from exc
+        lines = [line.strip() for line in text.splitlines()]
         while lines and not lines[-1]:  # line i is class i: only trailing blanks go
             lines.pop()
         return lines
@@ -594,7 +603,7 @@ class _Job:
     server_topk: bool
     labels: list[str] | None
     scaling: Scaling
-    parts: list[tuple[Any, Any, list[str | None]]] = field(default_factory=list)
+    parts: dict[int, tuple[Any, Any, list[str | None]]] = field(default_factory=dict)
 
     def batches(self) -> list[list[tuple[Any, ImageSource]]]:
         step = self.batch_size
@@ -665,51 +674,24 @@ class _Job:
             names = [own[i] if i < len(own) else None for i in idx.reshape(-1).tolist()]
         return idx, score, names
 
+    def take(self, sent: tuple[int, int], result: _Result) -> None:
+        """File batch ``i`` (``n`` images) in its place: answers come in any order."""
+        i, n = sent
+        self.parts[i] = self.top(result, n)
+
     def bar(self) -> Any:
         show = self.options.progress
         if show is None:
             show = len(self.items) > self.batch_size
-        if not show:
-            return None
-        from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
-
-        return tqdm(total=len(self.items), unit="img", desc="classify", leave=False)
+        return progress_bar(len(self.items), show=show, unit="img", desc="classify")
 
     def frame(self) -> ClassificationFrame:
-        idx = np.concatenate([p[0] for p in self.parts])
-        score = np.concatenate([p[1] for p in self.parts])
-        names = [name for p in self.parts for name in p[2]]
+        parts = [self.parts[i] for i in sorted(self.parts)]
+        idx = np.concatenate([p[0] for p in parts])
+        score = np.concatenate([p[1] for p in parts])
+        names = [name for p in parts for name in p[2]]
         keys = [key for key, _ in self.items]
         return classification_frame(keys, idx, score, names, dict(self.items))
-
-
-class _Window:
-    """Requests in flight, answered in order; the progress bar; closes it all on exit."""
-
-    def __init__(self, job: _Job) -> None:
-        self.job = job
-        self.bar = job.bar()
-        self.pending: deque[tuple[Any, int]] = deque()
-
-    def due(self, *, drain: bool = False) -> Iterator[tuple[Any, int]]:
-        """Requests to wait for now, oldest first (answers keep the images' order)."""
-        full = self.job.options.concurrency
-        while self.pending and (drain or len(self.pending) >= full or self.pending[0][0].done()):
-            yield self.pending.popleft()
-
-    def take(self, result: _Result, n: int) -> None:
-        self.job.parts.append(self.job.top(result, n))
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def __enter__(self) -> _Window:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for fut, _ in self.pending:
-            fut.cancel()
-        if self.bar is not None:
-            self.bar.close()
 
 
 def _job(metadata: ModelMetadata, images: Any, options: Mapping[str, Any]) -> _Job:
@@ -718,8 +700,6 @@ def _job(metadata: ModelMetadata, images: Any, options: Mapping[str, Any]) -> _J
     if unknown:
         raise InvalidInputError(f"unknown classify option(s) {unknown}; known: {', '.join(known)}")
     o = _Options(**options)
-    if o.concurrency < 1:
-        raise InvalidInputError(f"concurrency must be >= 1, got {o.concurrency}")
     if o.top_k < 1:
         raise InvalidInputError(f"top_k must be >= 1, got {o.top_k}")
     plan = plan_images(
@@ -794,13 +774,14 @@ def classify_images(submit: SubmitFn, metadata: ModelMetadata, images: Any, **op
     """
     job = _job(metadata, images, options)
     outputs = job.outputs()
-    with _Window(job) as window:
-        for inputs, n in job.prepared():
-            window.pending.append((submit(inputs, outputs), n))
-            for fut, k in window.due():
-                window.take(fut.result(), k)
-        for fut, k in window.due(drain=True):
-            window.take(fut.result(), k)
+    batches = (((i, n), inputs, n) for i, (inputs, n) in enumerate(job.prepared()))
+    run(
+        batches,
+        lambda inputs: submit(inputs, outputs),
+        job.take,
+        concurrency=job.options.concurrency,
+        bar=job.bar(),
+    )
     return job.frame()
 
 
@@ -810,12 +791,11 @@ async def aclassify_images(
     """Like :func:`classify_images` with an ``async`` inference call (decoding stays threaded)."""
     job = _job(metadata, images, options)
     outputs = job.outputs()
-    with _Window(job) as window:
-        for batch in job.batches():
-            inputs = await asyncio.to_thread(job.prepare, batch)  # the loop keeps serving
-            window.pending.append((asyncio.ensure_future(infer(inputs, outputs)), len(batch)))
-            for task, k in window.due():
-                window.take(await task, k)
-        for task, k in window.due(drain=True):
-            window.take(await task, k)
+
+    async def send(batch: list[tuple[Any, ImageSource]]) -> _Result:
+        inputs = await asyncio.to_thread(job.prepare, batch)  # the loop keeps serving
+        return await infer(inputs, outputs)
+
+    batches = (((i, len(b)), b, len(b)) for i, b in enumerate(job.batches()))
+    await arun(batches, send, job.take, concurrency=job.options.concurrency, bar=job.bar())
     return job.frame()

@@ -144,6 +144,9 @@ def test_labels_file_overrides_the_models_labels(session: Session, tmp_path: Pat
     img = np.zeros((8, 8), dtype=np.uint8)
     frame = session.classify("digits", img, top_k=10, labels=labels)
     assert frame["label"].tolist() == [names[c] for c in frame["class"]]
+    with pytest.raises(InvalidInputError, match="labels file") as info:
+        session.classify("digits", img, labels=tmp_path / "missing.txt")
+    assert isinstance(info.value.__cause__, FileNotFoundError)
 
 
 def test_rgb_nchw_model_gets_batches_within_max_batch_size(session: Session) -> None:
