@@ -13,9 +13,8 @@ them in batches and returns the top-k classes as a :class:`ClassificationFrame`:
 
 How the tensor is built (:func:`plan_images`): the model's single image input (or ``input=``)
 gives the size ``H x W``, the channels (1: grayscale ``L``, 3: ``RGB``, 4: ``RGBA``) and the
-layout: the
-config's ``format`` (``FORMAT_NCHW`` / ``FORMAT_NHWC``) when the server sets one, else guessed
-from the shape (``[C, H, W]`` when the first dim is 1 or 3, ``[H, W, C]`` when the last is,
+layout: the config's ``format`` (``FORMAT_NCHW`` / ``FORMAT_NHWC``) when the server sets one, else
+guessed from the shape (``[C, H, W]`` when the first dim is 1 or 3, ``[H, W, C]`` when the last is,
 ``[H, W]`` for grayscale without a channel axis). Images are decoded (JPEG with Pillow's
 ``draft`` shortcut), converted, resized bilinearly, stacked, scaled in one vectorised step and
 cast to the input's datatype. Scalings (as in Triton's image client): ``"none"`` (0..255),
@@ -285,14 +284,13 @@ class ImagePlan:
 
 
 def _pick(specs: Sequence[Any], name: str | None, what: str, model: str) -> Any:
+    known = ", ".join(s.name for s in specs) or "none"
     if name is not None:
         for spec in specs:
             if spec.name == name:
                 return spec
-        known = ", ".join(s.name for s in specs) or "none"
         raise InvalidInputError(f"model {model!r} has no {what} {name!r}; {what}s: {known}")
     if len(specs) != 1:
-        known = ", ".join(s.name for s in specs) or "none"
         raise InvalidInputError(
             f"model {model!r} has {len(specs)} {what}s ({known}); say which with {what}="
         )
