@@ -41,7 +41,7 @@ GALLERY_CSS = """
   border-radius: 4px; background: var(--nbi-bg-alt); min-width: 0; }
 .nbi .nbi-gcell img { display: block; margin: 0 auto 4px; width: 96px; height: 96px;
   object-fit: contain; image-rendering: pixelated; border-radius: 2px;
-  background: var(--jp-layout-color0, transparent); }
+  background: var(--nbi-bg); }
 .nbi .nbi-gcell figcaption { text-align: center; color: var(--nbi-fg-muted);
   font-size: 0.85em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .nbi .nbi-gcell .nbi-bars { grid-template-columns: max-content minmax(30px, 1fr) max-content;
