@@ -1,5 +1,8 @@
 """What a server offers: its metadata read once, probes cached, one typed error for the rest.
 
+Layer: imports ``nbinfer.errors`` and ``nbinfer.client`` (it reads metadata through a client, no
+I/O of its own); never the session, server or notebook layer, which build on it.
+
 A :class:`~nbinfer.Session` pointed at a server it did not start (a team's Triton, a KServe
 InferenceService, an MLServer) asks :class:`Capabilities` before it calls an optional part of the
 protocol. The record starts from the server metadata (``name``, ``version``, ``extensions``) and

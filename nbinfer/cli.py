@@ -1,5 +1,8 @@
 """The ``nbinfer`` command line.
 
+Layer: a front at the top of the tree (like the notebook layer): imports the server, export and
+profiler lazily, inside each command, so ``nbinfer version`` stays instant; never IPython.
+
 ``nbinfer serve [--demo] [--model-repository DIR] ...`` runs the embedded inference server in the
 foreground (the same process and options as ``python -m nbinfer.server``).
 ``nbinfer export --model-repository DIR --model NAME --out DIR`` writes a Triton repository entry

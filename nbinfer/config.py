@@ -16,9 +16,9 @@ import base64
 import dataclasses
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from nbinfer.errors import InvalidInputError
 
@@ -46,25 +46,45 @@ DEFAULT_MAX_REQUEST_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 * 1024
 
 
+_N = TypeVar("_N", int, float)
+
+
 def env_str(name: str, default: str | None = None) -> str | None:
     """Return the environment variable ``name`` (``NBINFER_`` prefixed) or ``default``."""
     return os.environ.get(f"NBINFER_{name}", default)
 
 
+def _env_number(name: str, raw: str, parse: Callable[[str], _N]) -> _N:
+    try:
+        return parse(raw)
+    except ValueError as exc:  # a typo in the environment must say where it is
+        raise InvalidInputError(
+            f"environment variable NBINFER_{name}={raw!r} is not a valid {parse.__name__}"
+        ) from exc
+
+
 def env_int(name: str, default: int) -> int:
-    """Return the integer environment variable ``NBINFER_<name>`` or ``default``."""
+    """Return the integer environment variable ``NBINFER_<name>`` or ``default``.
+
+    Raises:
+        InvalidInputError: The variable is set but not an integer.
+    """
     raw = os.environ.get(f"NBINFER_{name}")
-    return default if raw is None or raw == "" else int(raw)
+    return default if raw is None or raw == "" else _env_number(name, raw, int)
 
 
 def env_float(name: str, default: float | None) -> float | None:
-    """Return the float environment variable ``NBINFER_<name>`` or ``default`` (``none`` = None)."""
+    """Return the float environment variable ``NBINFER_<name>`` or ``default`` (``none`` = None).
+
+    Raises:
+        InvalidInputError: The variable is set but not a number.
+    """
     raw = os.environ.get(f"NBINFER_{name}")
     if raw is None or raw == "":
         return default
     if raw.lower() in ("none", "off", "inf"):
         return None
-    return float(raw)
+    return _env_number(name, raw, float)
 
 
 def _env_bool(name: str, default: bool) -> bool:

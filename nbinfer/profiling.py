@@ -1,5 +1,9 @@
 """Load profiling of any v2 server, perf_analyzer style, from Python and notebooks.
 
+Layer: imports ``nbinfer.errors``, ``config``, ``protocol``, ``client`` and ``interop``; the
+notebook's ``profile_display`` only lazily inside the frame's repr hook (matplotlib lives there);
+never the server or the session.
+
 ``session.profile("add_sub")`` runs a concurrency sweep (closed loop: N requests always in
 flight) or, with ``request_rate=``, a fixed-rate schedule (open loop: requests leave at their
 scheduled time whatever the server does, and latency counts from the *scheduled* send time, so
@@ -42,6 +46,7 @@ import pandas as pd
 
 from nbinfer.client import AsyncClient, InferResult
 from nbinfer.errors import InvalidInputError, NbinferError
+from nbinfer.interop._inflight import progress_bar
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.types import InferRequest, ModelMetadata
 
@@ -539,7 +544,8 @@ def profile(
     if not settings or any(v <= 0 for _, v in settings):
         raise InvalidInputError(f"profile needs positive settings, got {settings}")
     opts = _Options(model, model_version, window, max_windows, warmup, stability, timeout)
-    bar = _progress_bar(len(settings), model) if progress is not False else None
+    show = progress is not False
+    bar = progress_bar(len(settings), show=show, unit="setting", desc=f"profile {model}")
 
     def report(index: int, done: _Window | None) -> None:
         if bar is None:
@@ -588,12 +594,6 @@ def profile(
     frame = ProfileFrame(outcome[0], columns=list(COLUMNS))
     frame["run"] = label or f"{model} ({frame['protocol'].iloc[0]})"
     return frame
-
-
-def _progress_bar(total: int, model: str) -> Any:
-    from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
-
-    return tqdm(total=total, unit="setting", desc=f"profile {model}", leave=False)
 
 
 def run_profile(args: Any) -> int:

@@ -1,5 +1,8 @@
 """Ported code keeps its shape: tritonclient- and KServe-shaped faces over nbinfer.
 
+Layer: compat (imports ``nbinfer.errors``, ``config``, ``protocol``, ``client``, ``interop`` and
+compat itself); never the server, the session or the notebook layer.
+
 - :mod:`nbinfer.compat.tritonclient` — ``http``, ``grpc`` and ``utils`` (with
   ``utils.shared_memory``) as tritonclient lays them out.
 - :mod:`nbinfer.compat.kserve` — KServe's ``InferRequest`` / ``InferResponse`` / ``InferInput``

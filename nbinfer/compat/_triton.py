@@ -1,5 +1,8 @@
 """The core behind ``nbinfer.compat.tritonclient.http`` and ``.grpc``: one client, two faces.
 
+Layer: compat (imports ``nbinfer.errors``, ``config``, ``protocol``, ``client``, ``interop`` and
+compat itself); never the server, the session or the notebook layer.
+
 tritonclient's ``InferInput`` / ``InferRequestedOutput`` / ``InferResult`` /
 ``InferenceServerClient`` shapes over :class:`nbinfer.Client`. The HTTP and gRPC modules differ
 only in what a few answers look like (dicts for HTTP, protobuf messages for gRPC) and in a few

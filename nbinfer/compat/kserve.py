@@ -1,5 +1,8 @@
 """KServe's v2 data types and clients over nbinfer: change ``from kserve import ...`` to this.
 
+Layer: compat (imports ``nbinfer.errors``, ``config``, ``protocol``, ``client``, ``interop`` and
+compat itself); never the server, the session or the notebook layer.
+
 ``InferRequest`` / ``InferResponse`` / ``InferInput`` / ``InferOutput`` / ``RequestedOutput``
 with KServe's constructors and methods (``from_rest``, ``to_rest``, ``from_bytes``,
 ``from_grpc``, ``to_grpc``, ``to_dict``, ``as_dataframe``, ``get_input_by_name``,

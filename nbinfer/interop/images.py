@@ -1,5 +1,9 @@
 """Image classification over any v2 server: Pillow preprocessing from the model's metadata.
 
+Layer: interop (imports ``nbinfer.errors`` and ``protocol`` only, plus pandas / Pillow); never the
+client, transports, session or server; the notebook's gallery only lazily, inside
+:class:`ClassificationFrame`'s repr hook.
+
 :func:`classify_images` is the engine behind :meth:`nbinfer.Session.classify`. It turns paths,
 globs, directories, PIL images, arrays and encoded bytes into the tensor a model expects, sends
 them in batches and returns the top-k classes as a :class:`ClassificationFrame`::
@@ -8,9 +12,9 @@ them in batches and returns the top-k classes as a :class:`ClassificationFrame`:
     frame[frame["rank"] == 1]           # best class per image: image, rank, label, score, class
 
 How the tensor is built (:func:`plan_images`): the model's single image input (or ``input=``)
-gives the size ``H x W``, the channels (1: grayscale ``L``, 3: ``RGB``) and the layout: the
-config's ``format`` (``FORMAT_NCHW`` / ``FORMAT_NHWC``) when the server sets one, else guessed
-from the shape (``[C, H, W]`` when the first dim is 1 or 3, ``[H, W, C]`` when the last is,
+gives the size ``H x W``, the channels (1: grayscale ``L``, 3: ``RGB``, 4: ``RGBA``) and the
+layout: the config's ``format`` (``FORMAT_NCHW`` / ``FORMAT_NHWC``) when the server sets one, else
+guessed from the shape (``[C, H, W]`` when the first dim is 1 or 3, ``[H, W, C]`` when the last is,
 ``[H, W]`` for grayscale without a channel axis). Images are decoded (JPEG with Pillow's
 ``draft`` shortcut), converted, resized bilinearly, stacked, scaled in one vectorised step and
 cast to the input's datatype. Scalings (as in Triton's image client): ``"none"`` (0..255),
@@ -39,7 +43,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,6 +52,7 @@ import pandas as pd
 from PIL import Image
 
 from nbinfer.errors import InvalidInputError
+from nbinfer.interop._inflight import arun, progress_bar, run
 from nbinfer.protocol.classification import decode_classification, top_k
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.types import ModelMetadata, RequestedOutput
@@ -87,6 +92,7 @@ DEFAULT_WORKERS = min(4, (os.cpu_count() or 2) + 1)
 #: Seconds per image of the first batch above which later batches decode in threads.
 THREADED_DECODE_FROM = 150e-6
 _VGG_MEANS = {1: (128.0,), 3: (123.0, 117.0, 104.0)}
+_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
 Scaling = str | Callable[[np.ndarray[Any, Any]], Any]
 ImageSource = Any  # str | os.PathLike | bytes | PIL.Image.Image | np.ndarray
@@ -254,9 +260,10 @@ class ImagePlan:
         datatype: Its v2 datatype (what is sent: ``BYTES`` when ``encoded``).
         output: The scores output.
         layout: ``"NCHW"``, ``"NHWC"`` or ``"NHW"`` (no channel axis), per image without N.
-        channels: 1 (grayscale) or 3 (RGB).
-        height: Target height (0 when encoded).
-        width: Target width (0 when encoded).
+        channels: 1 (grayscale), 3 (RGB) or 4 (RGBA).
+        height: Target height; 0 when encoded, and for pixels 0 keeps each image's own size
+            (which the images of one batch must then share).
+        width: Target width; 0 as for ``height``.
         batched: The input has a leading batch dim.
         max_batch: Largest batch the model takes (0: no limit).
         encoded: Send JPEG / PNG bytes (BYTES) instead of pixels.
@@ -277,14 +284,13 @@ class ImagePlan:
 
 
 def _pick(specs: Sequence[Any], name: str | None, what: str, model: str) -> Any:
+    known = ", ".join(s.name for s in specs) or "none"
     if name is not None:
         for spec in specs:
             if spec.name == name:
                 return spec
-        known = ", ".join(s.name for s in specs) or "none"
         raise InvalidInputError(f"model {model!r} has no {what} {name!r}; {what}s: {known}")
     if len(specs) != 1:
-        known = ", ".join(s.name for s in specs) or "none"
         raise InvalidInputError(
             f"model {model!r} has {len(specs)} {what}s ({known}); say which with {what}="
         )
@@ -375,10 +381,10 @@ def plan_images(
             f"model {model!r}: input {spec.name!r} {shape} has variable spatial dims; pass "
             "size=(height, width)"
         )
-    if channels not in (1, 3):
+    if channels not in _MODES:
         raise InvalidInputError(
             f"model {model!r}: input {spec.name!r} {shape} has {channels} channels; images "
-            "give 1 (grayscale) or 3 (RGB); use preprocess= for anything else"
+            "give 1 (grayscale), 3 (RGB) or 4 (RGBA); use preprocess= for anything else"
         )
     item = {"NCHW": (channels, height, width), "NHWC": (height, width, channels)}.get(
         kind, (height, width)
@@ -388,10 +394,17 @@ def plan_images(
     )
 
 
+def _scaling_name(scaling: str) -> str:
+    name = scaling.lower()
+    if name not in SCALINGS:
+        raise InvalidInputError(f"unknown scaling {scaling!r}; known: {', '.join(SCALINGS)}")
+    return name
+
+
 def _scaled(batch: np.ndarray[Any, Any], scaling: Scaling, dtype: np.dtype[Any]) -> Any:
     if callable(scaling):
         return scaling(batch)
-    name = scaling.lower()
+    name = _scaling_name(scaling)
     if name == "none":
         return batch
     x = batch.astype(dtype if dtype.kind == "f" else np.float32)
@@ -399,9 +412,9 @@ def _scaled(batch: np.ndarray[Any, Any], scaling: Scaling, dtype: np.dtype[Any])
         return x / 255.0
     if name == "inception":
         return x / 127.5 - 1.0
-    if name == "vgg":
-        return x - np.asarray(_VGG_MEANS[batch.shape[-1]], dtype=x.dtype)
-    raise InvalidInputError(f"unknown scaling {scaling!r}; known: {', '.join(SCALINGS)}")
+    if batch.shape[-1] not in _VGG_MEANS:
+        raise InvalidInputError("the vgg scaling has channel means for L and RGB images only")
+    return x - np.asarray(_VGG_MEANS[batch.shape[-1]], dtype=x.dtype)
 
 
 def pixels(
@@ -414,8 +427,8 @@ def pixels(
     """Decode, convert, resize, stack, scale and lay out a batch of images for ``plan``.
 
     Raises:
-        InvalidInputError: An image cannot be decoded, or ``preprocess`` returns the wrong
-            shape.
+        InvalidInputError: An image cannot be decoded, ``preprocess`` returns the wrong shape,
+            or images kept at their own size (``plan.height`` / ``width`` 0) differ in size.
     """
     dtype = numpy_dtype(plan.datatype)
     if preprocess is not None:
@@ -427,16 +440,22 @@ def pixels(
                 f"{plan.input!r} takes {list(plan.item_shape)}"
             )
         return batch
-    mode = "L" if plan.channels == 1 else "RGB"
-    size = (plan.width, plan.height)
+    mode = _MODES[plan.channels]
+    size = (plan.width, plan.height) if plan.width > 0 and plan.height > 0 else None
     arrays = []
     for source in sources:
-        im = load_image(source, draft=(mode, size))
+        im = load_image(source, draft=None if size is None else (mode, size))
         if im.mode != mode:
             im = im.convert(mode)
-        if im.size != size:
+        if size is not None and im.size != size:
             im = im.resize(size, Image.Resampling.BILINEAR)
         arrays.append(np.asarray(im))
+    if len({a.shape for a in arrays}) > 1:
+        sizes = sorted({f"{a.shape[1]}x{a.shape[0]}" for a in arrays})
+        raise InvalidInputError(
+            f"input {plan.input!r} takes images at their own size, and these differ "
+            f"({', '.join(sizes)}); give the plan a size, or pass one size of image"
+        )
     batch = np.stack(arrays)
     if batch.ndim == 3:
         batch = batch[..., np.newaxis]
@@ -455,10 +474,29 @@ def encoded_batch(sources: Sequence[ImageSource], plan: ImagePlan) -> np.ndarray
     return out.reshape((len(sources), *plan.item_shape))
 
 
+def _batch(
+    sources: Sequence[ImageSource],
+    plan: ImagePlan,
+    scaling: Scaling,
+    preprocess: Callable[[Any], Any] | None = None,
+) -> np.ndarray[Any, Any]:
+    if plan.encoded:
+        return encoded_batch(sources, plan)
+    return pixels(sources, plan, scaling=scaling, preprocess=preprocess)
+
+
 def read_labels(labels: Sequence[str] | str | os.PathLike[str]) -> list[str]:
-    """Class labels from a sequence or a labels file (one label per line, Triton's format)."""
+    """Class labels from a sequence or a labels file (one label per line, Triton's format).
+
+    Raises:
+        InvalidInputError: The labels file cannot be read as UTF-8 text.
+    """
     if isinstance(labels, str | os.PathLike):
-        lines = [line.strip() for line in Path(labels).read_text(encoding="utf-8").splitlines()]
+        try:
+            text = Path(labels).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInputError(f"cannot read the labels file {labels!r}: {exc}") from exc
+        lines = [line.strip() for line in text.splitlines()]
         while lines and not lines[-1]:  # line i is class i: only trailing blanks go
             lines.pop()
         return lines
@@ -529,22 +567,41 @@ def classification_frame(
 # -- the pipeline ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Options:
+    """Every option of :func:`classify_images` with its default, declared once."""
+
+    config: Mapping[str, Any] | None = None
+    top_k: int = 5
+    labels: Sequence[str] | str | os.PathLike[str] | None = None
+    server_labels: Mapping[str, Sequence[str]] | None = None
+    extensions: Sequence[str] = ()
+    batch_size: int | None = None
+    scaling: Scaling | None = None
+    preprocess: Callable[[Any], Any] | None = None
+    size: tuple[int, int] | None = None
+    layout: str | None = None
+    encoded: bool | None = None
+    input: str | None = None
+    output: str | None = None
+    server_topk: bool | None = None
+    concurrency: int = 2
+    workers: int = DEFAULT_WORKERS
+    progress: bool | None = None
+
+
 @dataclass(slots=True)
 class _Job:
     """One classify call: batches to prepare, how, and what came back."""
 
+    options: _Options
     plan: ImagePlan
     items: list[tuple[Any, ImageSource]]
     batch_size: int
-    k: int
     server_topk: bool
     labels: list[str] | None
     scaling: Scaling
-    preprocess: Callable[[Any], Any] | None
-    concurrency: int
-    workers: int
-    progress: bool | None
-    parts: list[tuple[Any, Any, list[str | None]]] = field(default_factory=list)
+    parts: dict[int, tuple[Any, Any, list[str | None]]] = field(default_factory=dict)
 
     def batches(self) -> list[list[tuple[Any, ImageSource]]]:
         step = self.batch_size
@@ -552,10 +609,7 @@ class _Job:
 
     def prepare(self, batch: list[tuple[Any, ImageSource]]) -> dict[str, np.ndarray[Any, Any]]:
         sources = [s for _, s in batch]
-        if self.plan.encoded:
-            tensor = encoded_batch(sources, self.plan)
-        else:
-            tensor = pixels(sources, self.plan, scaling=self.scaling, preprocess=self.preprocess)
+        tensor = _batch(sources, self.plan, self.scaling, self.options.preprocess)
         if not self.plan.batched:
             tensor = tensor[0]
         return {self.plan.input: tensor}
@@ -576,18 +630,19 @@ class _Job:
         inputs = self.prepare(first)
         heavy = (time.perf_counter() - start) / len(first) >= THREADED_DECODE_FROM
         yield inputs, len(first)
-        if self.workers <= 0 or not heavy:
+        workers = self.options.workers
+        if workers <= 0 or not heavy:
             for batch in batches:
                 yield self.prepare(batch), len(batch)
             return
         with concurrent.futures.ThreadPoolExecutor(
-            max_workers=self.workers, thread_name_prefix="nbinfer-images"
+            max_workers=workers, thread_name_prefix="nbinfer-images"
         ) as pool:
             ahead: deque[tuple[concurrent.futures.Future[Any], int]] = deque()
             try:
                 for batch in batches:
                     ahead.append((pool.submit(self.prepare, batch), len(batch)))
-                    if len(ahead) > self.workers:
+                    if len(ahead) > workers:
                         fut, n = ahead.popleft()
                         yield fut.result(), n
                 while ahead:
@@ -598,7 +653,7 @@ class _Job:
                     fut.cancel()
 
     def outputs(self) -> list[RequestedOutput]:
-        count = self.k if self.server_topk else 0
+        count = self.options.top_k if self.server_topk else 0
         return [RequestedOutput(self.plan.output, class_count=count)]
 
     def top(self, result: _Result, n: int) -> tuple[Any, Any, list[str | None]]:
@@ -610,112 +665,65 @@ class _Job:
             score = np.array([[r.score for r in row] for row in rows], dtype=np.float32)
             names = [r.label for row in rows for r in row]
         else:
-            idx, score = top_k(np.asarray(arr).reshape(n, -1), self.k)
+            idx, score = top_k(np.asarray(arr).reshape(n, -1), self.options.top_k)
             names = [None] * idx.size
         if self.labels is not None:
             own = self.labels
             names = [own[i] if i < len(own) else None for i in idx.reshape(-1).tolist()]
         return idx, score, names
 
-    def bar(self) -> Any:
-        show = self.progress if self.progress is not None else len(self.items) > self.batch_size
-        if not show:
-            return None
-        from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
+    def take(self, sent: tuple[int, int], result: _Result) -> None:
+        """File batch ``i`` (``n`` images) in its place: answers come in any order."""
+        i, n = sent
+        self.parts[i] = self.top(result, n)
 
-        return tqdm(total=len(self.items), unit="img", desc="classify", leave=False)
+    def bar(self) -> Any:
+        show = self.options.progress
+        if show is None:
+            show = len(self.items) > self.batch_size
+        return progress_bar(len(self.items), show=show, unit="img", desc="classify")
 
     def frame(self) -> ClassificationFrame:
-        idx = np.concatenate([p[0] for p in self.parts])
-        score = np.concatenate([p[1] for p in self.parts])
-        names = [name for p in self.parts for name in p[2]]
+        parts = [self.parts[i] for i in sorted(self.parts)]
+        idx = np.concatenate([p[0] for p in parts])
+        score = np.concatenate([p[1] for p in parts])
+        names = [name for p in parts for name in p[2]]
         keys = [key for key, _ in self.items]
         return classification_frame(keys, idx, score, names, dict(self.items))
 
 
-class _Window:
-    """Requests in flight, answered in order; the progress bar; closes it all on exit."""
-
-    def __init__(self, job: _Job) -> None:
-        self.job = job
-        self.bar = job.bar()
-        self.pending: deque[tuple[Any, int]] = deque()
-
-    def full(self) -> bool:
-        return len(self.pending) >= self.job.concurrency
-
-    def take(self, result: _Result, n: int) -> None:
-        self.job.parts.append(self.job.top(result, n))
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def __enter__(self) -> _Window:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for fut, _ in self.pending:
-            fut.cancel()
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _job(
-    metadata: ModelMetadata,
-    config: Mapping[str, Any] | None,
-    images: Any,
-    *,
-    top_k: int,
-    labels: Sequence[str] | str | os.PathLike[str] | None,
-    server_labels: Mapping[str, Sequence[str]] | None,
-    extensions: Sequence[str],
-    batch_size: int | None,
-    scaling: Scaling | None,
-    preprocess: Callable[[Any], Any] | None,
-    size: tuple[int, int] | None,
-    layout: str | None,
-    encoded: bool | None,
-    input: str | None,
-    output: str | None,
-    server_topk: bool | None,
-    concurrency: int,
-    workers: int,
-    progress: bool | None,
-) -> _Job:
-    if concurrency < 1:
-        raise InvalidInputError(f"concurrency must be >= 1, got {concurrency}")
-    if top_k < 1:
-        raise InvalidInputError(f"top_k must be >= 1, got {top_k}")
+def _job(metadata: ModelMetadata, images: Any, options: Mapping[str, Any]) -> _Job:
+    known = [f.name for f in fields(_Options)]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise InvalidInputError(f"unknown classify option(s) {unknown}; known: {', '.join(known)}")
+    o = _Options(**options)
+    if o.top_k < 1:
+        raise InvalidInputError(f"top_k must be >= 1, got {o.top_k}")
     plan = plan_images(
-        metadata, config, input=input, output=output, size=size, layout=layout, encoded=encoded
+        metadata,
+        o.config,
+        input=o.input,
+        output=o.output,
+        size=o.size,
+        layout=o.layout,
+        encoded=o.encoded,
     )
     items = expand_images(images)
     if not plan.batched:
-        size_ = 1
+        size = 1
     else:
-        size_ = batch_size or plan.max_batch or DEFAULT_BATCH
+        size = o.batch_size or plan.max_batch or DEFAULT_BATCH
         if plan.max_batch:
-            size_ = min(size_, plan.max_batch)
-    if scaling is None:
-        scaling = config_scaling(config)
-    if isinstance(scaling, str) and scaling.lower() not in SCALINGS:
-        raise InvalidInputError(f"unknown scaling {scaling!r}; known: {', '.join(SCALINGS)}")
-    own = read_labels(labels) if labels is not None else None
-    if own is None and server_labels and plan.output in server_labels:
-        own = list(server_labels[plan.output])
-    use_server = "classification" in extensions if server_topk is None else server_topk
-    return _Job(
-        plan,
-        items,
-        size_,
-        top_k,
-        use_server,
-        own,
-        scaling,
-        preprocess,
-        concurrency,
-        workers,
-        progress,
-    )
+            size = min(size, plan.max_batch)
+    scaling = config_scaling(o.config) if o.scaling is None else o.scaling
+    if isinstance(scaling, str):
+        _scaling_name(scaling)  # refused before any image is decoded
+    own = read_labels(o.labels) if o.labels is not None else None
+    if own is None and o.server_labels and plan.output in o.server_labels:
+        own = list(o.server_labels[plan.output])
+    use_server = "classification" in o.extensions if o.server_topk is None else o.server_topk
+    return _Job(o, plan, items, size, use_server, own, scaling)
 
 
 def config_scaling(config: Mapping[str, Any] | None) -> str:
@@ -738,10 +746,7 @@ def image_sample(
         InvalidInputError: The image cannot be read, or the input does not take images.
     """
     plan = plan_images(metadata, config, input=input)
-    if plan.encoded:
-        tensor = encoded_batch([image], plan)
-    else:
-        tensor = pixels([image], plan, scaling=config_scaling(config))
+    tensor = _batch([image], plan, config_scaling(config))
     return tensor[0] if plan.batched else tensor.reshape(plan.item_shape)
 
 
@@ -765,17 +770,16 @@ def classify_images(submit: SubmitFn, metadata: ModelMetadata, images: Any, **op
     Raises:
         InvalidInputError: Unreadable images, a model that does not take images, bad options.
     """
-    job = _job(metadata, options.pop("config", None), images, **_defaults(options))
+    job = _job(metadata, images, options)
     outputs = job.outputs()
-    with _Window(job) as window:
-        for inputs, n in job.prepared():
-            window.pending.append((submit(inputs, outputs), n))
-            while window.pending and (window.full() or window.pending[0][0].done()):
-                fut, n = window.pending.popleft()
-                window.take(fut.result(), n)
-        while window.pending:
-            fut, n = window.pending.popleft()
-            window.take(fut.result(), n)
+    batches = (((i, n), inputs, n) for i, (inputs, n) in enumerate(job.prepared()))
+    run(
+        batches,
+        lambda inputs: submit(inputs, outputs),
+        job.take,
+        concurrency=job.options.concurrency,
+        bar=job.bar(),
+    )
     return job.frame()
 
 
@@ -783,43 +787,13 @@ async def aclassify_images(
     infer: AsyncInferFn, metadata: ModelMetadata, images: Any, **options: Any
 ) -> Any:
     """Like :func:`classify_images` with an ``async`` inference call (decoding stays threaded)."""
-    job = _job(metadata, options.pop("config", None), images, **_defaults(options))
+    job = _job(metadata, images, options)
     outputs = job.outputs()
-    with _Window(job) as window:
-        for batch in job.batches():
-            inputs = await asyncio.to_thread(job.prepare, batch)  # the loop keeps serving
-            window.pending.append((asyncio.ensure_future(infer(inputs, outputs)), len(batch)))
-            while window.pending and (window.full() or window.pending[0][0].done()):
-                task, n = window.pending.popleft()
-                window.take(await task, n)
-        while window.pending:
-            task, n = window.pending.popleft()
-            window.take(await task, n)
+
+    async def send(batch: list[tuple[Any, ImageSource]]) -> _Result:
+        inputs = await asyncio.to_thread(job.prepare, batch)  # the loop keeps serving
+        return await infer(inputs, outputs)
+
+    batches = (((i, len(b)), b, len(b)) for i, b in enumerate(job.batches()))
+    await arun(batches, send, job.take, concurrency=job.options.concurrency, bar=job.bar())
     return job.frame()
-
-
-def _defaults(options: dict[str, Any]) -> dict[str, Any]:
-    known = {
-        "top_k": 5,
-        "labels": None,
-        "server_labels": None,
-        "extensions": (),
-        "batch_size": None,
-        "scaling": None,
-        "preprocess": None,
-        "size": None,
-        "layout": None,
-        "encoded": None,
-        "input": None,
-        "output": None,
-        "server_topk": None,
-        "concurrency": 2,
-        "workers": DEFAULT_WORKERS,
-        "progress": None,
-    }
-    unknown = set(options) - set(known)
-    if unknown:
-        raise TypeError(
-            f"unknown classify option(s) {sorted(unknown)}; known: {', '.join(sorted(known))}"
-        )
-    return {**known, **options}

@@ -1,5 +1,8 @@
 """pandas DataFrames <-> v2 tensors, at any size: chunked, pipelined, reassembled in order.
 
+Layer: interop (imports ``nbinfer.errors`` and ``protocol`` only, plus pandas / Pillow); never the
+client, transports, session or server.
+
 Inputs: :mod:`nbinfer.protocol.columns` decides which columns feed which input (by name, by the
 model's declared order, or an explicit ``columns=`` mapping) and coerces them (str / object
 columns to BYTES; a column that cannot be coerced is an :class:`~nbinfer.InvalidInputError`
@@ -18,15 +21,15 @@ holding an array per row. BYTES become ``str`` when they are valid UTF-8. Classi
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nbinfer.errors import InvalidInputError, NbinferError
+from nbinfer.interop._inflight import arun, progress_bar, run
 from nbinfer.protocol.columns import ColumnSelection, InputPlan, plan_inputs
 from nbinfer.protocol.types import InferInput, InferOutput, ModelMetadata
 
@@ -238,6 +241,10 @@ class FrameJob:
             assert target.data is not None
             target.data[start:stop] = arr
 
+    def take(self, span: tuple[int, int], result: Any) -> None:
+        """File one chunk's answer (a result with ``outputs``) under its row range."""
+        self.add(span[0], span[1], result.outputs)
+
     def result(self) -> list[InferOutput]:
         """The reassembled outputs, in the server's order."""
         return [self.outputs[name] for name in self.order]
@@ -274,48 +281,19 @@ def chunk_rows(
     return max(1, chunk_bytes // max(per_row, 1))
 
 
-def _progress(total: int, chunks: int, progress: bool | None, model: str) -> Any:
-    if progress is False or (progress is None and chunks <= 1):
-        return None
-    from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
-
-    return tqdm(total=total, unit="rows", unit_scale=True, desc=model, leave=False)
-
-
 Submit = Callable[[Any], "concurrent.futures.Future[Any]"]
 ASubmit = Callable[[Any], Awaitable[Any]]
 
 
-class _Run:
-    """The bookkeeping both drivers share: row ranges, the window, the progress bar."""
+def _chunks(job: FrameJob) -> Iterator[tuple[tuple[int, int], Any, int]]:
+    for start, stop in job.ranges:
+        yield (start, stop), job.payload(start, stop), stop - start
 
-    def __init__(self, job: FrameJob, concurrency: int, progress: bool | None) -> None:
-        if concurrency < 1:
-            raise InvalidInputError(f"concurrency must be >= 1, got {concurrency}")
-        self.job = job
-        self.concurrency = concurrency
-        self.spans = iter(job.ranges)
-        self.bar = _progress(job.plan.rows, len(job.ranges), progress, job.plan.model)
 
-    def fill(self, pending: dict[Any, tuple[int, int]], start: Callable[[Any], Any]) -> bool:
-        """Start chunks until ``concurrency`` are in flight; False when all are done."""
-        while len(pending) < self.concurrency and (span := next(self.spans, None)) is not None:
-            pending[start(self.job.payload(*span))] = span
-        return bool(pending)
-
-    def finish(self, span: tuple[int, int], result: Any) -> None:
-        """Take one chunk's answer."""
-        self.job.add(span[0], span[1], result.outputs)
-        if self.bar is not None:
-            self.bar.update(span[1] - span[0])
-
-    def close(self, pending: dict[Any, tuple[int, int]]) -> list[InferOutput]:
-        """Cancel what is still in flight (after an error), close the bar; the outputs."""
-        for future in pending:
-            future.cancel()
-        if self.bar is not None:
-            self.bar.close()
-        return self.job.result()
+def _bar(job: FrameJob, progress: bool | None) -> Any:
+    show = progress is True or (progress is None and len(job.ranges) > 1)
+    model = job.plan.model
+    return progress_bar(job.plan.rows, show=show, unit="rows", desc=model, unit_scale=True)
 
 
 def infer_frame(
@@ -327,29 +305,13 @@ def infer_frame(
     (e.g. :meth:`nbinfer.Client.async_infer`). The first error cancels what is still queued
     and is raised.
     """
-    run = _Run(job, concurrency, progress)
-    pending: dict[concurrent.futures.Future[Any], tuple[int, int]] = {}
-    try:
-        while run.fill(pending, submit):
-            done, _ = concurrent.futures.wait(pending, return_when="FIRST_COMPLETED")
-            for future in done:
-                run.finish(pending.pop(future), future.result())
-    finally:
-        outputs = run.close(pending)
-    return outputs
+    run(_chunks(job), submit, job.take, concurrency=concurrency, bar=_bar(job, progress))
+    return job.result()
 
 
 async def ainfer_frame(
     job: FrameJob, submit: ASubmit, *, concurrency: int, progress: bool | None = None
 ) -> list[InferOutput]:
     """Like :func:`infer_frame` from a coroutine: ``submit(payload)`` is awaitable."""
-    run = _Run(job, concurrency, progress)
-    pending: dict[asyncio.Future[Any], tuple[int, int]] = {}
-    try:
-        while run.fill(pending, lambda payload: asyncio.ensure_future(submit(payload))):
-            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                run.finish(pending.pop(task), task.result())
-    finally:
-        outputs = run.close(pending)
-    return outputs
+    await arun(_chunks(job), submit, job.take, concurrency=concurrency, bar=_bar(job, progress))
+    return job.result()

@@ -1,5 +1,9 @@
 """The statistics DataFrame: a plain ``pandas.DataFrame`` that also draws itself in Jupyter.
 
+Layer: interop (imports ``nbinfer.errors`` and ``protocol`` only, plus pandas / Pillow); never the
+client, transports, session or server; ``nbinfer.notebook.display`` only lazily, inside the repr
+hook.
+
 ``session.stats()`` returns a :class:`StatsFrame`: everything a DataFrame does still works
 (indexing, ``plot``, ``to_csv``; derived frames are plain DataFrames), and in a notebook it
 displays as a table plus a latency breakdown chart (queue / compute input / infer / output).

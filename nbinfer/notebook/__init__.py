@@ -1,5 +1,8 @@
 """The notebook layer: rich display, magics and the IPython extension.
 
+Layer: the notebook floor, the top of the tree: it may import anything below it; IPython,
+ipywidgets and matplotlib are imported only in this package, and only by the modules that use them.
+
 ``%load_ext nbinfer`` calls :func:`load_ipython_extension`, which registers the ``%nbinfer`` and
 ``%%infer`` magics and shows nbinfer errors with a "what to try" card under the traceback.
 IPython is imported only when the extension loads; :mod:`nbinfer.notebook.display` needs none.

@@ -1,5 +1,9 @@
 """Rich HTML reprs for nbinfer objects: stdlib + numpy, Pillow only for image thumbnails.
 
+Layer: the notebook floor, but light: stdlib, numpy and Pillow (thumbnails) only, never IPython,
+ipywidgets or matplotlib, because every lower layer's repr hook imports this module (the one
+allowed lazy edge into the notebook layer).
+
 Every nbinfer object that Jupyter displays (``Session``, ``ModelHandle``, ``ModelMetadata``,
 ``ServerMetadata``, ``InferResult``, statistics frames, ``ClassificationResult`` and every
 :class:`~nbinfer.NbinferError`) has a three-line ``_repr_mimebundle_`` that imports this module
@@ -90,9 +94,13 @@ def escape(value: Any) -> Html:
 
 
 @functools.cache
-def css() -> str:
-    """The stylesheet every repr inlines (package data, read once)."""
-    return files("nbinfer.notebook").joinpath("static/style.css").read_text(encoding="utf-8")
+def css(sheet: str = "style.css") -> str:
+    """A stylesheet from ``static/``, read once.
+
+    ``style.css`` holds the one colour palette and every repr inlines it; ``browser.css`` is the
+    model browser's layout over that palette.
+    """
+    return files("nbinfer.notebook").joinpath("static", sheet).read_text(encoding="utf-8")
 
 
 def table(

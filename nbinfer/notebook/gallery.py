@@ -1,5 +1,8 @@
 """The image grid of a classification frame: one card per image with its top-k bars.
 
+Layer: the notebook floor, light like :mod:`~nbinfer.notebook.display` (it is reached from
+interop's repr hook): no IPython, ipywidgets or matplotlib.
+
 :meth:`nbinfer.Session.classify` returns a :class:`~nbinfer.interop.images.ClassificationFrame`
 whose ``_repr_html_`` calls :func:`classification_html`. Thumbnails are PNG data URIs (tiny
 images are scaled up with crisp pixels by CSS); every path and label passes through
@@ -38,7 +41,7 @@ GALLERY_CSS = """
   border-radius: 4px; background: var(--nbi-bg-alt); min-width: 0; }
 .nbi .nbi-gcell img { display: block; margin: 0 auto 4px; width: 96px; height: 96px;
   object-fit: contain; image-rendering: pixelated; border-radius: 2px;
-  background: var(--jp-layout-color0, transparent); }
+  background: var(--nbi-bg); }
 .nbi .nbi-gcell figcaption { text-align: center; color: var(--nbi-fg-muted);
   font-size: 0.85em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .nbi .nbi-gcell .nbi-bars { grid-template-columns: max-content minmax(30px, 1fr) max-content;

@@ -1,5 +1,8 @@
 """IPython magics: ``%nbinfer`` (start / connect / inspect a session) and ``%%infer``.
 
+Layer: the notebook floor: imports IPython and nbinfer's public API (``nbinfer``,
+``nbinfer.protocol``) only, never private modules, so a magic can always be written as plain code.
+
 Sugar over the public API only: every magic does what a line of ``Session`` code does.
 Loaded by ``%load_ext nbinfer``.
 """

@@ -1,5 +1,8 @@
 """How a profile (``session.profile(...)``, a :class:`~nbinfer.profiling.ProfileFrame`) draws.
 
+Layer: the notebook floor: matplotlib is imported here and only here; nothing below the notebook
+layer imports this module except the profile frame's repr hook.
+
 Three panels from matplotlib (imported here, only when a profile is drawn): throughput against
 latency (p50 solid, p99 dashed; one curve per run), the latency percentiles of every setting,
 and where the time goes (client: encode / network + server / decode; server, from its

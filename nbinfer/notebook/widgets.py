@@ -1,5 +1,8 @@
 """ModelBrowser: an ipywidgets UI over a :class:`~nbinfer.Session`.
 
+Layer: the notebook floor: ipywidgets is imported here; the session and its client are the only way
+to the server (never transports or raw I/O).
+
 ``session.browse()`` returns a :class:`ModelBrowser`: the server's models with their state; for
 the selected model its metadata, config, statistics, load / unload buttons and a "try it" form
 built from the input specs (numbers or arrays, text for BYTES, an image upload for image-like
@@ -25,8 +28,6 @@ from __future__ import annotations
 import ast
 import base64
 import concurrent.futures
-import html
-import io
 import json
 import logging
 import time
@@ -40,6 +41,7 @@ import numpy as np
 
 from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.notebook import display
+from nbinfer.notebook.display import escape
 from nbinfer.protocol.dtypes import numpy_dtype
 
 if TYPE_CHECKING:
@@ -57,65 +59,6 @@ SMALL_INPUT = 8
 #: Array inputs up to this many elements start as a list of zeros; larger ones as the scalar 0.
 LISTED_INPUT = 256
 _IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp")
-
-_CSS = """
-<style>
-.nbinfer-browser {
-  --nbb-fg: var(--jp-ui-font-color1, inherit);
-  --nbb-muted: var(--jp-ui-font-color2, rgba(127, 127, 127, 0.95));
-  --nbb-bg: var(--jp-layout-color1, transparent);
-  --nbb-bg-alt: var(--jp-layout-color2, rgba(127, 127, 127, 0.10));
-  --nbb-border: var(--jp-border-color2, rgba(127, 127, 127, 0.35));
-  --nbb-accent: var(--jp-brand-color1, #3b82f6);
-  --nbb-ok: var(--jp-success-color1, #3f9f4f);
-  --nbb-warn: var(--jp-warn-color1, #d98a00);
-  --nbb-err: var(--jp-error-color1, #d9453d);
-  font-family: var(--jp-ui-font-family, system-ui, sans-serif); color: var(--nbb-fg);
-  border: 1px solid var(--nbb-border); border-radius: 6px; background: var(--nbb-bg);
-  overflow: hidden; max-width: 1100px;
-}
-.nbinfer-browser .nbb-top { background: var(--nbb-bg-alt); padding: 6px 10px;
-  border-bottom: 1px solid var(--nbb-border); align-items: center; }
-.nbinfer-browser .nbb-title { font-size: 14px; }
-.nbinfer-browser .nbb-title b { font-size: 15px; }
-.nbinfer-browser .nbb-muted { color: var(--nbb-muted); font-size: 12px; }
-.nbinfer-browser .nbb-ext { color: var(--nbb-muted); font-size: 11px; line-height: 1.3; }
-.nbinfer-browser .nbb-side { width: 230px; min-width: 200px; padding: 8px;
-  border-right: 1px solid var(--nbb-border); }
-.nbinfer-browser .nbb-side select { font-size: 13px; line-height: 1.6;
-  font-family: var(--jp-code-font-family, monospace); }
-.nbinfer-browser .nbb-side option { padding: 3px 6px; }
-.nbinfer-browser .nbb-main { flex: 1 1 auto; padding: 8px 12px; min-width: 0; }
-.nbinfer-browser .nbb-h { font-size: 18px; font-weight: 600; margin-right: 8px; }
-.nbinfer-browser .nbb-badge { display: inline-block; padding: 0 8px; border-radius: 10px;
-  font-size: 11px; font-weight: 600; vertical-align: middle; border: 1px solid currentColor;
-  color: var(--nbb-muted); }
-.nbinfer-browser .nbb-ready { color: var(--nbb-ok); }
-.nbinfer-browser .nbb-bad { color: var(--nbb-err); }
-.nbinfer-browser code, .nbinfer-browser pre { font-family: var(--jp-code-font-family, monospace);
-  font-size: 12px; }
-.nbinfer-browser pre.nbb-pre { background: var(--nbb-bg-alt); padding: 8px; border-radius: 4px;
-  max-height: 320px; overflow: auto; margin: 4px 0; color: var(--nbb-fg); }
-.nbinfer-browser .nbb-error { border-left: 4px solid var(--nbb-err); padding: 4px 10px;
-  margin: 6px 0; font-size: 13px; }
-.nbinfer-browser .nbb-error > b { color: var(--nbb-err); }
-.nbinfer-browser .nbb-note { border-left: 4px solid var(--nbb-warn); padding: 4px 8px;
-  margin: 6px 0; font-size: 12px; color: var(--nbb-muted); }
-.nbinfer-browser .nbb-label { font-size: 12px; margin: 8px 0 2px 0; }
-.nbinfer-browser .nbb-spin { display: inline-block; width: 10px; height: 10px;
-  border: 2px solid var(--nbb-border); border-top-color: var(--nbb-accent);
-  border-radius: 50%; animation: nbb-spin .8s linear infinite; vertical-align: middle; }
-@keyframes nbb-spin { to { transform: rotate(360deg); } }
-.nbinfer-browser .nbb-ok { color: var(--nbb-ok); }
-.nbinfer-browser .nbb-thumb img { max-height: 96px; border-radius: 3px;
-  border: 1px solid var(--nbb-border); vertical-align: middle; }
-.nbinfer-browser .nbi { max-width: none; }
-</style>
-"""
-
-
-def _esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
 
 
 # -- what the server offers -------------------------------------------------------------------
@@ -158,8 +101,12 @@ def _fit(name: str, shape: Sequence[int], size: int) -> list[int]:
     )
 
 
-def _image_layout(spec: TensorSpec) -> tuple[bool, int, int, int] | None:
-    """``(channels_first, channels, height, width)`` when ``spec`` looks like an image batch."""
+def _image_layout(spec: TensorSpec) -> tuple[str, int, int, int] | None:
+    """``(layout, channels, height, width)`` when ``spec`` looks like an image (batch).
+
+    Stricter than :func:`~nbinfer.interop.images.plan_images`: a form offers an upload only
+    where the channel axis is unambiguous, and a plain array editor otherwise.
+    """
     if spec.datatype not in ("UINT8", "FP32"):
         return None
     shape = list(spec.shape)
@@ -171,9 +118,9 @@ def _image_layout(spec: TensorSpec) -> tuple[bool, int, int, int] | None:
         return None
     channels = (1, 3, 4)
     if body[-1] in channels and body[0] not in channels:
-        return False, body[-1], body[0], body[1]
+        return "NHWC", body[-1], body[0], body[1]
     if body[0] in channels and body[-1] not in channels:
-        return True, body[0], body[1], body[2]
+        return "NCHW", body[0], body[1], body[2]
     return None
 
 
@@ -265,15 +212,14 @@ class _TextEditor(_Editor):
 
 
 class _ImageEditor(_Editor):
-    """Image-like input: an upload decoded with Pillow and resized to the model's H x W."""
+    """Image-like input: an upload preprocessed as ``session.classify`` does (interop.images)."""
 
-    def __init__(self, spec: TensorSpec, layout: tuple[bool, int, int, int]) -> None:
+    def __init__(self, spec: TensorSpec, layout: tuple[str, int, int, int]) -> None:
         self.layout = layout
-        channels_first, channels, height, width = layout
+        order, channels, height, width = layout
         self.upload = W.FileUpload(accept="image/*", multiple=False, description="Upload image")
         self.upload.layout = W.Layout(width="150px")
         size = f"{width}x{height}" if height > 0 and width > 0 else "its own size"
-        order = "NCHW" if channels_first else "NHWC"
         self.preview = W.HTML(
             f'<span class="nbb-muted">resized to {size}, {channels} channel(s), {order}</span>'
         )
@@ -289,38 +235,39 @@ class _ImageEditor(_Editor):
         data = base64.b64encode(bytes(entry["content"])).decode("ascii")
         self.preview.value = (
             f'<span class="nbb-thumb"><img src="data:{mime};base64,{data}" '
-            f'alt="{_esc(entry.get("name", ""))}"/></span> '
-            f'<span class="nbb-muted">{_esc(entry.get("name", ""))}</span>'
+            f'alt="{escape(entry.get("name", ""))}"/></span> '
+            f'<span class="nbb-muted">{escape(entry.get("name", ""))}</span>'
         )
 
     def value(self) -> np.ndarray[Any, Any]:
-        from PIL import Image, UnidentifiedImageError
+        from nbinfer.interop.images import ImagePlan, pixels
 
-        name = self.spec.name
+        name, shape = self.spec.name, self.spec.shape
         if not self.upload.value:
             raise InvalidInputError(f"input {name!r}: upload an image first", tensor=name)
-        content = bytes(self.upload.value[0]["content"])
-        channels_first, channels, height, width = self.layout
+        layout, channels, height, width = self.layout
+        plan = ImagePlan(
+            input=name,
+            datatype=self.spec.datatype,
+            output="",
+            layout=layout,
+            channels=channels,
+            height=max(height, 0),  # a variable dim: the image keeps its own size
+            width=max(width, 0),
+            batched=len(shape) == 4,
+            max_batch=0,
+            encoded=False,
+            item_shape=tuple(shape[1:] if len(shape) == 4 else shape),
+        )
+        scaling = "unit" if self.spec.datatype == "FP32" else "none"
         try:
-            image: Image.Image = Image.open(io.BytesIO(content))
-            image = image.convert({1: "L", 3: "RGB", 4: "RGBA"}[channels])
-        except (UnidentifiedImageError, OSError) as exc:
+            batch = pixels([bytes(self.upload.value[0]["content"])], plan, scaling=scaling)
+        except InvalidInputError as exc:
             raise InvalidInputError(
                 f"input {name!r}: cannot decode the uploaded file as an image ({exc})",
                 tensor=name,
             ) from exc
-        if height > 0 and width > 0:
-            image = image.resize((width, height), Image.Resampling.BILINEAR)
-        array = np.asarray(image)
-        if array.ndim == 2:
-            array = array[:, :, None]
-        if channels_first:
-            array = array.transpose(2, 0, 1)
-        if self.spec.datatype == "FP32":
-            array = array.astype(np.float32) / 255.0
-        if len(self.spec.shape) == 4:
-            array = array[None]
-        return np.ascontiguousarray(array)
+        return batch if plan.batched else batch[0]
 
 
 def _editor(spec: TensorSpec) -> _Editor:
@@ -340,11 +287,11 @@ def _editor(spec: TensorSpec) -> _Editor:
 
 def _error_html(what: str, exc: BaseException) -> str:
     """A visible error: what failed, the server's message, what to try (and a bug's traceback)."""
-    parts = [f'<div class="nbb-error"><b>{_esc(what)} failed</b>', display.render_error(exc)]
+    parts = [f'<div class="nbb-error"><b>{escape(what)} failed</b>', display.render_error(exc)]
     if not isinstance(exc, NbinferError):  # a bug, ours or the model's: show where
         trace = "".join(traceback.format_exception(exc))
         parts.append(
-            f'<details><summary>traceback</summary><pre class="nbb-pre">{_esc(trace)}</pre>'
+            f'<details><summary>traceback</summary><pre class="nbb-pre">{escape(trace)}</pre>'
             "</details>"
         )
     return "".join(parts) + "</div>"
@@ -352,6 +299,7 @@ def _error_html(what: str, exc: BaseException) -> str:
 
 def _top_classes(result: InferResult, labels: dict[str, list[str]], top: int = 5) -> str:
     """Top classes of each labelled score output (first row) as bars."""
+    from nbinfer.protocol.classification import top_k
     from nbinfer.protocol.types import ClassificationResult
 
     parts = []
@@ -361,10 +309,10 @@ def _top_classes(result: InferResult, labels: dict[str, list[str]], top: int = 5
         scores = np.asarray(result[name])
         if scores.ndim == 0 or scores.shape[-1] != len(names) or scores.dtype.kind != "f":
             continue
-        first = scores.reshape(-1, len(names))[0]
+        index, score = top_k(scores.reshape(-1, len(names))[0], top)
         best = [
-            ClassificationResult(float(first[i]), int(i), names[i])
-            for i in np.argsort(-first)[:top]
+            ClassificationResult(float(v), int(i), names[i])
+            for i, v in zip(index.tolist(), score.tolist(), strict=True)
         ]
         text = ", ".join(f"{c.label} {c.score:.4f}" for c in best)
         parts.append(
@@ -375,8 +323,8 @@ def _top_classes(result: InferResult, labels: dict[str, list[str]], top: int = 5
 
 def _result_html(result: InferResult, labels: dict[str, list[str]], elapsed: float) -> str:
     head = (
-        f'<div class="nbb-label"><span class="nbb-ok">&#10004;</span> <b>{_esc(result.model_name)}'
-        f"</b> answered in {elapsed * 1e3:.1f} ms</div>"
+        f'<div class="nbb-label"><span class="nbb-ok">&#10004;</span> '
+        f"<b>{escape(result.model_name)}</b> answered in {elapsed * 1e3:.1f} ms</div>"
     )
     return head + _top_classes(result, labels) + display.render_result(result)
 
@@ -435,8 +383,8 @@ class ModelBrowser:
         extensions = ", ".join(caps.extensions) or "none advertised"
         self.title = W.HTML(
             f'<div class="nbb-title"><b>Model browser</b> &nbsp;<span class="nbb-muted">'
-            f"{_esc(caps.name)} {_esc(caps.version)} &middot; {_esc(self.session.url)}</span>"
-            f'</div><div class="nbb-ext">extensions: {_esc(extensions)}</div>'
+            f"{escape(caps.name)} {escape(caps.version)} &middot; {escape(self.session.url)}</span>"
+            f'</div><div class="nbb-ext">extensions: {escape(extensions)}</div>'
         )
         self.refresh_button = W.Button(
             description="Refresh", icon="refresh", tooltip="Reload the model list"
@@ -504,7 +452,8 @@ class ModelBrowser:
         main.add_class("nbb-main")
 
         body = W.HBox([side, main], layout=W.Layout(align_items="stretch"))
-        self.widget = W.VBox([W.HTML(_CSS), top, body])
+        style = W.HTML(f"<style>{display.css()}{display.css('browser.css')}</style>")
+        self.widget = W.VBox([style, top, body])
         self.widget.add_class("nbinfer-browser")
         if self._meta_error is not None:
             self.error.value = _error_html("Reading the server metadata", self._meta_error)
@@ -548,7 +497,7 @@ class ModelBrowser:
         self.unload_button.disabled = label is not None or not self._can_unload
         if label is not None:
             self.status.value = (
-                f'<span class="nbb-spin"></span> <span class="nbb-muted">{_esc(label)}&hellip;'
+                f'<span class="nbb-spin"></span> <span class="nbb-muted">{escape(label)}&hellip;'
                 "</span>"
             )
 
@@ -627,8 +576,8 @@ class ModelBrowser:
         elif self._index_error is not None:
             self.list_note.value = (
                 '<div class="nbb-note">The server refused its model index '
-                f"(<code>{_esc(type(self._index_error).__name__)}</code>: "
-                f"{_esc(self._index_error)}). Open a model by name; for load / unload pass "
+                f"(<code>{escape(type(self._index_error).__name__)}</code>: "
+                f"{escape(self._index_error)}). Open a model by name; for load / unload pass "
                 "credentials to Session (token= / headers=).</div>"
             )
         else:
@@ -718,9 +667,9 @@ class ModelBrowser:
         for ed in self._editors:
             rows.append(
                 W.HTML(
-                    f'<div class="nbb-label"><code><b>{_esc(ed.spec.name)}</b></code> '
-                    f'<span class="nbb-muted">{_esc(ed.spec.datatype)} {_esc(list(ed.spec.shape))}'
-                    "</span></div>"
+                    f'<div class="nbb-label"><code><b>{escape(ed.spec.name)}</b></code> '
+                    f'<span class="nbb-muted">{escape(ed.spec.datatype)} '
+                    f"{escape(list(ed.spec.shape))}</span></div>"
                 )
             )
             rows.append(ed.widget)
@@ -736,7 +685,7 @@ class ModelBrowser:
             if row.ready
             else ("nbb-bad" if state.upper() in ("UNAVAILABLE", "FAILED") else "")
         )
-        reason = f' <span class="nbb-muted">{_esc(row.reason)}</span>' if row.reason else ""
+        reason = f' <span class="nbb-muted">{escape(row.reason)}</span>' if row.reason else ""
         extra = ""
         if meta is not None:
             specs = [f"{s.name} {s.datatype} {list(s.shape)}" for s in meta.inputs]
@@ -746,11 +695,11 @@ class ModelBrowser:
                 "inputs": "; ".join(specs) or "none declared",
             }
             extra = '<div class="nbb-muted">{}</div>'.format(
-                " &middot; ".join(f"{k} <code>{_esc(v)}</code>" for k, v in facts.items())
+                " &middot; ".join(f"{k} <code>{escape(v)}</code>" for k, v in facts.items())
             )
         return (
-            f'<div><span class="nbb-h">{_esc(row.name)}</span>'
-            f'<span class="nbb-badge {cls}">{_esc(state)}</span>{reason}</div>{extra}'
+            f'<div><span class="nbb-h">{escape(row.name)}</span>'
+            f'<span class="nbb-badge {cls}">{escape(state)}</span>{reason}</div>{extra}'
         )
 
     def _show_config(self, name: str, version: str) -> None:
@@ -759,11 +708,11 @@ class ModelBrowser:
         except NbinferError as exc:
             self.config_view.value = (
                 '<div class="nbb-muted">This server gives no configuration for the model '
-                f"(<code>{_esc(type(exc).__name__)}</code>: {_esc(exc)}).</div>"
+                f"(<code>{escape(type(exc).__name__)}</code>: {escape(exc)}).</div>"
             )
             return
         text = json.dumps(config, indent=2, sort_keys=False, default=str)
-        self.config_view.value = f'<pre class="nbb-pre">{_esc(text)}</pre>'
+        self.config_view.value = f'<pre class="nbb-pre">{escape(text)}</pre>'
 
     def _show_stats(self, name: str) -> None:
         if not self.capabilities.statistics:
@@ -773,7 +722,7 @@ class ModelBrowser:
         except NbinferError as exc:
             self.stats_view.value = (
                 '<div class="nbb-note">Statistics are not available from this server '
-                f"(<code>{_esc(type(exc).__name__)}</code>: {_esc(exc)}).</div>"
+                f"(<code>{escape(type(exc).__name__)}</code>: {escape(exc)}).</div>"
             )
             return
         self.stats_view.value = display.render_stats(frame)

@@ -1,5 +1,8 @@
 """``python -m nbinfer.server``: the embedded inference server process.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook.
+
 Prints one machine-readable line on stdout once HTTP and gRPC are both listening::
 
     NBINFER READY http=http://127.0.0.1:PORT grpc=127.0.0.1:PORT pid=PID

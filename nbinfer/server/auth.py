@@ -1,5 +1,8 @@
 """Optional bearer-token authentication of the embedded server, and the exposure guard.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook.
+
 With a token (``--auth-token``, ``NBINFER_AUTH_TOKEN`` or ``LocalServer(auth_token=...)``) every
 HTTP request needs ``Authorization: Bearer <token>`` (else 401 with a JSON error) and every gRPC
 call the metadata ``authorization: Bearer <token>`` (else UNAUTHENTICATED). Only liveness stays

@@ -1,5 +1,8 @@
 """Request scheduling for the embedded server: dynamic batching, model instances, queue policies.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook.
+
 A model gets a :class:`Scheduler` when its config (or its class attributes) asks for one, with
 Triton's semantics:
 

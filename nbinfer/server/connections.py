@@ -1,5 +1,8 @@
 """HTTP connection limits of the embedded server: a uvicorn httptools protocol with bounds.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook.
+
 httptools buffers a request line and header block for as long as it is sent, and uvicorn has no
 header or body read timeout. :func:`limited_protocol` returns a protocol class (one per server)
 that enforces :class:`HttpLimits` *before* bytes reach the parser:

@@ -1,5 +1,8 @@
 """The launcher's private control channel: how a notebook ships a model to its local server.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook.
+
 ``LocalServer(control=True)`` creates a socket pair, keeps one end and hands the other to the
 child (``--control-fd N``). Frames are a 4-byte big-endian length and a payload. Requests from
 the parent are ``b"M"`` + a cloudpickled :class:`~nbinfer.server.model.Model`; replies are JSON

@@ -1,5 +1,9 @@
 """LocalServer: run the embedded inference server as a child process.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook. The session imports this
+module, so it stays free of heavy imports (the server's own modules load in the child).
+
 The child is ``sys.executable -m nbinfer.server``: its own process (own GIL, own CUDA context),
 isolated from the notebook kernel. ``start()`` returns once the server has printed its ready line
 (both HTTP and gRPC listening); a background thread drains the child's output into a bounded
@@ -30,7 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
-from nbinfer.errors import ServerStartError
+from nbinfer.errors import InvalidInputError, ServerStartError
 
 __all__ = ["READY_PREFIX", "LocalServer", "parse_ready_line"]
 
@@ -106,7 +110,8 @@ class LocalServer:
         allow_code_upload: Let model repository load requests upload code or pickled files
             (``model.py``, TorchScript); off by default.
         limits: Connection limits and workers by option name, e.g.
-            ``{"header_timeout": 5, "max_connections": 200}`` (see ``docs/server.md``).
+            ``{"header_timeout": 5, "max_connections": 200}`` (see ``docs/server.md``); an
+            unknown name raises :class:`~nbinfer.errors.InvalidInputError` when starting.
 
     Example::
 
@@ -256,7 +261,7 @@ class LocalServer:
 
             for name, value in self.limits.items():
                 if name not in LIMIT_OPTIONS:
-                    raise ValueError(
+                    raise InvalidInputError(
                         f"unknown server limit {name!r}; known: {', '.join(LIMIT_OPTIONS)}"
                     )
                 cmd += ["--" + name.replace("_", "-"), str(value)]

@@ -1,5 +1,8 @@
 """Observability shared by the REST and gRPC frontends: Prometheus metrics, trace and log settings.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook.
+
 * :func:`metrics_text` renders the statistics the dataplane keeps in the Prometheus text format
   with Triton's metric names (``nv_inference_request_success``, ``nv_inference_count``, ...), so
   dashboards built for Triton read nbinfer unchanged.

@@ -1,5 +1,8 @@
 """The embedded server's path policy: every file or directory named by a request.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook.
+
 A request can name files in four ways: a model name (it becomes a directory for uploaded files),
 ``file:<path>`` keys of a repository load, paths inside a config override
 (``default_model_filename``, ``label_filename``) and shared-memory keys. All of them pass here:

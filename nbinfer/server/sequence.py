@@ -1,5 +1,8 @@
 """The sequence extension: per-sequence state for stateful models.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook.
+
 A model is stateful when it sets ``stateful = True`` or its config has ``sequence_batching``.
 Requests to it carry the parameters ``sequence_id`` (uint64 or string), ``sequence_start`` and
 ``sequence_end``; the model's hooks see them on the :class:`~nbinfer.server.model.InferContext`

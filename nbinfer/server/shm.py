@@ -1,5 +1,8 @@
 """Shared-memory extensions of the embedded server: system (POSIX) and CUDA regions.
 
+Layer: the server (imports ``nbinfer.errors``, ``config``, ``protocol`` and the server's own
+modules); never the client, transports, session, interop or notebook.
+
 A client registers a region it created (``name`` -> POSIX shm ``key``, ``offset``,
 ``byte_size``); inputs whose parameters name that region (``shared_memory_region``,
 ``shared_memory_byte_size``, ``shared_memory_offset``) are read from it (one copy), and

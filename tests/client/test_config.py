@@ -98,3 +98,13 @@ def test_retry_delays_grow_exponentially_and_are_capped() -> None:
     assert 0.075 <= policy.delay(1) <= 0.125
     assert 0.15 <= policy.delay(2) <= 0.25
     assert 0.225 <= policy.delay(5) <= 0.375
+
+
+@pytest.mark.parametrize(("name", "value"), [("NBINFER_TIMEOUT", "7s"), ("NBINFER_RETRIES", "x")])
+def test_a_malformed_environment_number_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(InvalidInputError, match=name) as info:
+        ClientConfig.from_env()
+    assert isinstance(info.value.__cause__, ValueError)

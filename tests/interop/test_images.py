@@ -144,6 +144,9 @@ def test_labels_file_overrides_the_models_labels(session: Session, tmp_path: Pat
     img = np.zeros((8, 8), dtype=np.uint8)
     frame = session.classify("digits", img, top_k=10, labels=labels)
     assert frame["label"].tolist() == [names[c] for c in frame["class"]]
+    with pytest.raises(InvalidInputError, match="labels file") as info:
+        session.classify("digits", img, labels=tmp_path / "missing.txt")
+    assert isinstance(info.value.__cause__, FileNotFoundError)
 
 
 def test_rgb_nchw_model_gets_batches_within_max_batch_size(session: Session) -> None:
@@ -291,6 +294,46 @@ def test_scalings_follow_tritons_image_client(scaling: str, value: float) -> Non
     batch = pixels([Image.new("RGB", (9, 9), (200, 200, 200))], plan, scaling=scaling)
     assert batch.shape == (1, 3, 4, 4) and batch.dtype == np.float32
     assert batch[0, 0, 0, 0] == pytest.approx(value, rel=1e-6)
+
+
+def test_rgba_inputs_keep_the_alpha_channel() -> None:
+    plan = plan_images(_meta([-1, 4, 6, 5]), {"max_batch_size": 2}, layout="NCHW")
+    assert (plan.channels, plan.item_shape) == (4, (4, 6, 5))
+    batch = pixels([Image.new("RGBA", (5, 6), (10, 20, 30, 40))], plan)
+    assert batch.shape == (1, 4, 6, 5)
+    assert batch[0, :, 0, 0].tolist() == [10.0, 20.0, 30.0, 40.0]
+    with pytest.raises(InvalidInputError, match="vgg"):
+        pixels([Image.new("RGBA", (6, 6))], plan, scaling="vgg")
+
+
+def test_a_plan_without_a_size_keeps_each_images_own_size() -> None:
+    own = images_module.ImagePlan(
+        input="x",
+        datatype="UINT8",
+        output="y",
+        layout="NHWC",
+        channels=3,
+        height=0,
+        width=0,
+        batched=True,
+        max_batch=0,
+        encoded=False,
+        item_shape=(-1, -1, 3),
+    )
+    png = io.BytesIO()
+    Image.new("RGB", (7, 5), (1, 2, 3)).save(png, format="PNG")
+    batch = pixels([png.getvalue(), Image.new("L", (7, 5), 9)], own)
+    assert batch.shape == (2, 5, 7, 3) and batch.dtype == np.uint8
+    assert batch[0, 0, 0].tolist() == [1, 2, 3] and batch[1, 0, 0].tolist() == [9, 9, 9]
+    with pytest.raises(InvalidInputError, match=r"differ \(4x4, 7x5\)"):
+        pixels([Image.new("RGB", (7, 5)), Image.new("RGB", (4, 4))], own)
+
+
+def test_unknown_options_and_scalings_are_invalid_input(session: Session) -> None:
+    with pytest.raises(InvalidInputError, match=r"unknown classify option.*'topk'"):
+        session.classify("digits", np.zeros((8, 8)), topk=3)
+    with pytest.raises(InvalidInputError, match="unknown scaling 'unit8'"):
+        session.classify("digits", np.zeros((8, 8)), scaling="unit8")
 
 
 def test_user_preprocess_replaces_the_pipeline() -> None:

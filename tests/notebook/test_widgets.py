@@ -214,6 +214,12 @@ def test_image_inputs_get_an_upload_decoded_and_resized(session: Session) -> Non
         inputs=[("image", "FP32", [-1, 3, 24, 40])],
         outputs=[("info", "FP32", [-1, 4])],
     )
+    session.serve(
+        mean_rgb,
+        name="image_rgba",
+        inputs=[("image", "UINT8", [-1, -1, -1, 4])],
+        outputs=[("mean", "FP32", [-1, 3])],
+    )
     browser = session.browse()
     browser.wait()
     try:
@@ -240,6 +246,13 @@ def test_image_inputs_get_an_upload_decoded_and_resized(session: Session) -> Non
         browser.run()
         browser.wait()
         assert "cannot decode" in browser.result.value
+
+        _pick(browser, "image_rgba")  # variable H x W: the upload keeps its own size
+        (editor,) = browser._editors
+        assert "its own size" in editor.preview.value
+        _upload(editor, _png(7, 5, (1, 2, 3)))
+        array = editor.value()
+        assert array.shape == (1, 5, 7, 4) and array[0, 0, 0].tolist() == [1, 2, 3, 255]
     finally:
         browser.close()
 

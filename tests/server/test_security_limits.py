@@ -20,6 +20,7 @@ import pytest
 import tritonclient.grpc as tg
 from tritonclient.utils import InferenceServerException
 
+from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.grpc import SERVICE_NAME, pb
 from nbinfer.server.launcher import LocalServer
 
@@ -319,7 +320,7 @@ def test_garbage_protobuf_on_model_infer_is_invalid_argument(server: LocalServer
 
 
 def test_unknown_limit_name_is_refused() -> None:
-    with pytest.raises(ValueError, match="header_timeout"):
+    with pytest.raises(InvalidInputError, match="header_timeout"):
         LocalServer(limits={"header_timout": 1}).command()
 
 

@@ -1,5 +1,8 @@
 """``tritonclient.grpc``, over nbinfer: change ``import tritonclient.grpc`` to this module.
 
+Layer: compat (imports ``nbinfer.errors``, ``config``, ``protocol``, ``client``, ``interop`` and
+compat itself); never the server, the session or the notebook layer.
+
 Example::
 
     import nbinfer.compat.tritonclient.grpc as grpcclient

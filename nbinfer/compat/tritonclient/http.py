@@ -1,5 +1,8 @@
 """``tritonclient.http``, over nbinfer: change ``import tritonclient.http`` to this module.
 
+Layer: compat (imports ``nbinfer.errors``, ``config``, ``protocol``, ``client``, ``interop`` and
+compat itself); never the server, the session or the notebook layer.
+
 Example::
 
     import nbinfer.compat.tritonclient.http as httpclient

@@ -1,5 +1,8 @@
 """Triton Python-backend entry of a model exported by ``nbinfer export`` (generated).
 
+Layer: stdlib, numpy and Triton's ``triton_python_backend_utils`` only; it reaches nbinfer's code
+through the vendored ``nbinfer_runtime.py``.
+
 Serves the model described by ``nbinfer_export.json`` beside this file, through the vendored
 runtime ``nbinfer_runtime.py``; see that file. Re-export from the source to change it.
 """

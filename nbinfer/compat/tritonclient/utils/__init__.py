@@ -1,4 +1,8 @@
-"""``tritonclient.utils`` over nbinfer: the exception, datatype helpers and BYTES codec."""
+"""``tritonclient.utils`` over nbinfer: the exception, datatype helpers and BYTES codec.
+
+Layer: compat (imports ``nbinfer.errors``, ``config``, ``protocol``, ``client``, ``interop`` and
+compat itself); never the server, the session or the notebook layer.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """``tritonclient.utils.shared_memory`` over the standard library's POSIX shared memory.
 
+Layer: compat (imports ``nbinfer.errors``, ``config``, ``protocol``, ``client``, ``interop`` and
+compat itself); never the server, the session or the notebook layer.
+
 Example::
 
     import nbinfer.compat.tritonclient.utils.shared_memory as shm
