@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nbinfer import errors
+import nbinfer.errors as errors
 
 if TYPE_CHECKING:
     from nbinfer.client import InferResult

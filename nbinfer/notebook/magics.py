@@ -18,8 +18,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from nbinfer import Session
 from nbinfer.protocol import numpy_dtype
+from nbinfer.session import Session
 
 __all__ = ["NbinferMagics"]
 
