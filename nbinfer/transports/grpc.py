@@ -12,8 +12,8 @@ import asyncio
 import logging
 import math
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, cast
 
 from nbinfer.config import ClientConfig
 from nbinfer.errors import (
@@ -147,7 +147,7 @@ def _serialize(message: Any) -> bytes:
 
 
 def _codecs(rpc: str) -> tuple[str, Any, Any, bool]:
-    spec = pgrpc.RPCS[rpc]
+    spec = pgrpc.rpc_of(rpc)
     streaming = spec.kind == "stream_stream"
     return spec.path, _serialize, spec.response.FromString, streaming
 
@@ -311,18 +311,6 @@ def _metadata(opts: CallOptions) -> tuple[tuple[str, str], ...]:
     return tuple((k.lower(), str(v)) for k, v in opts.headers.items())
 
 
-def _trace_value(values: Iterable[str], key: str) -> Any:
-    out = list(values)
-    if len(out) == 1 and key != "trace_level":
-        return out[0]
-    return out
-
-
-def _oneof(msg: Any) -> Any:
-    which = msg.WhichOneof("parameter_choice")
-    return None if which is None else getattr(msg, which)
-
-
 class GrpcBinding:
     """The v2 gRPC RPCs and messages, as ops (generators of :class:`GrpcCall`)."""
 
@@ -382,34 +370,34 @@ class GrpcBinding:
 
     def server_live(self, opts: CallOptions) -> Op[bool]:
         """``ServerLive``."""
-        reply = yield self._call("ServerLive", pgrpc.pb.ServerLiveRequest(), opts)
+        reply = yield self._call("ServerLive", pgrpc.request_message("ServerLive"), opts)
         return bool(reply.live)
 
     def server_ready(self, opts: CallOptions) -> Op[bool]:
         """``ServerReady``."""
-        reply = yield self._call("ServerReady", pgrpc.pb.ServerReadyRequest(), opts)
+        reply = yield self._call("ServerReady", pgrpc.request_message("ServerReady"), opts)
         return bool(reply.ready)
 
     def model_ready(self, name: str, version: str, opts: CallOptions) -> Op[bool]:
         """``ModelReady``."""
-        msg = pgrpc.pb.ModelReadyRequest(name=name, version=version)
+        msg = pgrpc.request_message("ModelReady", name=name, version=version)
         reply = yield self._call("ModelReady", msg, opts)
         return bool(reply.ready)
 
     def server_metadata(self, opts: CallOptions) -> Op[ServerMetadataT]:
         """``ServerMetadata``."""
-        reply = yield self._call("ServerMetadata", pgrpc.pb.ServerMetadataRequest(), opts)
+        reply = yield self._call("ServerMetadata", pgrpc.request_message("ServerMetadata"), opts)
         return pgrpc.server_metadata_from_proto(reply)
 
     def model_metadata(self, name: str, version: str, opts: CallOptions) -> Op[ModelMetadata]:
         """``ModelMetadata``."""
-        msg = pgrpc.pb.ModelMetadataRequest(name=name, version=version)
+        msg = pgrpc.request_message("ModelMetadata", name=name, version=version)
         reply = yield self._call("ModelMetadata", msg, opts)
         return pgrpc.model_metadata_from_proto(reply)
 
     def model_config(self, name: str, version: str, opts: CallOptions) -> Op[dict[str, Any]]:
         """``ModelConfig`` (returned as Triton-shaped JSON)."""
-        msg = pgrpc.pb.ModelConfigRequest(name=name, version=version)
+        msg = pgrpc.request_message("ModelConfig", name=name, version=version)
         reply = yield self._call("ModelConfig", msg, opts)
         return dict(pgrpc.config_proto_to_json(reply.config))
 
@@ -446,7 +434,7 @@ class GrpcBinding:
 
     def repository_index(self, ready_only: bool, opts: CallOptions) -> Op[list[RepositoryModel]]:
         """``RepositoryIndex``."""
-        msg = pgrpc.pb.RepositoryIndexRequest(ready=ready_only)
+        msg = pgrpc.request_message("RepositoryIndex", ready=ready_only)
         reply = yield self._call("RepositoryIndex", msg, opts)
         return list(pgrpc.repository_index_from_proto(reply))
 
@@ -464,14 +452,14 @@ class GrpcBinding:
 
     def unload_model(self, name: str, unload_dependents: bool, opts: CallOptions) -> Op[None]:
         """``RepositoryModelUnload``."""
-        msg = pgrpc.pb.RepositoryModelUnloadRequest(model_name=name)
-        msg.parameters["unload_dependents"].bool_param = unload_dependents
+        msg = pgrpc.request_message("RepositoryModelUnload", model_name=name)
+        pgrpc.params_to_proto({"unload_dependents": unload_dependents}, cast(Any, msg).parameters)
         yield self._call("RepositoryModelUnload", msg, opts, idempotent=False)
         return None
 
     def statistics(self, name: str, version: str, opts: CallOptions) -> Op[dict[str, Any]]:
         """``ModelStatistics`` (returned as Triton-shaped JSON)."""
-        msg = pgrpc.pb.ModelStatisticsRequest(name=name, version=version)
+        msg = pgrpc.request_message("ModelStatistics", name=name, version=version)
         reply = yield self._call("ModelStatistics", msg, opts)
         return dict(pgrpc.statistics_proto_to_json(reply))
 
@@ -479,71 +467,40 @@ class GrpcBinding:
         self, name: str, settings: Mapping[str, Any] | None, opts: CallOptions
     ) -> Op[dict[str, Any]]:
         """``TraceSetting`` (get when ``settings`` is None)."""
-        msg = pgrpc.pb.TraceSettingRequest(model_name=name)
-        for key, value in (settings or {}).items():
-            entry = msg.settings[key]
-            if value is None:
-                continue  # an empty value resets the setting
-            values = value if isinstance(value, (list, tuple)) else [value]
-            entry.value.extend(str(v) for v in values)
+        msg: Any = pgrpc.request_message("TraceSetting", model_name=name)
+        pgrpc.trace_settings_to_proto(settings or {}, msg.settings)
         reply = yield self._call("TraceSetting", msg, opts, idempotent=settings is None)
-        return {k: _trace_value(v.value, k) for k, v in reply.settings.items()}
+        return pgrpc.trace_settings_from_proto(reply.settings)
 
     def log_settings(
         self, settings: Mapping[str, Any] | None, opts: CallOptions
     ) -> Op[dict[str, Any]]:
         """``LogSettings`` (get when ``settings`` is None)."""
-        msg = pgrpc.pb.LogSettingsRequest()
-        for key, value in (settings or {}).items():
-            entry = msg.settings[key]
-            if isinstance(value, bool):
-                entry.bool_param = value
-            elif isinstance(value, int):
-                entry.uint32_param = value
-            else:
-                entry.string_param = str(value)
+        msg: Any = pgrpc.request_message("LogSettings")
+        pgrpc.log_settings_to_proto(settings or {}, msg.settings)
         reply = yield self._call("LogSettings", msg, opts, idempotent=settings is None)
-        return {k: _oneof(v) for k, v in reply.settings.items()}
+        return pgrpc.log_settings_from_proto(reply.settings)
 
     def shm_status(self, kind: str, name: str, opts: CallOptions) -> Op[list[dict[str, Any]]]:
         """``{System,Cuda}SharedMemoryStatus`` as a list of region dicts."""
         rpc = "SystemSharedMemoryStatus" if kind == "system" else "CudaSharedMemoryStatus"
-        msg = getattr(pgrpc.pb, rpc + "Request")(name=name)
+        msg = pgrpc.request_message(rpc, name=name)
         reply = yield self._call(rpc, msg, opts)
-        rows: list[dict[str, Any]] = []
-        for region in reply.regions.values():
-            if kind == "system":
-                rows.append(
-                    {
-                        "name": region.name,
-                        "key": region.key,
-                        "offset": int(region.offset),
-                        "byte_size": int(region.byte_size),
-                    }
-                )
-            else:
-                rows.append(
-                    {
-                        "name": region.name,
-                        "device_id": int(region.device_id),
-                        "byte_size": int(region.byte_size),
-                    }
-                )
-        return rows
+        return pgrpc.shm_status_from_proto(kind, reply)
 
     def shm_register(
         self, kind: str, name: str, body: Mapping[str, Any], opts: CallOptions
     ) -> Op[None]:
         """``{System,Cuda}SharedMemoryRegister``."""
         rpc = "SystemSharedMemoryRegister" if kind == "system" else "CudaSharedMemoryRegister"
-        msg = getattr(pgrpc.pb, rpc + "Request")(name=name, **dict(body))
+        msg = pgrpc.request_message(rpc, name=name, **dict(body))
         yield self._call(rpc, msg, opts, idempotent=False)
         return None
 
     def shm_unregister(self, kind: str, name: str, opts: CallOptions) -> Op[None]:
         """``{System,Cuda}SharedMemoryUnregister`` (empty name: all regions)."""
         rpc = "SystemSharedMemoryUnregister" if kind == "system" else "CudaSharedMemoryUnregister"
-        msg = getattr(pgrpc.pb, rpc + "Request")(name=name)
+        msg = pgrpc.request_message(rpc, name=name)
         yield self._call(rpc, msg, opts, idempotent=False)
         return None
 
