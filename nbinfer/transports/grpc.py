@@ -8,10 +8,8 @@ request id.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, cast
 
@@ -30,6 +28,7 @@ from nbinfer.protocol.dtypes import datatype_of
 from nbinfer.protocol.types import InferRequest, InferResponse, ModelMetadata, RepositoryModel
 from nbinfer.protocol.types import ServerMetadata as ServerMetadataT
 from nbinfer.transports import CallOptions, GrpcCall, Op
+from nbinfer.transports.loops import PerLoop
 
 __all__ = [
     "AsyncGrpcEngine",
@@ -146,10 +145,16 @@ def _serialize(message: Any) -> bytes:
     return data
 
 
-def _codecs(rpc: str) -> tuple[str, Any, Any, bool]:
+def _method(channel: Any, rpc: str) -> Any:
+    """The multicallable of ``rpc`` on a grpcio or grpc.aio channel."""
     spec = pgrpc.rpc_of(rpc)
-    streaming = spec.kind == "stream_stream"
-    return spec.path, _serialize, spec.response.FromString, streaming
+    factory = channel.stream_stream if spec.kind == "stream_stream" else channel.unary_unary
+    return factory(
+        spec.path,
+        request_serializer=_serialize,
+        response_deserializer=spec.response.FromString,
+        _registered_method=True,
+    )
 
 
 class GrpcEngine:
@@ -176,11 +181,7 @@ class GrpcEngine:
     def _stub(self, rpc: str) -> Any:
         stub = self._stubs.get(rpc)
         if stub is None:
-            path, ser, de, streaming = _codecs(rpc)
-            factory = self._channel.stream_stream if streaming else self._channel.unary_unary
-            stub = self._stubs[rpc] = factory(
-                path, request_serializer=ser, response_deserializer=de, _registered_method=True
-            )
+            stub = self._stubs[rpc] = _method(self._channel, rpc)
         return stub
 
     def _timeout(self, timeout: float | None) -> float | None:
@@ -228,50 +229,62 @@ class GrpcEngine:
             self._channel.close()
 
 
+class _AioChannel:
+    """A grpc.aio channel of one event loop and the method callables made on it."""
+
+    __slots__ = ("channel", "metadata", "stubs")
+
+    def __init__(self, channel: Any, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.channel = channel
+        self.metadata = metadata
+        self.stubs: dict[str, Any] = {}
+
+
+async def _close_channel(aio: _AioChannel) -> None:
+    await aio.channel.close()
+
+
 class AsyncGrpcEngine:
-    """Asyncio gRPC engine over a grpc.aio channel created lazily in the running loop."""
+    """Asyncio gRPC engine over grpc.aio: one channel per event loop, made on first use.
+
+    Each loop's channel is closed in that loop when the loop shuts down or when the engine is
+    closed (see :class:`~nbinfer.transports.loops.PerLoop`).
+    """
 
     def __init__(self, url: str, config: ClientConfig) -> None:
         self.target, self._secure = grpc_target(url)
         self._config = config
-        self._channel: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stubs: dict[str, Any] = {}
-        self._metadata: tuple[tuple[str, str], ...] = ()
+        self._channels: PerLoop[_AioChannel] = PerLoop(_close_channel)
         self._closed = False
-        self._lock = threading.Lock()
 
-    def _stub(self, rpc: str) -> Any:
-        grpc = _grpc()
-        loop = asyncio.get_running_loop()
-        if self._channel is None or self._loop is not loop:
-            creds, self._metadata, compression = _channel_parts(self._config, self._secure)
+    def _channel(self) -> _AioChannel:
+        aio = self._channels.get()
+        if aio is None:
+            grpc = _grpc()
+            creds, metadata, compression = _channel_parts(self._config, self._secure)
             options = _options(self._config)
             if creds is not None:
-                self._channel = grpc.aio.secure_channel(self.target, creds, options, compression)
+                channel = grpc.aio.secure_channel(self.target, creds, options, compression)
             else:
-                self._channel = grpc.aio.insecure_channel(self.target, options, compression)
-            self._loop = loop
-            self._stubs = {}
-        stub = self._stubs.get(rpc)
+                channel = grpc.aio.insecure_channel(self.target, options, compression)
+            aio = self._channels.add(_AioChannel(channel, metadata))
+        return aio
+
+    def _stub(self, aio: _AioChannel, rpc: str) -> Any:
+        stub = aio.stubs.get(rpc)
         if stub is None:
-            path, ser, de, streaming = _codecs(rpc)
-            factory = self._channel.stream_stream if streaming else self._channel.unary_unary
-            stub = self._stubs[rpc] = factory(
-                path, request_serializer=ser, response_deserializer=de, _registered_method=True
-            )
+            stub = aio.stubs[rpc] = _method(aio.channel, rpc)
         return stub
 
     async def call(self, call: GrpcCall) -> Any:
         """Perform one unary call; same contract as :meth:`GrpcEngine.call`."""
         if self._closed:
             raise TransportError("the client is closed")
-        stub = self._stub(call.rpc)
+        aio = self._channel()
+        stub = self._stub(aio, call.rpc)
         timeout = call.timeout if call.timeout is not None else self._config.timeouts.total
         try:
-            return await stub(
-                call.message, timeout=timeout, metadata=self._metadata + call.metadata
-            )
+            return await stub(call.message, timeout=timeout, metadata=aio.metadata + call.metadata)
         except _grpc().RpcError as exc:
             raise map_rpc_error(exc, self.target, call.request_id) from exc
 
@@ -285,22 +298,17 @@ class AsyncGrpcEngine:
         """Open a ``ModelStreamInfer`` stream (an async iterator of replies, cancellable)."""
         if self._closed:
             raise TransportError("the client is closed")
-        stub = self._stub("ModelStreamInfer")
-        return stub(
+        aio = self._channel()
+        return self._stub(aio, "ModelStreamInfer")(
             requests,
             timeout=timeout if timeout is not None else self._config.timeouts.stream,
-            metadata=self._metadata + metadata,
+            metadata=aio.metadata + metadata,
         )
 
     async def aclose(self) -> None:
-        """Close the channel (idempotent)."""
+        """Close the channels (idempotent): this loop's now, other running loops' in their loop."""
         self._closed = True
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            try:
-                await channel.close()
-            except RuntimeError:  # pragma: no cover - channel bound to a closed loop
-                logger.debug("grpc.aio channel closed outside its loop", exc_info=True)
+        await self._channels.aclose()
 
 
 # ---------------------------------------------------------------------------------------------

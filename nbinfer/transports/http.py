@@ -44,6 +44,7 @@ from nbinfer.protocol.types import (
 )
 from nbinfer.protocol.types import ServerMetadata as ServerMetadataT
 from nbinfer.transports import CallOptions, HttpCall, HttpReply, Op
+from nbinfer.transports.loops import PerLoop
 
 __all__ = ["AiohttpEngine", "CurlEngine", "HttpBinding", "base_url"]
 
@@ -328,7 +329,11 @@ def _ssl_context(config: ClientConfig) -> ssl.SSLContext | bool:
 
 
 class AiohttpEngine:
-    """Asyncio HTTP engine over an aiohttp ``ClientSession`` created lazily in the running loop.
+    """Asyncio HTTP engine over aiohttp: one ``ClientSession`` per event loop, made on first use.
+
+    Each loop's session is closed in that loop when the loop shuts down (``asyncio.run``
+    returning) or when the engine is closed (see :class:`~nbinfer.transports.loops.PerLoop`), so
+    one client serves successive and concurrent loops without leaving connections open.
 
     Args:
         url: The server base URL.
@@ -338,8 +343,7 @@ class AiohttpEngine:
     def __init__(self, url: str, config: ClientConfig) -> None:
         self._base = base_url(url)
         self._config = config
-        self._session: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sessions: PerLoop[Any] = PerLoop(_close_session)
         self._headers = _default_headers(config)
         self._closed = False
 
@@ -348,27 +352,24 @@ class AiohttpEngine:
         """The base URL requests are sent under."""
         return self._base
 
-    def _get_session(self) -> Any:
+    def _new_session(self) -> Any:
         import aiohttp
 
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop or self._session.closed:
-            cfg = self._config
-            connector = aiohttp.TCPConnector(
-                limit=0,
-                ssl=_ssl_context(cfg),
-                keepalive_timeout=cfg.keepalive_seconds or 15.0,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                headers=self._headers,
-                timeout=aiohttp.ClientTimeout(
-                    total=cfg.timeouts.total, sock_connect=cfg.timeouts.connect
-                ),
-                auto_decompress=True,
-            )
-            self._loop = loop
-        return self._session
+        cfg = self._config
+        connector = aiohttp.TCPConnector(
+            limit=0,
+            ssl=_ssl_context(cfg),
+            keepalive_timeout=cfg.keepalive_seconds or 15.0,
+        )
+        session = aiohttp.ClientSession(
+            connector=connector,
+            headers=self._headers,
+            timeout=aiohttp.ClientTimeout(
+                total=cfg.timeouts.total, sock_connect=cfg.timeouts.connect
+            ),
+            auto_decompress=True,
+        )
+        return self._sessions.add(session)
 
     async def request(
         self,
@@ -384,9 +385,9 @@ class AiohttpEngine:
 
         if self._closed:
             raise TransportError("the client is closed")
-        session = self._session
-        if session is None or session.closed or self._loop is not asyncio.get_running_loop():
-            session = self._get_session()
+        session = self._sessions.get()
+        if session is None or session.closed:
+            session = self._new_session()
         url = self._base + path
         if self._config.compression is not None:
             all_headers = dict(headers)
@@ -411,14 +412,13 @@ class AiohttpEngine:
             raise TransportError(f"HTTP request to {url} failed: {exc}", url=url) from exc
 
     async def aclose(self) -> None:
-        """Close the session (idempotent)."""
+        """Close the sessions (idempotent): this loop's now, other running loops' in their loop."""
         self._closed = True
-        session, self._session = self._session, None
-        if session is not None and not session.closed:
-            try:
-                await session.close()
-            except RuntimeError:  # pragma: no cover - session bound to a closed loop
-                logger.debug("aiohttp session closed outside its loop", exc_info=True)
+        await self._sessions.aclose()
+
+
+async def _close_session(session: Any) -> None:
+    await session.close()
 
 
 #: Request templates kept per binding (one per model / input signature).
