@@ -101,10 +101,10 @@ def _parse(item: Any, row: int, col: int) -> ClassificationResult:
     try:
         score = float(parts[0])
         index = int(parts[1])
-    except (ValueError, IndexError):
+    except (ValueError, IndexError) as exc:
         raise InvalidInputError(
             f"classification entry [{row}][{col}] {text!r:.60} is not 'value:index[:label]'"
-        ) from None
+        ) from exc
     return ClassificationResult(
         score=score, index=index, label=parts[2] if len(parts) > 2 else None
     )

@@ -69,10 +69,10 @@ def numpy_dtype(datatype: str) -> np.dtype[Any]:
     """
     try:
         return _TO_NUMPY[datatype]
-    except KeyError:
+    except KeyError as exc:
         raise DataTypeError(
             f"unknown datatype {datatype!r}; known: {', '.join(DATATYPES)}", datatype=datatype
-        ) from None
+        ) from exc
 
 
 def datatype_of(dtype: np.dtype[Any] | type[Any] | str) -> str:

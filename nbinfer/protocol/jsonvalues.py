@@ -149,13 +149,13 @@ def json_to_tensor(
         flat = _flatten_strings(data, name)
         try:
             items = list(map(str.encode, flat))
-        except TypeError:
+        except TypeError as exc:
             bad = next(x for x in flat if not isinstance(x, str))
             raise InvalidInputError(
                 f"{_label(name)} (BYTES) JSON data must be strings, got {type(bad).__name__} "
                 f"{bad!r:.40}",
                 tensor=name,
-            ) from None
+            ) from exc
         except UnicodeEncodeError as exc:
             raise InvalidInputError(f"{_label(name)} (BYTES): {exc}", tensor=name) from exc
         check_shape(len(items), dims, name=name)

@@ -14,31 +14,11 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pytest
 
 from nbinfer import AsyncClient
-from nbinfer.server.launcher import LocalServer
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    srv = LocalServer(demo=True).start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture(params=["http", "grpc"])
-def url(request: pytest.FixtureRequest, server: LocalServer) -> str:
-    if request.param == "http":
-        return server.http_url
-    address = server.grpc_url
-    return address if "://" in address else "grpc://" + address
 
 
 def _sockets() -> int:
