@@ -3,7 +3,8 @@
 A client asks for it with ``RequestedOutput(class_count=k)`` (REST output parameter
 ``classification``); the server replaces the output ``[batch, C]`` (or ``[C]``) by a BYTES tensor
 ``[batch, k]`` (or ``[k]``). Values are written like Triton does (``%f`` for floats, plain integers
-for integer scores), so clients written for Triton parse ours.
+for integer scores), so clients written for Triton parse ours. Pure: numpy and the protocol's
+own types only (no I/O, no codec).
 
 Example:
     >>> enc = encode_classification(np.array([0.1, 0.7, 0.2]), 2, ["cat", "dog", "eel"])

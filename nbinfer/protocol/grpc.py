@@ -1,10 +1,14 @@
 """The v2 gRPC codec: protobuf messages <-> :mod:`nbinfer.protocol.types`.
 
-The only module that touches the generated stubs. Messages are those of ``protos/*.proto``
+The only module that imports the generated stubs: everything else (the client's transports, the
+server's servicer) gets messages, RPC paths and request builders (:func:`request_message`) from
+here. Tensors inside messages are coded by :mod:`nbinfer.protocol.grpc_tensors`, which works on
+the message objects handed to it. Imports protobuf, numpy and the protocol's own modules; never
+grpcio (that is :mod:`nbinfer.transports.grpc`), no I/O. Messages are those of ``protos/*.proto``
 (package ``inference``, wire-compatible with Triton's ``grpc_service.proto``), registered in a
 private descriptor pool, so nbinfer coexists with tritonclient and kserve in one process::
 
-    from nbinfer.protocol.grpc import pb, request_to_proto, response_from_proto
+    from nbinfer.protocol.grpc import request_to_proto, response_from_proto
 
     msg = request_to_proto(request)          # raw_input_contents, one entry per tensor
     reply = stub_call(msg)                   # any transport

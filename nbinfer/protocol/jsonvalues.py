@@ -1,9 +1,13 @@
 """JSON values of v2 tensors: the ``data`` arrays of REST messages, read strictly, written exactly.
 
-Owns how a tensor's elements look in JSON (flat or nested on input, flat on output; BYTES as
-UTF-8 strings, BOOL as ``true`` / ``false``, numbers that must fit their datatype) and the
-``NaN`` / ``Infinity`` / ``-Infinity`` tokens that tritonclient and Triton use for non-finite
-floats. :mod:`nbinfer.protocol.rest` builds whole messages on top of it.
+Owns how a tensor's elements look in JSON. ``data`` may be flat or nested on input and is
+always flat on output. BYTES travel as UTF-8 strings (non-UTF-8 bytes need binary data), BOOL as
+``true`` / ``false``, FP16 and BF16 as numbers. Values are never changed silently: BOOL data must
+be ``true`` / ``false``, numeric data numbers that fit the datatype (else an error naming the
+tensor and the element). NaN and infinities travel as the ``NaN``, ``Infinity`` and
+``-Infinity`` tokens, as tritonclient writes and reads them and Triton and KServe's server
+accept them; ``null`` is refused in requests and read as NaN in responses (KServe writes it for
+any non-finite float). :mod:`nbinfer.protocol.rest` builds whole messages on top of it.
 
 Imports numpy, orjson and the protocol's tensor / dtype modules only: no I/O.
 """

@@ -8,17 +8,13 @@ A message is either pure JSON (``header_length`` None) or a JSON header of ``hea
 announced by ``parameters.binary_data_size`` in the header, in tensor order. A header length of 0
 means the whole request body is the raw data of a one-input model.
 
-Binary tensors decode as zero-copy, read-only views over the body; encoding copies each tensor at
-most once (into the joined body; :func:`encode_request_parts` / :func:`encode_response_parts`
-return the pieces for scatter-gather writes, with no copy at all for contiguous arrays).
+Binary tensors decode as zero-copy, read-only views over the body (the client's
+:class:`ResponseReader` makes them only when asked for); encoding copies each tensor at most once
+(:func:`encode_request_parts` / :func:`encode_response_parts` return the pieces for
+scatter-gather writes, with no copy at all for contiguous arrays). JSON ``data`` (strict types,
+NaN / Infinity tokens) is read and written by :mod:`nbinfer.protocol.jsonvalues`.
 
-JSON ``data`` may be flat or nested on input and is always flat on output. BYTES travel as UTF-8
-strings in JSON (non-UTF-8 bytes need binary data), BOOL as ``true``/``false``, FP16 and BF16 as
-numbers. Values are never changed silently: BOOL data must be ``true``/``false``, numeric data
-numbers that fit the datatype (else an error naming the tensor and the element). NaN and
-infinities travel as the ``NaN``, ``Infinity`` and ``-Infinity`` tokens, as tritonclient writes
-and reads them and Triton and KServe's server accept them; ``null`` is refused in requests and read
-as NaN in responses (KServe writes it for any non-finite float).
+Pure: numpy, orjson and the protocol's own modules; no HTTP engine, no I/O, no protobuf.
 
 Example:
     >>> req = InferRequest(inputs=[InferInput("x", "FP32", [2], np.ones(2, np.float32))])

@@ -4,6 +4,10 @@ Method callables are built from nbinfer's own (private descriptor pool) message 
 nbinfer, tritonclient and kserve can live in one process. Engines map ``grpc.RpcError`` onto
 :mod:`nbinfer.errors` with ``raise ... from exc``, keeping the server's message, the status and the
 request id.
+
+Messages, RPC paths and the lazy response reader are :mod:`nbinfer.protocol.grpc`'s (this module
+never touches the generated stubs); the binding only maps API calls onto RPCs. Imports the
+protocol layer, errors and config; never the client, session or server (grpcio only lazily).
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ The engines were chosen by measurement (``benchmarks/client.py``): libcurl throu
 fastest sync engine here (one handle per thread, keep-alive reuse, the GIL released during
 transfers) and aiohttp the fastest asyncio one. Both expose the same small seam,
 ``request(method, path, body, headers) -> HttpReply``, and raise only :mod:`nbinfer.errors`.
+
+Wire encoding and decoding (bodies, the lazy response reader) are :mod:`nbinfer.protocol.rest`'s;
+the binding here only maps API calls onto routes. Imports the protocol layer, errors and config;
+never the client, session or server (pycurl and aiohttp only inside the engines).
 """
 
 from __future__ import annotations
