@@ -418,7 +418,7 @@ def _plain_layout(msg: pb.ModelInferResponse) -> list[PlainOutput] | None:
     raw = msg.raw_output_contents
     if len(raw) != len(outs):
         return None
-    plain = []
+    plain: list[PlainOutput] = []
     for out, data in zip(outs, raw, strict=True):
         dtype = PLAIN_DTYPES.get(out.datatype)
         shape = tuple(out.shape)
@@ -427,7 +427,7 @@ def _plain_layout(msg: pb.ModelInferResponse) -> list[PlainOutput] | None:
         count = math.prod(shape)
         if len(data) != count * dtype.itemsize:
             return None
-        plain.append(PlainOutput(out.name, out.datatype, dtype, shape, data, 0, count))
+        plain.append((out.name, out.datatype, dtype, shape, data, 0, count))
     return plain
 
 

@@ -13,7 +13,7 @@ Imports numpy and :mod:`nbinfer.protocol.types` only: no codec, no protobuf, no 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -33,19 +33,11 @@ PLAIN_DTYPES: dict[str, np.dtype[Any]] = {
 }
 
 
-class PlainOutput(NamedTuple):
-    """Where a plain output's data lies: ``size`` items of ``dtype`` at ``offset`` of ``buffer``.
-
-    The codec that builds one has checked that the bytes there are exactly the tensor's size.
-    """
-
-    name: str
-    datatype: str
-    dtype: np.dtype[Any]
-    shape: tuple[int, ...]
-    buffer: bytes
-    offset: int
-    size: int
+#: Where a plain output's data lies: ``(name, datatype, dtype, shape, buffer, offset, size)``,
+#: ``size`` items of ``dtype`` at ``offset`` of the immutable ``buffer``, the codec that built it
+#: having checked that they are exactly the tensor's bytes. (A plain tuple: it is built per
+#: output of every reply, where a NamedTuple's constructor would cost more than the rest.)
+PlainOutput = tuple[str, str, np.dtype[Any], tuple[int, ...], bytes, int, int]
 
 
 class ResponseReader:
@@ -72,7 +64,7 @@ class ResponseReader:
             self._arrays: list[np.ndarray[Any, Any] | None] = []
         else:
             self._plain = plain or []
-            self.names = [spec.name for spec in self._plain]
+            self.names = [spec[0] for spec in self._plain]
             self._arrays = [None] * len(self._plain)
 
     def _head(self, key: str) -> str:
@@ -120,20 +112,18 @@ class ResponseReader:
             return data
         arr = self._arrays[index]
         if arr is None:
-            spec = self._plain[index]
-            flat = np.frombuffer(spec.buffer, spec.dtype, spec.size, spec.offset)
-            arr = flat.reshape(spec.shape)
-            arr.flags.writeable = False
-            self._arrays[index] = arr
+            _, _, dtype, shape, buffer, offset, size = self._plain[index]
+            # a view of immutable bytes: read-only, as every decoded tensor is
+            arr = self._arrays[index] = np.frombuffer(buffer, dtype, size, offset).reshape(shape)
         return arr
 
     def output(self, index: int) -> InferOutput:
         """Output ``index`` with its datatype, shape and parameters."""
         if self._full is not None:
             return self._full.outputs[index]
-        spec = self._plain[index]
+        name, datatype, _, shape, *_ = self._plain[index]
         params = self._output_parameters(index)
-        return InferOutput(spec.name, spec.datatype, list(spec.shape), self.array(index), params)
+        return InferOutput(name, datatype, list(shape), self.array(index), params)
 
     def response(self) -> InferResponse:
         """The whole reply as an :class:`InferResponse`."""

@@ -620,7 +620,9 @@ class ResponseReader(_LazyReader):
     def __init__(self, body: bytes, header_length: int | None) -> None:
         header, binary = _response_header(body, header_length)
         self._header = header
-        plain = None if header_length is None else _plain_layout(header, body, header_length)
+        plain = None
+        if header_length is not None and type(body) is bytes:  # immutable: read-only views
+            plain = _plain_layout(header, body, header_length)
         if plain is None:
             super().__init__(_response_from_header(header, binary))
         else:
@@ -644,7 +646,7 @@ def _plain_layout(header: dict[str, Any], body: bytes, start: int) -> list[Plain
     outputs = header.get("outputs")
     if type(outputs) is not list:
         return None
-    plain = []
+    plain: list[PlainOutput] = []
     offset = start
     for obj in outputs:
         if type(obj) is not dict or "data" in obj:
@@ -664,7 +666,7 @@ def _plain_layout(header: dict[str, Any], body: bytes, start: int) -> list[Plain
         size = params.get(_BINARY_SIZE)
         if type(size) is not int or size != count * dtype.itemsize:
             return None
-        plain.append(PlainOutput(name, str(datatype), dtype, tuple(shape), body, offset, count))
+        plain.append((name, str(datatype), dtype, tuple(shape), body, offset, count))
         offset += size
     return plain if offset == len(body) else None
 
