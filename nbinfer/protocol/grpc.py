@@ -609,8 +609,16 @@ SHM_STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
 
 
 def shm_status_from_proto(kind: str, msg: Message) -> list[dict[str, Any]]:
-    """A ``{System,Cuda}SharedMemoryStatusResponse`` as region dicts (the REST shape)."""
-    fields = SHM_STATUS_FIELDS[kind]
+    """A ``{System,Cuda}SharedMemoryStatusResponse`` as region dicts (the REST shape).
+
+    Raises:
+        InvalidInputError: ``kind`` is neither ``system`` nor ``cuda``.
+    """
+    try:
+        fields = SHM_STATUS_FIELDS[kind]
+    except KeyError as exc:
+        known = ", ".join(SHM_STATUS_FIELDS)
+        raise InvalidInputError(f"unknown shared-memory kind {kind!r}; known: {known}") from exc
     regions = cast(Any, msg).regions
     return [{f: getattr(region, f) for f in fields} for region in regions.values()]
 

@@ -342,17 +342,8 @@ class GrpcBinding:
     ) -> GrpcCall | None:
         """The ``ModelInfer`` call for plain arrays, serialized from a cached template.
 
-        Args:
-            key: ``(model_name, model_version, output_names, *(name, dtype, shape))``; the
-                arrays are native-endian numeric and C-contiguous, in the key's order.
-            arrays: The input data.
-            request_id: The request id ("" for none).
-            timeout: Seconds allowed (None: the client's default).
-            retry: Whether the call may be retried.
-            binary: HTTP only; ignored.
-
-        Returns:
-            The call, or None when the inputs need the general path.
+        The same contract as :meth:`nbinfer.transports.http.HttpBinding.fast_infer_call`
+        (``binary`` is HTTP's and ignored here); None when the inputs need the general path.
         """
         template = self._templates.get(key)
         if template is None:

@@ -20,11 +20,14 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["PerLoop"]
+__all__ = ["CLOSE_TIMEOUT", "PerLoop"]
 
 logger = logging.getLogger("nbinfer")
 
 T = TypeVar("T")
+
+#: Seconds :meth:`PerLoop.aclose` waits for another running loop to close its resource.
+CLOSE_TIMEOUT = 10.0
 
 #: Closing tasks in flight (the loop keeps only weak references to tasks).
 _PENDING: set[asyncio.Task[None]] = set()
@@ -105,7 +108,8 @@ class PerLoop(Generic[T]):
         """Close every loop's resource: this loop's here, a running loop's in that loop.
 
         A loop that is not running keeps its resource until it shuts down (its guard closes it
-        then).
+        then); a running loop that does not get to it within :data:`CLOSE_TIMEOUT` seconds
+        closes it later (a busy or stuck loop must not hang this one).
         """
         current = asyncio.get_running_loop()
         self._forget_closed_loops()
@@ -114,4 +118,7 @@ class PerLoop(Generic[T]):
                 await guard.aclose()
             elif loop.is_running():
                 done = asyncio.run_coroutine_threadsafe(guard.aclose(), loop)
-                await asyncio.wrap_future(done)
+                try:  # shielded: on a timeout the close still runs when that loop gets to it
+                    await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(done)), CLOSE_TIMEOUT)
+                except TimeoutError:
+                    logger.debug("a busy event loop did not close its resource in time")
