@@ -69,9 +69,11 @@ __all__ = [
     "log_settings_to_proto",
     "method_path",
     "shm_status_from_proto",
+    "shm_status_to_proto",
     "trace_settings_from_proto",
     "trace_settings_to_proto",
     "request_message",
+    "response_message",
     "rpc_of",
     "model_metadata_from_proto",
     "model_metadata_to_proto",
@@ -200,10 +202,26 @@ def request_message(rpc: str, **fields: Any) -> Message:
         UnsupportedError: ``rpc`` is not an RPC of the service.
         InvalidInputError: a field the message does not have, or a value of the wrong type.
     """
+    return _message(rpc, "request", fields)
+
+
+def response_message(rpc: str, **fields: Any) -> Message:
+    """A new response message of ``rpc`` with ``fields`` set (what a server answers).
+
+    Raises:
+        UnsupportedError: ``rpc`` is not an RPC of the service.
+        InvalidInputError: a field the message does not have, or a value of the wrong type.
+    """
+    return _message(rpc, "response", fields)
+
+
+def _message(rpc: str, kind: Literal["request", "response"], fields: dict[str, Any]) -> Message:
+    cls = getattr(rpc_of(rpc), kind)
     try:
-        return rpc_of(rpc).request(**fields)
+        msg: Message = cls(**fields)
     except (ValueError, TypeError) as exc:
-        raise InvalidInputError(f"{rpc} request: {exc}") from exc
+        raise InvalidInputError(f"{rpc} {kind}: {exc}") from exc
+    return msg
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,17 +626,37 @@ SHM_STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 
+def _shm_fields(kind: str) -> tuple[str, ...]:
+    try:
+        return SHM_STATUS_FIELDS[kind]
+    except KeyError as exc:
+        known = ", ".join(SHM_STATUS_FIELDS)
+        raise InvalidInputError(f"unknown shared-memory kind {kind!r}; known: {known}") from exc
+
+
+def shm_status_to_proto(kind: str, rows: Iterable[Mapping[str, Any]]) -> Message:
+    """Region dicts (the REST shape) as a ``{System,Cuda}SharedMemoryStatusResponse``.
+
+    Raises:
+        InvalidInputError: ``kind`` is neither ``system`` nor ``cuda``.
+    """
+    fields = _shm_fields(kind)
+    msg = response_message(f"{kind.capitalize()}SharedMemoryStatus")
+    regions = cast(Any, msg).regions
+    for row in rows:
+        region = regions[row["name"]]
+        for field in fields:
+            setattr(region, field, row[field])
+    return msg
+
+
 def shm_status_from_proto(kind: str, msg: Message) -> list[dict[str, Any]]:
     """A ``{System,Cuda}SharedMemoryStatusResponse`` as region dicts (the REST shape).
 
     Raises:
         InvalidInputError: ``kind`` is neither ``system`` nor ``cuda``.
     """
-    try:
-        fields = SHM_STATUS_FIELDS[kind]
-    except KeyError as exc:
-        known = ", ".join(SHM_STATUS_FIELDS)
-        raise InvalidInputError(f"unknown shared-memory kind {kind!r}; known: {known}") from exc
+    fields = _shm_fields(kind)
     regions = cast(Any, msg).regions
     return [{f: getattr(region, f) for f in fields} for region in regions.values()]
 
