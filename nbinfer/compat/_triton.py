@@ -20,7 +20,7 @@ import numpy as np
 from nbinfer.client import Client
 from nbinfer.client import InferResult as _Result
 from nbinfer.errors import GRPC_CODE, NbinferError, ServerError, grpc_code_of
-from nbinfer.protocol import rest as _rest
+from nbinfer.protocol import jsonvalues as _json
 from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
 from nbinfer.protocol.types import InferInput as _Input
 from nbinfer.protocol.types import InferOutput, Parameters, RequestedOutput
@@ -226,7 +226,7 @@ def output_json(out: InferOutput) -> dict[str, Any]:
     if out.parameters:
         doc["parameters"] = dict(out.parameters)
     if out.data is not None:
-        doc["data"] = _rest.tensor_to_json(out.data, out.datatype, name=out.name)
+        doc["data"] = _json.tensor_to_json(out.data, out.datatype, name=out.name)
     return doc
 
 

@@ -33,6 +33,7 @@ from nbinfer.client import AsyncClient
 from nbinfer.config import ClientConfig
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol import grpc as _grpc
+from nbinfer.protocol import jsonvalues as _json
 from nbinfer.protocol import rest as _rest
 from nbinfer.protocol import types as _t
 from nbinfer.protocol.tensors import as_array
@@ -104,7 +105,7 @@ class _Tensor:
         if params:
             doc["parameters"] = params
         if self.data is not None:
-            data = _rest.tensor_to_json(self.as_numpy(), self.datatype, name=self.name)
+            data = _json.tensor_to_json(self.as_numpy(), self.datatype, name=self.name)
             doc["data"] = data.tolist() if isinstance(data, np.ndarray) else data
         return doc
 
@@ -265,7 +266,7 @@ class InferRequest:
     @classmethod
     def from_rest(cls, request: Mapping[str, Any], model_name: str = "") -> InferRequest:
         """Decode a v2 JSON request (a dict)."""
-        return cls.from_bytes(_rest.dumps(dict(request)), None, model_name)
+        return cls.from_bytes(_json.dumps(dict(request)), None, model_name)
 
     @classmethod
     def from_grpc(cls, request: Any) -> InferRequest:
@@ -283,7 +284,7 @@ class InferRequest:
             self.to_nbinfer(), binary=binary, binary_outputs=self.use_binary_outputs or None
         )
         if header_length is None:
-            return _rest.loads(body), None
+            return _json.loads(body), None
         return body, header_length
 
     def to_grpc(self) -> Any:
@@ -393,7 +394,7 @@ class InferResponse:
     @classmethod
     def from_rest(cls, response: Mapping[str, Any]) -> InferResponse:
         """Decode a v2 JSON response (a dict)."""
-        return cls.from_bytes(_rest.dumps(dict(response)), None)
+        return cls.from_bytes(_json.dumps(dict(response)), None)
 
     @classmethod
     def from_grpc(cls, response: Any) -> InferResponse:
@@ -405,7 +406,7 @@ class InferResponse:
         binary = self.use_binary_outputs or [o.name for o in self.outputs if o._binary()]
         body, header_length = _rest.encode_response(self.to_nbinfer(), binary_outputs=binary)
         if header_length is None:
-            return _rest.loads(body), None
+            return _json.loads(body), None
         return body, header_length
 
     def to_grpc(self) -> Any:

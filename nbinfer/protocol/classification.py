@@ -3,7 +3,8 @@
 A client asks for it with ``RequestedOutput(class_count=k)`` (REST output parameter
 ``classification``); the server replaces the output ``[batch, C]`` (or ``[C]``) by a BYTES tensor
 ``[batch, k]`` (or ``[k]``). Values are written like Triton does (``%f`` for floats, plain integers
-for integer scores), so clients written for Triton parse ours.
+for integer scores), so clients written for Triton parse ours. Pure: numpy and the protocol's
+own types only (no I/O, no codec).
 
 Example:
     >>> enc = encode_classification(np.array([0.1, 0.7, 0.2]), 2, ["cat", "dog", "eel"])
@@ -101,10 +102,10 @@ def _parse(item: Any, row: int, col: int) -> ClassificationResult:
     try:
         score = float(parts[0])
         index = int(parts[1])
-    except (ValueError, IndexError):
+    except (ValueError, IndexError) as exc:
         raise InvalidInputError(
             f"classification entry [{row}][{col}] {text!r:.60} is not 'value:index[:label]'"
-        ) from None
+        ) from exc
     return ClassificationResult(
         score=score, index=index, label=parts[2] if len(parts) > 2 else None
     )

@@ -3,6 +3,8 @@
 BYTES tensors are numpy ``object`` arrays whose elements are ``bytes`` (``str`` is accepted on
 input and encoded as UTF-8). BF16 tensors use ``ml_dtypes.bfloat16``. Wire byte order is little
 endian; :func:`numpy_dtype` returns the little-endian dtype for each datatype.
+
+A leaf of the protocol layer: imports numpy, ml_dtypes and :mod:`nbinfer.errors` only.
 """
 
 from __future__ import annotations
@@ -69,10 +71,10 @@ def numpy_dtype(datatype: str) -> np.dtype[Any]:
     """
     try:
         return _TO_NUMPY[datatype]
-    except KeyError:
+    except KeyError as exc:
         raise DataTypeError(
             f"unknown datatype {datatype!r}; known: {', '.join(DATATYPES)}", datatype=datatype
-        ) from None
+        ) from exc
 
 
 def datatype_of(dtype: np.dtype[Any] | type[Any] | str) -> str:

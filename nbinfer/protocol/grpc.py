@@ -1,10 +1,14 @@
 """The v2 gRPC codec: protobuf messages <-> :mod:`nbinfer.protocol.types`.
 
-The only module that touches the generated stubs. Messages are those of ``protos/*.proto``
+The only module that imports the generated stubs: everything else (the client's transports, the
+server's servicer) gets messages, RPC paths and request builders (:func:`request_message`) from
+here. Tensors inside messages are coded by :mod:`nbinfer.protocol.grpc_tensors`, which works on
+the message objects handed to it. Imports protobuf, numpy and the protocol's own modules; never
+grpcio (that is :mod:`nbinfer.transports.grpc`), no I/O. Messages are those of ``protos/*.proto``
 (package ``inference``, wire-compatible with Triton's ``grpc_service.proto``), registered in a
 private descriptor pool, so nbinfer coexists with tritonclient and kserve in one process::
 
-    from nbinfer.protocol.grpc import pb, request_to_proto, response_from_proto
+    from nbinfer.protocol.grpc import request_to_proto, response_from_proto
 
     msg = request_to_proto(request)          # raw_input_contents, one entry per tensor
     reply = stub_call(msg)                   # any transport
@@ -19,24 +23,25 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar, cast
 
-import numpy as np
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, UnsupportedError
 from nbinfer.protocol._generated import grpc_service_pb2 as pb
-from nbinfer.protocol.dtypes import numpy_dtype
-from nbinfer.protocol.tensors import (
-    bytes_element,
-    decode_encoded_elements,
-    tensor_from_bytes,
-    tensor_to_bytes,
+from nbinfer.protocol.grpc_tensors import (
+    decode_tensors,
+    encode_tensors,
+    params_from_proto,
+    params_to_proto,
+    varint,
 )
+from nbinfer.protocol.reader import PLAIN_DTYPES, PlainOutput
+from nbinfer.protocol.reader import ResponseReader as _LazyReader
 from nbinfer.protocol.types import (
     InferInput,
     InferOutput,
@@ -44,7 +49,6 @@ from nbinfer.protocol.types import (
     InferResponse,
     ModelMetadata,
     Parameters,
-    ParamValue,
     RepositoryModel,
     RequestedOutput,
     ServerMetadata,
@@ -61,7 +65,16 @@ __all__ = [
     "config_proto_to_json",
     "load_request_from_proto",
     "load_request_to_proto",
+    "log_settings_from_proto",
+    "log_settings_to_proto",
     "method_path",
+    "shm_status_from_proto",
+    "shm_status_to_proto",
+    "trace_settings_from_proto",
+    "trace_settings_to_proto",
+    "request_message",
+    "response_message",
+    "rpc_of",
     "model_metadata_from_proto",
     "model_metadata_to_proto",
     "params_from_proto",
@@ -161,397 +174,54 @@ RPCS: Final[Mapping[str, Rpc]] = _rpcs(
 )
 
 
+def rpc_of(name: str) -> Rpc:
+    """The RPC called ``name``.
+
+    Raises:
+        UnsupportedError: ``name`` is not an RPC of the service (the message lists them).
+    """
+    try:
+        return RPCS[name]
+    except KeyError as exc:
+        raise UnsupportedError(f"unknown RPC {name!r}; known: {', '.join(RPCS)}") from exc
+
+
 def method_path(rpc: str) -> str:
     """Return ``/inference.GRPCInferenceService/<rpc>``.
 
     Raises:
-        KeyError: ``rpc`` is not an RPC of the service.
+        UnsupportedError: ``rpc`` is not an RPC of the service.
     """
-    try:
-        return RPCS[rpc].path
-    except KeyError:
-        raise KeyError(f"unknown RPC {rpc!r}; known: {', '.join(RPCS)}") from None
+    return rpc_of(rpc).path
 
 
-# ---------------------------------------------------------------------------------------------
-# Parameters
-
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
-_UINT64_MAX: Final = 2**64 - 1
-
-_ParamMap = MutableMapping[str, pb.InferParameter]
-
-
-def _set_param(target: pb.InferParameter, key: str, value: Any) -> None:
-    if isinstance(value, bool | np.bool_):
-        target.bool_param = bool(value)
-    elif isinstance(value, int | np.integer):
-        number = int(value)
-        if _INT64_MIN <= number <= _INT64_MAX:
-            target.int64_param = number
-        elif 0 <= number <= _UINT64_MAX:
-            target.uint64_param = number
-        else:
-            raise InvalidInputError(
-                f"parameter {key!r}: integer {number} does not fit in int64 or uint64",
-                parameter=key,
-            )
-    elif isinstance(value, float | np.floating):
-        target.double_param = float(value)
-    elif isinstance(value, str):
-        target.string_param = value
-    else:
-        raise InvalidInputError(
-            f"parameter {key!r}: {type(value).__name__} is not a v2 parameter type "
-            "(bool, int, float or str)",
-            parameter=key,
-        )
-
-
-def params_to_proto(params: Mapping[str, ParamValue], target: _ParamMap) -> None:
-    """Write a parameters dict into a protobuf ``map<string, InferParameter>``.
-
-    ``bool`` -> ``bool_param``, ``int`` -> ``int64_param`` (``uint64_param`` above int64),
-    ``float`` -> ``double_param``, ``str`` -> ``string_param``.
+def request_message(rpc: str, **fields: Any) -> Message:
+    """A new request message of ``rpc`` with ``fields`` set (what a client sends).
 
     Raises:
-        InvalidInputError: a value has no v2 parameter type or is out of range.
+        UnsupportedError: ``rpc`` is not an RPC of the service.
+        InvalidInputError: a field the message does not have, or a value of the wrong type.
     """
-    for key, value in params.items():
-        _set_param(target[key], key, value)
+    return _message(rpc, "request", fields)
 
 
-def params_from_proto(source: Mapping[str, pb.InferParameter]) -> Parameters:
-    """Read a protobuf ``map<string, InferParameter>`` into a parameters dict (unset skipped)."""
-    if not source:
-        return {}
-    out: Parameters = {}
-    for key, param in source.items():
-        kind = param.WhichOneof("parameter_choice")
-        if kind is not None:
-            out[key] = getattr(param, kind)
-    return out
+def response_message(rpc: str, **fields: Any) -> Message:
+    """A new response message of ``rpc`` with ``fields`` set (what a server answers).
 
-
-# ---------------------------------------------------------------------------------------------
-# Tensor contents
-
-#: v2 datatype -> the InferTensorContents list that carries it in typed form.
-_CONTENTS_FIELD: Final[dict[str, str]] = {
-    "BOOL": "bool_contents",
-    "INT8": "int_contents",
-    "INT16": "int_contents",
-    "INT32": "int_contents",
-    "INT64": "int64_contents",
-    "UINT8": "uint_contents",
-    "UINT16": "uint_contents",
-    "UINT32": "uint_contents",
-    "UINT64": "uint64_contents",
-    "FP32": "fp32_contents",
-    "FP64": "fp64_contents",
-    "BYTES": "bytes_contents",
-}
-
-#: Typed lists whose packed wire form is the little-endian array itself (bool: one 0/1 byte).
-_PACKED_FIXED: Final[dict[str, tuple[int, np.dtype[Any]]]] = {
-    "BOOL": (pb.InferTensorContents.BOOL_CONTENTS_FIELD_NUMBER, np.dtype("u1")),
-    "FP32": (pb.InferTensorContents.FP32_CONTENTS_FIELD_NUMBER, np.dtype("<f4")),
-    "FP64": (pb.InferTensorContents.FP64_CONTENTS_FIELD_NUMBER, np.dtype("<f8")),
-}
-
-#: Fixed-width datatypes whose raw bytes need no check beyond their size (BOOL checks values);
-#: their raw bytes are the little-endian array itself.
-_PLAIN: Final[dict[str, np.dtype[Any]]] = {
-    name: numpy_dtype(name)
-    for name in (
-        *("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"),
-        *("FP16", "FP32", "FP64", "BF16"),
-    )
-}
-
-_CONTENTS_FIELDS: Final = tuple(f.name for f in pb.InferTensorContents.DESCRIPTOR.fields)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise InvalidInputError("truncated varint in tensor contents")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _packed_payloads(buf: bytes, field_number: int) -> list[bytes]:
-    """The length-delimited payloads of ``field_number`` in a serialized InferTensorContents.
-
-    Every field of InferTensorContents is repeated and (proto3) packed or bytes, so each record
-    is length-delimited (wire type 2), which is all this reader needs.
+    Raises:
+        UnsupportedError: ``rpc`` is not an RPC of the service.
+        InvalidInputError: a field the message does not have, or a value of the wrong type.
     """
-    pieces = []
-    pos = 0
-    while pos < len(buf):
-        tag, pos = _read_varint(buf, pos)
-        if tag & 7 != 2:
-            raise InvalidInputError(f"unexpected wire type {tag & 7} in tensor contents")
-        length, pos = _read_varint(buf, pos)
-        if tag >> 3 == field_number:
-            pieces.append(buf[pos : pos + length])
-        pos += length
-    return pieces
+    return _message(rpc, "response", fields)
 
 
-def _element_count(shape: Sequence[int], name: str) -> int:
-    if any(dim < 0 for dim in shape):
-        raise InvalidInputError(
-            f"tensor {name!r}: shape {list(shape)} has a negative dimension", tensor=name
-        )
-    return math.prod(shape)
-
-
-def _fill_contents(contents: pb.InferTensorContents, arr: np.ndarray[Any, Any], dtype: str) -> None:
-    """Put ``arr`` into the typed list for ``dtype`` (floats / bools without a per-element loop).
-
-    Numeric data is first normalised by :func:`tensor_to_bytes` (same casting rules as raw).
-    """
-    if dtype == "BYTES":
-        contents.bytes_contents.extend(bytes_element(item) for item in arr.reshape(-1))
-        return
-    payload = tensor_to_bytes(arr, dtype)
-    if dtype in _PACKED_FIXED:
-        number = _PACKED_FIXED[dtype][0]
-        if len(payload):
-            contents.MergeFromString(
-                _varint(number << 3 | 2) + _varint(len(payload)) + bytes(payload)
-            )
-        return
-    values = np.frombuffer(payload, dtype=numpy_dtype(dtype)).tolist()
-    getattr(contents, _CONTENTS_FIELD[dtype]).extend(values)
-
-
-def _decode_contents(
-    contents: pb.InferTensorContents, datatype: str, shape: list[int], name: str
-) -> np.ndarray[Any, Any]:
-    """Typed ``contents`` -> array of ``shape`` (checks the element count)."""
-    field = _CONTENTS_FIELD.get(datatype)
-    if field is None:
-        numpy_dtype(datatype)  # raises DataTypeError for unknown datatypes
-        raise InvalidInputError(
-            f"tensor {name!r}: {datatype} has no typed contents in the v2 gRPC protocol; "
-            "send it in raw_input_contents / raw_output_contents",
-            tensor=name,
-        )
-    count = _element_count(shape, name)
-    values = getattr(contents, field)
-    if len(values) != count:
-        used = [f for f in _CONTENTS_FIELDS if f != field and len(getattr(contents, f))]
-        hint = f" (data found in {', '.join(used)})" if used else ""
-        raise InvalidInputError(
-            f"tensor {name!r}: {datatype} shape {shape} needs {count} elements in "
-            f"contents.{field}, got {len(values)}{hint}",
-            tensor=name,
-            expected=count,
-            actual=len(values),
-        )
-    dt = numpy_dtype(datatype)
-    if datatype in _PACKED_FIXED:
-        number, wire_dtype = _PACKED_FIXED[datatype]
-        payload = b"".join(_packed_payloads(contents.SerializeToString(), number))
-        flat = np.frombuffer(payload, dtype=wire_dtype)
-        if datatype == "BOOL":
-            flat = flat.view(np.bool_)
-    elif datatype == "BYTES":
-        flat = np.empty(count, dtype=object)
-        flat[:] = list(values)
-    else:
-        try:
-            flat = np.fromiter(values, dtype=dt, count=count)
-        except OverflowError as exc:
-            raise InvalidInputError(
-                f"tensor {name!r}: contents.{field} holds a value out of range for {datatype}",
-                tensor=name,
-            ) from exc
-    return flat.reshape(shape)
-
-
-def _tensor_bytes(arr: np.ndarray[Any, Any], datatype: str) -> bytes:
-    data = tensor_to_bytes(arr, datatype)
-    return data if isinstance(data, bytes) else bytes(data)
-
-
-def _check_data(data: np.ndarray[Any, Any], datatype: str, shape: list[int], name: str) -> None:
-    count = _element_count(shape, name)
-    if data.size != count:
-        raise InvalidInputError(
-            f"tensor {name!r}: shape {shape} has {count} elements but the data has {data.size}",
-            tensor=name,
-            expected=count,
-            actual=int(data.size),
-        )
-
-
-_AnyTensorMsg = pb.ModelInferRequest.InferInputTensor | pb.ModelInferResponse.InferOutputTensor
-_TensorMsg = TypeVar(
-    "_TensorMsg", pb.ModelInferRequest.InferInputTensor, pb.ModelInferResponse.InferOutputTensor
-)
-
-
-def _encode_tensors(
-    tensors: Sequence[InferInput] | Sequence[InferOutput],
-    add: Callable[..., _TensorMsg],
-    raw_out: list[bytes],
-    *,
-    raw: bool,
-) -> None:
-    typed = not raw and all(t.data is None or t.datatype in _CONTENTS_FIELD for t in tensors)
-    if not raw and not typed:
-        logger.debug("FP16/BF16 tensor present: sending every tensor as raw contents")
-    for tensor in tensors:
-        data = tensor.data
-        if raw and type(data) is np.ndarray:
-            # the common case: a native little-endian array of its datatype and shape
-            dtype = _PLAIN.get(tensor.datatype)
-            if dtype is not None and data.dtype == dtype and data.shape == tuple(tensor.shape):
-                msg = add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-                if tensor.parameters:
-                    params_to_proto(tensor.parameters, msg.parameters)
-                raw_out.append(data.tobytes())
-                continue
-        msg = add()
-        msg.name = tensor.name
-        msg.datatype = tensor.datatype
-        msg.shape.extend(tensor.shape)
-        if tensor.parameters:
-            params_to_proto(tensor.parameters, msg.parameters)
-        if tensor.data is None:  # lives in shared memory: no contents of its own
-            continue
-        _check_data(tensor.data, tensor.datatype, tensor.shape, tensor.name)
-        if typed:
-            _fill_contents(msg.contents, tensor.data, tensor.datatype)
-        else:
-            raw_out.append(_tensor_bytes(tensor.data, tensor.datatype))
-
-
-_Tensor = TypeVar("_Tensor", InferInput, InferOutput)
-
-
-def _raw_tensor(buf: bytes, datatype: str, shape: list[int], name: str) -> np.ndarray[Any, Any]:
-    """One raw contents entry; BYTES also as OVMS sends one encoded image: unprefixed."""
-    if datatype == "BYTES":
-        return decode_encoded_elements(buf, shape, name=name)
-    return tensor_from_bytes(buf, datatype, shape, name=name)
-
-
-def _decode_tensors(
-    msgs: Sequence[_AnyTensorMsg],
-    raw: Sequence[bytes],
-    kind: str,
-    make: type[_Tensor],
-    *,
-    lenient: bool = False,
-) -> list[_Tensor]:
-    """Decode tensor messages and their data into ``make`` (InferInput or InferOutput).
-
-    The common message (one raw entry per tensor, no parameters, no typed contents) is decoded
-    here: fixed-width data of the right size becomes a view of the (immutable, so read-only)
-    bytes, the rest goes through :func:`tensor_from_bytes` (which raises every size error).
-    Anything else is left to :func:`_decode_tensor_data`.
-    """
-    if len(raw) == len(msgs):
-        out = []
-        for msg, buf in zip(msgs, raw, strict=True):
-            if msg.parameters or msg.HasField("contents"):
-                break
-            name = msg.name
-            datatype = msg.datatype
-            shape = list(msg.shape)
-            dtype = _PLAIN.get(datatype)
-            if (
-                dtype is None
-                or type(buf) is not bytes
-                or len(buf) != math.prod(shape) * dtype.itemsize
-                or (shape and min(shape) < 0)
-            ):
-                data = _raw_tensor(buf, datatype, shape, name)
-            else:
-                data = np.frombuffer(buf, dtype=dtype).reshape(shape)
-            out.append(make(name, datatype, shape, data))
-        else:
-            return out
-    return [
-        make(m.name, m.datatype, shape, data, params)
-        for m, shape, params, data in _decode_tensor_data(msgs, raw, kind, lenient=lenient)
-    ]
-
-
-def _decode_tensor_data(
-    msgs: Sequence[_AnyTensorMsg],
-    raw: Sequence[bytes],
-    kind: str,
-    *,
-    lenient: bool = False,
-) -> list[tuple[Any, list[int], Parameters, np.ndarray[Any, Any] | None]]:
-    """Pair each tensor message with its data: raw entry, typed contents, or none (shm).
-
-    Raw entries go one per tensor in order; tensors in shared memory or with typed contents
-    take none (as tritonclient sends them) unless there is exactly one raw entry per tensor.
-    Strict (requests, as Triton reads them): raw and typed contents in one message are refused.
-    Lenient (responses, as tritonclient reads them; Seldon MLServer sends both): one raw entry
-    per tensor wins over any typed contents, else tensors whose typed contents hold data use
-    them and the others take the raw entries in order.
-    """
-    one_to_one = len(raw) == len(msgs)
-    if not lenient and raw and any(m.HasField("contents") for m in msgs):
-        raise InvalidInputError(
-            f"raw_{kind}_contents and typed contents cannot be mixed in one message"
-        )
-    out = []
-    next_raw = 0
-    for index, msg in enumerate(msgs):
-        name = msg.name
-        shape = list(msg.shape)
-        params = params_from_proto(msg.parameters)
-        data: np.ndarray[Any, Any] | None
-        typed = msg.HasField("contents") and (not lenient or msg.contents.ByteSize() > 0)
-        if one_to_one:
-            data = _raw_tensor(raw[index], msg.datatype, shape, name)
-        elif typed:
-            data = _decode_contents(msg.contents, msg.datatype, shape, name)
-        elif "shared_memory_region" in params:
-            data = None
-        elif next_raw < len(raw):
-            data = _raw_tensor(raw[next_raw], msg.datatype, shape, name)
-            next_raw += 1
-        elif not raw and _element_count(shape, name) == 0:
-            data = np.empty(shape, dtype=numpy_dtype(msg.datatype))
-        else:
-            raise InvalidInputError(
-                f"{kind} tensor {name!r} has no data: {len(raw)} raw_{kind}_contents entries "
-                f"for {len(msgs)} {kind}s and no typed contents",
-                tensor=name,
-            )
-        out.append((msg, shape, params, data))
-    if not one_to_one and next_raw != len(raw):
-        raise InvalidInputError(
-            f"{len(raw)} raw_{kind}_contents entries but only {next_raw} {kind}s take raw data"
-        )
-    return out
+def _message(rpc: str, kind: Literal["request", "response"], fields: dict[str, Any]) -> Message:
+    cls = getattr(rpc_of(rpc), kind)
+    try:
+        msg: Message = cls(**fields)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(f"{rpc} {kind}: {exc}") from exc
+    return msg
 
 
 # ---------------------------------------------------------------------------------------------
@@ -579,7 +249,7 @@ def request_to_proto(req: InferRequest, *, raw: bool = True) -> pb.ModelInferReq
     if req.parameters:
         params_to_proto(req.parameters, msg.parameters)
     raw_contents: list[bytes] = []
-    _encode_tensors(req.inputs, msg.inputs.add, raw_contents, raw=raw)
+    encode_tensors(req.inputs, msg.inputs.add, raw_contents, raw=raw)
     if raw_contents:
         msg.raw_input_contents.extend(raw_contents)
     for out in req.outputs:
@@ -598,7 +268,7 @@ def request_from_proto(msg: pb.ModelInferRequest) -> InferRequest:
         InvalidInputError: data and shape disagree, data is missing, or contents are mixed.
         DataTypeError: an unknown datatype.
     """
-    inputs = _decode_tensors(msg.inputs, msg.raw_input_contents, "input", InferInput)
+    inputs = decode_tensors(msg.inputs, msg.raw_input_contents, "input", InferInput)
     outputs = []
     for tensor in msg.outputs:
         if not tensor.parameters:
@@ -639,7 +309,7 @@ def response_to_proto(resp: InferResponse, *, raw: bool = True) -> pb.ModelInfer
     if resp.parameters:
         params_to_proto(resp.parameters, msg.parameters)
     raw_contents: list[bytes] = []
-    _encode_tensors(resp.outputs, msg.outputs.add, raw_contents, raw=raw)
+    encode_tensors(resp.outputs, msg.outputs.add, raw_contents, raw=raw)
     if raw_contents:
         msg.raw_output_contents.extend(raw_contents)
     return msg
@@ -664,7 +334,7 @@ def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
         InvalidInputError: data and shape disagree, or data is missing.
         DataTypeError: an unknown datatype.
     """
-    outputs = _decode_tensors(
+    outputs = decode_tensors(
         msg.outputs, msg.raw_output_contents, "output", InferOutput, lenient=True
     )
     return InferResponse(
@@ -679,8 +349,8 @@ def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
 # ---------------------------------------------------------------------------------------------
 # The client hot path: a request serialized once per signature, outputs decoded on access
 
-_RAW_INPUT_TAG: Final = _varint(pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
-_ID_TAG: Final = _varint(pb.ModelInferRequest.ID_FIELD_NUMBER << 3 | 2)
+_RAW_INPUT_TAG: Final = varint(pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
+_ID_TAG: Final = varint(pb.ModelInferRequest.ID_FIELD_NUMBER << 3 | 2)
 
 
 class RequestTemplate:
@@ -712,7 +382,7 @@ class RequestTemplate:
         for name in outputs:
             msg.outputs.add(name=name)
         self.prefix: bytes = msg.SerializeToString()
-        self.heads = [_RAW_INPUT_TAG + _varint(nbytes) for *_, nbytes in inputs]
+        self.heads = [_RAW_INPUT_TAG + varint(nbytes) for *_, nbytes in inputs]
 
     def encode(self, buffers: Sequence[Any], request_id: str = "") -> bytes:
         """The serialized request carrying ``buffers`` (bytes-like, one per input, in order)."""
@@ -722,12 +392,12 @@ class RequestTemplate:
             parts.append(buf)
         if request_id:
             rid = request_id.encode()
-            parts.append(_ID_TAG + _varint(len(rid)))
+            parts.append(_ID_TAG + varint(len(rid)))
             parts.append(rid)
         return b"".join(parts)
 
 
-class ResponseReader:
+class ResponseReader(_LazyReader):
     """A ``ModelInferResponse`` whose outputs are decoded on first access.
 
     Sizes are checked up front, so a malformed reply fails at once as with
@@ -740,86 +410,43 @@ class ResponseReader:
         DataTypeError: an unknown datatype.
     """
 
-    __slots__ = ("_arrays", "_full", "_msg", "_raw", "_specs", "names")
+    __slots__ = ("_msg",)
 
     def __init__(self, msg: pb.ModelInferResponse) -> None:
         self._msg = msg
-        outs = msg.outputs
-        self.names: list[str] = [o.name for o in outs]
-        self._full: InferResponse | None = None
-        self._raw: list[bytes] = []
-        self._specs: list[tuple[np.dtype[Any], tuple[int, ...]]] = []
-        raw = msg.raw_output_contents
-        if len(raw) == len(outs):
-            raws = list(raw)
-            specs = []
-            for out, data in zip(outs, raws, strict=True):
-                dtype = _PLAIN.get(out.datatype)
-                shape = tuple(out.shape)
-                if (
-                    dtype is None
-                    or len(data) != math.prod(shape) * dtype.itemsize
-                    or any(d < 0 for d in shape)
-                    or out.HasField("contents")
-                ):
-                    break
-                specs.append((dtype, shape))
-            else:
-                self._raw, self._specs = raws, specs
-                self._arrays: list[np.ndarray[Any, Any] | None] = [None] * len(raws)
-                return
-        self._full = response_from_proto(msg)
+        plain = _plain_layout(msg)
+        if plain is None:
+            super().__init__(response_from_proto(msg))
+        else:
+            super().__init__(plain=plain)
 
-    @property
-    def model_name(self) -> str:
-        """The model that answered."""
-        return str(self._msg.model_name)
+    def _head(self, key: str) -> str:
+        return str(getattr(self._msg, key))
 
-    @property
-    def model_version(self) -> str:
-        """The model version that answered."""
-        return str(self._msg.model_version)
-
-    @property
-    def id(self) -> str:
-        """The request id echoed by the server."""
-        return str(self._msg.id)
-
-    @property
-    def parameters(self) -> Parameters:
-        """Response parameters."""
+    def _parameters(self) -> Parameters:
         return params_from_proto(self._msg.parameters)
 
-    def array(self, index: int) -> np.ndarray[Any, Any] | None:
-        """The data of output ``index`` (None: it was written to shared memory)."""
-        if self._full is not None:
-            return self._full.outputs[index].data
-        arr = self._arrays[index]
-        if arr is None:
-            dtype, shape = self._specs[index]
-            arr = self._arrays[index] = np.frombuffer(self._raw[index], dtype=dtype).reshape(shape)
-        return arr
+    def _output_parameters(self, index: int) -> Parameters:
+        return params_from_proto(self._msg.outputs[index].parameters)
 
-    def output(self, index: int) -> InferOutput:
-        """Output ``index`` with its datatype, shape and parameters."""
-        if self._full is not None:
-            return self._full.outputs[index]
-        out = self._msg.outputs[index]
-        data = self.array(index)
-        params = params_from_proto(out.parameters)
-        return InferOutput(out.name, out.datatype, list(out.shape), data, params)
 
-    def response(self) -> InferResponse:
-        """The whole reply as an :class:`InferResponse`."""
-        if self._full is None:
-            self._full = InferResponse(
-                model_name=self.model_name,
-                outputs=[self.output(i) for i in range(len(self.names))],
-                model_version=self.model_version,
-                id=self.id,
-                parameters=self.parameters,
-            )
-        return self._full
+def _plain_layout(msg: pb.ModelInferResponse) -> list[PlainOutput] | None:
+    """One raw entry of the exact size per fixed-width output and nothing else, or None."""
+    outs = msg.outputs
+    raw = msg.raw_output_contents
+    if len(raw) != len(outs):
+        return None
+    plain: list[PlainOutput] = []
+    for out, data in zip(outs, raw, strict=True):
+        dtype = PLAIN_DTYPES.get(out.datatype)
+        shape = tuple(out.shape)
+        if dtype is None or any(d < 0 for d in shape) or out.HasField("contents"):
+            return None
+        count = math.prod(shape)
+        if len(data) != count * dtype.itemsize:
+            return None
+        plain.append((out.name, out.datatype, dtype, shape, data, 0, count))
+    return plain
 
 
 # ---------------------------------------------------------------------------------------------
@@ -942,6 +569,96 @@ def load_request_from_proto(
                 )
             files[key[len(_FILE_PREFIX) :]] = param.bytes_param
     return msg.model_name, config, files
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings and shared-memory status (the same dict shapes as the REST routes)
+
+
+def trace_settings_to_proto(settings: Mapping[str, Any], target: MutableMapping[str, Any]) -> None:
+    """Write trace settings into a ``map<string, SettingValue>``.
+
+    A list becomes several values, anything else one string; ``None`` leaves the entry empty
+    (which resets the setting in a request).
+    """
+    for key, value in settings.items():
+        entry = target[key]
+        if value is None:
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        entry.value.extend(str(v) for v in values)
+
+
+def trace_settings_from_proto(source: Mapping[str, Any]) -> dict[str, Any]:
+    """Read a ``map<string, SettingValue>``: one value as a string, ``trace_level`` as a list."""
+    out: dict[str, Any] = {}
+    for key, entry in source.items():
+        values = list(entry.value)
+        out[key] = values[0] if len(values) == 1 and key != "trace_level" else values
+    return out
+
+
+def log_settings_to_proto(settings: Mapping[str, Any], target: MutableMapping[str, Any]) -> None:
+    """Write log settings into a ``map<string, LogSettingValue>`` (bool, uint32 or string)."""
+    for key, value in settings.items():
+        entry = target[key]
+        if isinstance(value, bool):
+            entry.bool_param = value
+        elif isinstance(value, int):
+            entry.uint32_param = value
+        else:
+            entry.string_param = str(value)
+
+
+def log_settings_from_proto(source: Mapping[str, Any]) -> dict[str, Any]:
+    """Read a ``map<string, LogSettingValue>`` (an unset value reads as None)."""
+    out: dict[str, Any] = {}
+    for key, entry in source.items():
+        which = entry.WhichOneof("parameter_choice")
+        out[key] = None if which is None else getattr(entry, which)
+    return out
+
+
+#: The fields of a shared-memory region's status, by kind (``system`` / ``cuda``).
+SHM_STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "system": ("name", "key", "offset", "byte_size"),
+    "cuda": ("name", "device_id", "byte_size"),
+}
+
+
+def _shm_fields(kind: str) -> tuple[str, ...]:
+    try:
+        return SHM_STATUS_FIELDS[kind]
+    except KeyError as exc:
+        known = ", ".join(SHM_STATUS_FIELDS)
+        raise InvalidInputError(f"unknown shared-memory kind {kind!r}; known: {known}") from exc
+
+
+def shm_status_to_proto(kind: str, rows: Iterable[Mapping[str, Any]]) -> Message:
+    """Region dicts (the REST shape) as a ``{System,Cuda}SharedMemoryStatusResponse``.
+
+    Raises:
+        InvalidInputError: ``kind`` is neither ``system`` nor ``cuda``.
+    """
+    fields = _shm_fields(kind)
+    msg = response_message(f"{kind.capitalize()}SharedMemoryStatus")
+    regions = cast(Any, msg).regions
+    for row in rows:
+        region = regions[row["name"]]
+        for field in fields:
+            setattr(region, field, row[field])
+    return msg
+
+
+def shm_status_from_proto(kind: str, msg: Message) -> list[dict[str, Any]]:
+    """A ``{System,Cuda}SharedMemoryStatusResponse`` as region dicts (the REST shape).
+
+    Raises:
+        InvalidInputError: ``kind`` is neither ``system`` nor ``cuda``.
+    """
+    fields = _shm_fields(kind)
+    regions = cast(Any, msg).regions
+    return [{f: getattr(region, f) for f in fields} for region in regions.values()]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,17 +8,13 @@ A message is either pure JSON (``header_length`` None) or a JSON header of ``hea
 announced by ``parameters.binary_data_size`` in the header, in tensor order. A header length of 0
 means the whole request body is the raw data of a one-input model.
 
-Binary tensors decode as zero-copy, read-only views over the body; encoding copies each tensor at
-most once (into the joined body; :func:`encode_request_parts` / :func:`encode_response_parts`
-return the pieces for scatter-gather writes, with no copy at all for contiguous arrays).
+Binary tensors decode as zero-copy, read-only views over the body (the client's
+:class:`ResponseReader` makes them only when asked for); encoding copies each tensor at most once
+(:func:`encode_request_parts` / :func:`encode_response_parts` return the pieces for
+scatter-gather writes, with no copy at all for contiguous arrays). JSON ``data`` (strict types,
+NaN / Infinity tokens) is read and written by :mod:`nbinfer.protocol.jsonvalues`.
 
-JSON ``data`` may be flat or nested on input and is always flat on output. BYTES travel as UTF-8
-strings in JSON (non-UTF-8 bytes need binary data), BOOL as ``true``/``false``, FP16 and BF16 as
-numbers. Values are never changed silently: BOOL data must be ``true``/``false``, numeric data
-numbers that fit the datatype (else an error naming the tensor and the element). NaN and
-infinities travel as the ``NaN``, ``Infinity`` and ``-Infinity`` tokens, as tritonclient writes
-and reads them and Triton and KServe's server accept them; ``null`` is refused in requests and read
-as NaN in responses (KServe writes it for any non-finite float).
+Pure: numpy, orjson and the protocol's own modules; no HTTP engine, no I/O, no protobuf.
 
 Example:
     >>> req = InferRequest(inputs=[InferInput("x", "FP32", [2], np.ones(2, np.float32))])
@@ -29,9 +25,7 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
-import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -39,15 +33,22 @@ import numpy as np
 import orjson
 
 from nbinfer.errors import DataTypeError, InvalidInputError
-from nbinfer.protocol.dtypes import DATATYPES, bfloat16, numpy_dtype
+from nbinfer.protocol.dtypes import DATATYPES, numpy_dtype
+from nbinfer.protocol.jsonvalues import (
+    dumps_with_tokens,
+    json_to_tensor,
+    loads,
+    tensor_to_json,
+    with_tokens,
+)
+from nbinfer.protocol.reader import PLAIN_DTYPES, PlainOutput
+from nbinfer.protocol.reader import ResponseReader as _LazyReader
 from nbinfer.protocol.tensors import (
     check_shape,
     decode_bytes_tensor,
     decode_encoded_elements,
-    element_count,
     tensor_from_bytes,
     tensor_to_bytes,
-    to_bfloat16,
 )
 from nbinfer.protocol.types import (
     InferInput,
@@ -64,30 +65,26 @@ from nbinfer.protocol.types import (
 
 __all__ = [
     "HEADER_LENGTH",
+    "ResponseReader",
     "decode_error",
     "decode_request",
     "decode_response",
-    "dumps",
     "encode_error",
     "encode_request",
     "encode_request_parts",
     "encode_response",
     "encode_response_parts",
-    "json_to_tensor",
-    "loads",
     "model_metadata_from_json",
     "model_metadata_to_json",
     "repository_index_from_json",
     "repository_index_to_json",
     "server_metadata_from_json",
     "server_metadata_to_json",
-    "tensor_to_json",
 ]
 
 #: The HTTP header that carries the JSON header length of a binary message.
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
-_OPTS = orjson.OPT_SERIALIZE_NUMPY
 #: Tensor parameters that describe the transport, not the tensor (stripped when decoding).
 _BINARY_SIZE = "binary_data_size"
 _BINARY_DATA = "binary_data"
@@ -97,39 +94,11 @@ _BINARY_OUTPUT = "binary_data_output"
 Buffer = bytes | bytearray | memoryview
 
 
-# ------------------------------------------------------------------------------------------ JSON
+def _label(name: str) -> str:
+    return f"tensor '{name}'"
 
 
-def dumps(obj: Any) -> bytes:
-    """Serialize to JSON bytes with orjson (numpy arrays and scalars allowed)."""
-    return orjson.dumps(obj, option=_OPTS)
-
-
-def loads(data: Buffer | str, *, what: str = "JSON body") -> Any:
-    """Parse JSON bytes; also reads the ``NaN``, ``Infinity`` and ``-Infinity`` tokens.
-
-    Raises:
-        InvalidInputError: the data is not valid JSON (the message says where).
-    """
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raw = data.encode() if isinstance(data, str) else bytes(data)
-        if b"NaN" not in raw and b"Infinity" not in raw:
-            raise InvalidInputError(f"malformed {what}: {exc}") from exc
-        error: Exception = exc
-    try:  # the NaN / Infinity / -Infinity tokens tritonclient sends (rare: the slow parser)
-        return json.loads(raw, parse_float=_finite_float)
-    except (ValueError, RecursionError) as exc:
-        error = exc
-    raise InvalidInputError(f"malformed {what}: {error}") from error
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} does not fit a 64-bit float")
-    return value
+# ---------------------------------------------------------------------------------------- errors
 
 
 def encode_error(message: str) -> bytes:
@@ -149,236 +118,6 @@ def decode_error(body: Buffer) -> str:
         return str(obj["detail"])
     text = bytes(body[:2000]).decode("utf-8", errors="replace").strip()
     return text or "empty error body"
-
-
-# ------------------------------------------------------------------------------ tensor <-> JSON
-
-
-def _label(name: str) -> str:
-    return f"tensor '{name}'"
-
-
-def tensor_to_json(arr: np.ndarray[Any, Any], datatype: str, *, name: str = "") -> Any:
-    """The JSON ``data`` of a tensor, flat, ready for :func:`dumps` (a numpy array or a list).
-
-    Raises:
-        InvalidInputError: a BYTES element is not valid UTF-8 (JSON can only carry text).
-    """
-    if datatype == "BYTES":
-        flat = arr.ravel().tolist()
-        try:
-            return list(map(bytes.decode, flat))  # all bytes and valid UTF-8: the common case
-        except (TypeError, UnicodeDecodeError):
-            pass
-        out: list[str] = []
-        for i, item in enumerate(flat):
-            if isinstance(item, str):
-                out.append(item)
-                continue
-            try:
-                out.append(bytes(item).decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise InvalidInputError(
-                    f"{_label(name)} (BYTES) element {i} is not valid UTF-8 ({item[:32]!r}) and "
-                    "cannot be sent as JSON; use binary tensor data instead",
-                    tensor=name,
-                ) from exc
-        return out
-    a = np.asarray(arr)
-    if a.dtype == bfloat16:
-        a = a.astype(np.float32)
-    elif not a.dtype.isnative:
-        a = a.astype(a.dtype.newbyteorder("="))
-    return np.ascontiguousarray(a).reshape(-1)
-
-
-def _flatten_strings(data: list[Any], name: str) -> list[Any]:
-    if not any(isinstance(x, list) for x in data):
-        return data
-    try:
-        nested = np.array(data, dtype=object)
-    except ValueError as exc:
-        raise InvalidInputError(f"{_label(name)} has ragged nested data: {exc}") from exc
-    flat: list[Any] = nested.ravel().tolist()
-    return flat
-
-
-def json_to_tensor(
-    data: Any,
-    datatype: str,
-    shape: Sequence[int],
-    *,
-    name: str,
-    kind: str = "tensor",
-    nulls_as_nan: bool = False,
-) -> np.ndarray[Any, Any]:
-    """Decode the JSON ``data`` of a tensor (flat or nested) into an array of ``shape``.
-
-    Strict, as Triton is: BOOL takes only ``true`` / ``false``; numeric datatypes take only
-    numbers (no booleans, strings or ``null``), integer datatypes only whole numbers; a value
-    that does not fit the datatype (``1e39`` for FP32, ``300`` for INT8) is an error, never
-    infinity or a wrapped integer. ``NaN`` / ``Infinity`` / ``-Infinity`` (parsed by
-    :func:`loads`) are floats like any other.
-
-    Args:
-        data: The parsed JSON ``data``.
-        datatype: The tensor's v2 datatype.
-        shape: The tensor's shape.
-        name: The tensor's name (for messages).
-        kind: What the tensor is, for messages (``"input"``, ``"output"``).
-        nulls_as_nan: Read ``null`` in float data as NaN (what KServe writes for every
-            non-finite float in a response); off for requests.
-
-    Raises:
-        InvalidInputError: wrong element count for ``shape``, ragged data or values that are not
-            of ``datatype`` or do not fit it (the message names the tensor and the element).
-    """
-    dims = [int(d) for d in shape]
-    element_count(dims, name=name)  # validates the shape
-    if not isinstance(data, list):
-        data = [data]
-    if datatype == "BYTES":
-        flat = _flatten_strings(data, name)
-        try:
-            items = list(map(str.encode, flat))
-        except TypeError:
-            bad = next(x for x in flat if not isinstance(x, str))
-            raise InvalidInputError(
-                f"{_label(name)} (BYTES) JSON data must be strings, got {type(bad).__name__} "
-                f"{bad!r:.40}",
-                tensor=name,
-            ) from None
-        except UnicodeEncodeError as exc:
-            raise InvalidInputError(f"{_label(name)} (BYTES): {exc}", tensor=name) from exc
-        check_shape(len(items), dims, name=name)
-        out = np.empty(len(items), dtype=object)
-        out[:] = items
-        return out.reshape(dims)
-    types = set(map(type, data))
-    if list in types:
-        data, types = _flatten_numbers(data, name)
-    check_shape(len(data), dims, name=name)
-    target = numpy_dtype(datatype)
-    if not data:
-        return np.empty(dims, dtype=target)
-    label = f"{kind} '{name}' ({datatype})"
-    if datatype == "BOOL":
-        if types != {bool}:
-            raise _wrong_json_type(data, types - {bool}, label, "true or false", name, datatype)
-        return np.array(data, dtype=np.bool_).reshape(dims)
-    allowed = _NULLABLE if nulls_as_nan and target.kind in "fV" else _NUMBERS
-    if not types <= allowed:
-        raise _wrong_json_type(data, types - allowed, label, "numbers", name, datatype)
-    if target.kind in "iu":
-        return _json_integers(data, float in types, datatype, label, name).reshape(dims)
-    return _json_floats(data, type(None) in types, datatype, label, name).reshape(dims)
-
-
-_NUMBERS = frozenset({int, float})
-_NULLABLE = _NUMBERS | {type(None)}
-_NULL_HINT = (
-    "; JSON has no NaN or infinity: send NaN, Infinity or -Infinity (as tritonclient does) or "
-    "use binary tensor data"
-)
-
-
-def _flatten_numbers(data: list[Any], name: str) -> tuple[list[Any], set[type]]:
-    try:
-        nested = np.array(data, dtype=object)
-    except ValueError as exc:
-        raise InvalidInputError(f"{_label(name)} has ragged nested data: {exc}") from exc
-    flat: list[Any] = nested.ravel().tolist()
-    types = set(map(type, flat))
-    if list in types:  # e.g. [[1, 2], [3]] with numpy making an array of lists
-        raise InvalidInputError(f"{_label(name)} has ragged nested data", tensor=name)
-    return flat, types
-
-
-def _json_repr(value: Any) -> str:
-    text = json.dumps(value, default=repr)  # not orjson: integers past 64 bits are common here
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _wrong_json_type(
-    data: list[Any], bad: set[type], label: str, expected: str, name: str, datatype: str
-) -> InvalidInputError:
-    i, value = next((i, x) for i, x in enumerate(data) if type(x) in bad)
-    hint = _NULL_HINT if value is None and expected == "numbers" else ""
-    return InvalidInputError(
-        f"{label} element {i} is {_json_repr(value)}: wrong type, {datatype} JSON data must be "
-        f"{expected}{hint}",
-        tensor=name,
-        datatype=datatype,
-    )
-
-
-def _out_of_range(label: str, i: int, value: Any, name: str, datatype: str) -> InvalidInputError:
-    return InvalidInputError(
-        f"{label} element {i} is {_json_repr(value)}: out of range, does not fit {datatype}",
-        tensor=name,
-        datatype=datatype,
-    )
-
-
-def _json_floats(
-    data: list[Any], has_nulls: bool, datatype: str, label: str, name: str
-) -> np.ndarray[Any, Any]:
-    """Floats of ``datatype``; a finite value that overflows it is an error (never infinity)."""
-    wide = np.float32 if datatype == "BF16" else numpy_dtype(datatype)
-    try:
-        with np.errstate(over="ignore"):  # overflow is found below, element by element
-            if has_nulls:  # only allowed when decoding a response (a peer's NaN)
-                arr = np.array(data, dtype=np.float64).astype(wide)
-            else:
-                arr = np.fromiter(data, dtype=wide, count=len(data))
-    except OverflowError as exc:  # an integer too big for any float
-        i = next(i for i, x in enumerate(data) if type(x) is int and abs(x) > 2**1023)
-        raise _out_of_range(label, i, data[i], name, datatype) from exc
-    if datatype == "BF16":
-        with np.errstate(over="ignore"):
-            arr = to_bfloat16(arr)
-    finite = np.isfinite(arr.astype(np.float32) if datatype == "BF16" else arr)
-    if not finite.all():
-        for i in np.flatnonzero(~finite).tolist():
-            value = data[i]
-            if value is not None and math.isfinite(value):
-                raise _out_of_range(label, i, value, name, datatype)
-    return arr
-
-
-def _json_integers(
-    data: list[Any], has_floats: bool, datatype: str, label: str, name: str
-) -> np.ndarray[Any, Any]:
-    """Integers of ``datatype``: floats must be whole numbers, values must fit ``datatype``."""
-    target = numpy_dtype(datatype)
-    if has_floats:
-        for i, x in enumerate(data):
-            if type(x) is float and not x.is_integer():
-                raise InvalidInputError(
-                    f"{label} element {i} is {_json_repr(x)}: wrong type, {datatype} JSON data "
-                    "must be whole numbers",
-                    tensor=name,
-                    datatype=datatype,
-                )
-        data = [int(x) for x in data]
-    info = np.iinfo(target)
-    arr = None
-    for wide in (np.int64, np.uint64):
-        try:
-            arr = np.array(data, dtype=wide)
-            break
-        except OverflowError:
-            continue
-    if arr is None:  # fits no 64-bit integer type
-        i = next(i for i, x in enumerate(data) if not info.min <= x <= info.max)
-        raise _out_of_range(label, i, data[i], name, datatype)
-    wide_info = np.iinfo(arr.dtype)
-    lo, hi = max(info.min, wide_info.min), min(info.max, wide_info.max)
-    bad = (arr < lo) | (arr > hi)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise _out_of_range(label, i, data[i], name, datatype)
-    return arr.astype(target, copy=False)
 
 
 # ---------------------------------------------------------------------------------- parameters
@@ -462,7 +201,7 @@ def _tensor_json(
         if body is not None:
             params[_BINARY_SIZE] = body.add(data, datatype)
         else:
-            tensor["data"] = _with_tokens(tensor_to_json(data, datatype, name=name))
+            tensor["data"] = with_tokens(tensor_to_json(data, datatype, name=name))
     if params:
         tensor["parameters"] = params
     return tensor
@@ -481,39 +220,8 @@ def _requested_output_json(out: RequestedOutput, binary_outputs: bool | None) ->
     return tensor
 
 
-class _Tokens(str):
-    """A placeholder for float data with NaN / infinities; ``_finish`` puts ``json`` in its place.
-
-    orjson writes ``null`` for NaN and infinities; the v2 peers that carry them (Triton,
-    tritonclient, KServe's server) use the ``NaN`` / ``Infinity`` / ``-Infinity`` tokens.
-    """
-
-    json: bytes
-
-
-def _with_tokens(data: Any) -> Any:
-    """``data`` itself, or a :class:`_Tokens` when it is float data with non-finite values."""
-    if not isinstance(data, np.ndarray) or data.dtype.kind != "f":
-        return data
-    finite = np.isfinite(data)
-    if finite.all():
-        return data
-    items = dumps(np.where(finite, data, 0))[1:-1].split(b",")  # flat numbers: no comma inside
-    for i in np.flatnonzero(~finite).tolist():
-        value = float(data[i])
-        items[i] = b"NaN" if value != value else (b"Infinity" if value > 0 else b"-Infinity")
-    tokens = _Tokens(f"nbinfer-non-finite-{uuid.uuid4().hex}")
-    tokens.json = b"[" + b",".join(items) + b"]"
-    return tokens
-
-
 def _finish(header: dict[str, Any], body: _Body) -> tuple[list[bytes | memoryview], int | None]:
-    head = dumps(header)
-    for key in ("inputs", "outputs"):
-        for tensor in header.get(key) or ():
-            data = tensor.get("data")
-            if isinstance(data, _Tokens):
-                head = head.replace(f'"{data}"'.encode(), data.json, 1)
+    head = dumps_with_tokens(header)
     if not body.parts:
         return [head], None
     return [head, *body.parts], len(head)
@@ -856,19 +564,16 @@ def decode_request(
     )
 
 
-def decode_response(body: Buffer, header_length: int | None) -> InferResponse:
-    """Decode an inference response body (client side).
-
-    Binary outputs are read-only views of ``body``.
-
-    Raises:
-        InvalidInputError: malformed JSON, missing fields, sizes that do not add up.
-    """
+def _response_header(body: Buffer, header_length: int | None) -> tuple[dict[str, Any], memoryview]:
     header, binary = _split(body, header_length, "response")
     if not isinstance(header, dict):
         raise InvalidInputError(f"response JSON must be an object, got {type(header).__name__}")
     if "outputs" not in header and "error" in header:
         raise InvalidInputError(f"response is an error: {header['error']}")
+    return header, binary
+
+
+def _response_from_header(header: dict[str, Any], binary: memoryview) -> InferResponse:
     reader = _BinaryReader(binary, "response")
     outputs = []
     for i, obj in enumerate(_field(header, "outputs", list, "response")):
@@ -884,6 +589,86 @@ def decode_response(body: Buffer, header_length: int | None) -> InferResponse:
         id=response_id if isinstance(response_id, str) else str(response_id),
         parameters=dict(_parameters(header, "response")),
     )
+
+
+def decode_response(body: Buffer, header_length: int | None) -> InferResponse:
+    """Decode an inference response body (client side).
+
+    Binary outputs are read-only views of ``body``.
+
+    Raises:
+        InvalidInputError: malformed JSON, missing fields, sizes that do not add up.
+    """
+    return _response_from_header(*_response_header(body, header_length))
+
+
+class ResponseReader(_LazyReader):
+    """An inference response body whose outputs are decoded on first access.
+
+    The JSON header is parsed once and checked as :func:`decode_response` checks it; when every
+    output is fixed-width binary data whose size matches its shape and the sizes add up to the
+    body, arrays are zero-copy read-only views of the body made when first asked for. Any other
+    body (JSON data, BYTES / BOOL, shared memory, sizes that do not add up) is decoded at once
+    from the parsed header, with :func:`decode_response`'s errors.
+
+    Raises:
+        InvalidInputError: malformed JSON, missing fields, sizes that do not add up.
+    """
+
+    __slots__ = ("_header",)
+
+    def __init__(self, body: bytes, header_length: int | None) -> None:
+        header, binary = _response_header(body, header_length)
+        self._header = header
+        plain = None
+        if header_length is not None and type(body) is bytes:  # immutable: read-only views
+            plain = _plain_layout(header, body, header_length)
+        if plain is None:
+            super().__init__(_response_from_header(header, binary))
+        else:
+            super().__init__(plain=plain)
+
+    def _head(self, key: str) -> str:
+        return str(self._header.get(key, ""))
+
+    def _parameters(self) -> Parameters:
+        params = self._header.get("parameters")
+        return dict(params) if isinstance(params, dict) else {}
+
+    def _output_parameters(self, index: int) -> Parameters:
+        params = dict(self._header["outputs"][index]["parameters"])
+        params.pop(_BINARY_SIZE, None)
+        return params
+
+
+def _plain_layout(header: dict[str, Any], body: bytes, start: int) -> list[PlainOutput] | None:
+    """Each output's slice of ``body`` when all are plain and fill it exactly, else None."""
+    outputs = header.get("outputs")
+    if type(outputs) is not list:
+        return None
+    plain: list[PlainOutput] = []
+    offset = start
+    for obj in outputs:
+        if type(obj) is not dict or "data" in obj:
+            return None
+        name, datatype, shape, params = (
+            obj.get("name"),
+            obj.get("datatype"),
+            obj.get("shape"),
+            obj.get("parameters"),
+        )
+        dtype = PLAIN_DTYPES.get(datatype) if type(datatype) is str else None
+        if dtype is None or type(name) is not str or type(shape) is not list:
+            return None
+        if type(params) is not dict or not all(type(d) is int and d >= 0 for d in shape):
+            return None
+        count = math.prod(shape)
+        size = params.get(_BINARY_SIZE)
+        if type(size) is not int or size != count * dtype.itemsize:
+            return None
+        plain.append((name, str(datatype), dtype, tuple(shape), body, offset, count))
+        offset += size
+    return plain if offset == len(body) else None
 
 
 # ------------------------------------------------------------------------------- metadata JSON

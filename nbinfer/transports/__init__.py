@@ -4,9 +4,11 @@ A *binding* (:class:`~nbinfer.transports.http.HttpBinding`,
 :class:`~nbinfer.transports.grpc.GrpcBinding`) knows a protocol's routes and messages but does no
 I/O: each API call is a generator (an :data:`Op`) that yields :class:`HttpCall` / :class:`GrpcCall`
 objects and receives the engine's reply. An *engine* performs one call: pycurl / aiohttp for
-HTTP, grpcio / grpc.aio for gRPC. The client drives an op with a sync or an async engine, so the
+HTTP, grpcio / grpc.aio for gRPC; the asyncio engines own one session / channel per event loop
+(:mod:`nbinfer.transports.loops`). The client drives an op with a sync or an async engine, so the
 protocol logic exists once for both faces. Engines translate engine errors into
-:mod:`nbinfer.errors` classes with ``raise ... from exc``.
+:mod:`nbinfer.errors` classes with ``raise ... from exc``. This package is I/O only: wire
+formats live in :mod:`nbinfer.protocol`; nothing here imports the client, session or server.
 """
 
 from __future__ import annotations

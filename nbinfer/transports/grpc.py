@@ -4,16 +4,18 @@ Method callables are built from nbinfer's own (private descriptor pool) message 
 nbinfer, tritonclient and kserve can live in one process. Engines map ``grpc.RpcError`` onto
 :mod:`nbinfer.errors` with ``raise ... from exc``, keeping the server's message, the status and the
 request id.
+
+Messages, RPC paths and the lazy response reader are :mod:`nbinfer.protocol.grpc`'s (this module
+never touches the generated stubs); the binding only maps API calls onto RPCs. Imports the
+protocol layer, errors and config; never the client, session or server (grpcio only lazily).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, cast
 
 from nbinfer.config import ClientConfig
 from nbinfer.errors import (
@@ -30,6 +32,7 @@ from nbinfer.protocol.dtypes import datatype_of
 from nbinfer.protocol.types import InferRequest, InferResponse, ModelMetadata, RepositoryModel
 from nbinfer.protocol.types import ServerMetadata as ServerMetadataT
 from nbinfer.transports import CallOptions, GrpcCall, Op
+from nbinfer.transports.loops import PerLoop
 
 __all__ = [
     "AsyncGrpcEngine",
@@ -146,10 +149,16 @@ def _serialize(message: Any) -> bytes:
     return data
 
 
-def _codecs(rpc: str) -> tuple[str, Any, Any, bool]:
-    spec = pgrpc.RPCS[rpc]
-    streaming = spec.kind == "stream_stream"
-    return spec.path, _serialize, spec.response.FromString, streaming
+def _method(channel: Any, rpc: str) -> Any:
+    """The multicallable of ``rpc`` on a grpcio or grpc.aio channel."""
+    spec = pgrpc.rpc_of(rpc)
+    factory = channel.stream_stream if spec.kind == "stream_stream" else channel.unary_unary
+    return factory(
+        spec.path,
+        request_serializer=_serialize,
+        response_deserializer=spec.response.FromString,
+        _registered_method=True,
+    )
 
 
 class GrpcEngine:
@@ -176,11 +185,7 @@ class GrpcEngine:
     def _stub(self, rpc: str) -> Any:
         stub = self._stubs.get(rpc)
         if stub is None:
-            path, ser, de, streaming = _codecs(rpc)
-            factory = self._channel.stream_stream if streaming else self._channel.unary_unary
-            stub = self._stubs[rpc] = factory(
-                path, request_serializer=ser, response_deserializer=de, _registered_method=True
-            )
+            stub = self._stubs[rpc] = _method(self._channel, rpc)
         return stub
 
     def _timeout(self, timeout: float | None) -> float | None:
@@ -228,50 +233,62 @@ class GrpcEngine:
             self._channel.close()
 
 
+class _AioChannel:
+    """A grpc.aio channel of one event loop and the method callables made on it."""
+
+    __slots__ = ("channel", "metadata", "stubs")
+
+    def __init__(self, channel: Any, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.channel = channel
+        self.metadata = metadata
+        self.stubs: dict[str, Any] = {}
+
+
+async def _close_channel(aio: _AioChannel) -> None:
+    await aio.channel.close()
+
+
 class AsyncGrpcEngine:
-    """Asyncio gRPC engine over a grpc.aio channel created lazily in the running loop."""
+    """Asyncio gRPC engine over grpc.aio: one channel per event loop, made on first use.
+
+    Each loop's channel is closed in that loop when the loop shuts down or when the engine is
+    closed (see :class:`~nbinfer.transports.loops.PerLoop`).
+    """
 
     def __init__(self, url: str, config: ClientConfig) -> None:
         self.target, self._secure = grpc_target(url)
         self._config = config
-        self._channel: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stubs: dict[str, Any] = {}
-        self._metadata: tuple[tuple[str, str], ...] = ()
+        self._channels: PerLoop[_AioChannel] = PerLoop(_close_channel)
         self._closed = False
-        self._lock = threading.Lock()
 
-    def _stub(self, rpc: str) -> Any:
-        grpc = _grpc()
-        loop = asyncio.get_running_loop()
-        if self._channel is None or self._loop is not loop:
-            creds, self._metadata, compression = _channel_parts(self._config, self._secure)
+    def _channel(self) -> _AioChannel:
+        aio = self._channels.get()
+        if aio is None:
+            grpc = _grpc()
+            creds, metadata, compression = _channel_parts(self._config, self._secure)
             options = _options(self._config)
             if creds is not None:
-                self._channel = grpc.aio.secure_channel(self.target, creds, options, compression)
+                channel = grpc.aio.secure_channel(self.target, creds, options, compression)
             else:
-                self._channel = grpc.aio.insecure_channel(self.target, options, compression)
-            self._loop = loop
-            self._stubs = {}
-        stub = self._stubs.get(rpc)
+                channel = grpc.aio.insecure_channel(self.target, options, compression)
+            aio = self._channels.add(_AioChannel(channel, metadata))
+        return aio
+
+    def _stub(self, aio: _AioChannel, rpc: str) -> Any:
+        stub = aio.stubs.get(rpc)
         if stub is None:
-            path, ser, de, streaming = _codecs(rpc)
-            factory = self._channel.stream_stream if streaming else self._channel.unary_unary
-            stub = self._stubs[rpc] = factory(
-                path, request_serializer=ser, response_deserializer=de, _registered_method=True
-            )
+            stub = aio.stubs[rpc] = _method(aio.channel, rpc)
         return stub
 
     async def call(self, call: GrpcCall) -> Any:
         """Perform one unary call; same contract as :meth:`GrpcEngine.call`."""
         if self._closed:
             raise TransportError("the client is closed")
-        stub = self._stub(call.rpc)
+        aio = self._channel()
+        stub = self._stub(aio, call.rpc)
         timeout = call.timeout if call.timeout is not None else self._config.timeouts.total
         try:
-            return await stub(
-                call.message, timeout=timeout, metadata=self._metadata + call.metadata
-            )
+            return await stub(call.message, timeout=timeout, metadata=aio.metadata + call.metadata)
         except _grpc().RpcError as exc:
             raise map_rpc_error(exc, self.target, call.request_id) from exc
 
@@ -285,22 +302,17 @@ class AsyncGrpcEngine:
         """Open a ``ModelStreamInfer`` stream (an async iterator of replies, cancellable)."""
         if self._closed:
             raise TransportError("the client is closed")
-        stub = self._stub("ModelStreamInfer")
-        return stub(
+        aio = self._channel()
+        return self._stub(aio, "ModelStreamInfer")(
             requests,
             timeout=timeout if timeout is not None else self._config.timeouts.stream,
-            metadata=self._metadata + metadata,
+            metadata=aio.metadata + metadata,
         )
 
     async def aclose(self) -> None:
-        """Close the channel (idempotent)."""
+        """Close the channels (idempotent): this loop's now, other running loops' in their loop."""
         self._closed = True
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            try:
-                await channel.close()
-            except RuntimeError:  # pragma: no cover - channel bound to a closed loop
-                logger.debug("grpc.aio channel closed outside its loop", exc_info=True)
+        await self._channels.aclose()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,18 +321,6 @@ class AsyncGrpcEngine:
 
 def _metadata(opts: CallOptions) -> tuple[tuple[str, str], ...]:
     return tuple((k.lower(), str(v)) for k, v in opts.headers.items())
-
-
-def _trace_value(values: Iterable[str], key: str) -> Any:
-    out = list(values)
-    if len(out) == 1 and key != "trace_level":
-        return out[0]
-    return out
-
-
-def _oneof(msg: Any) -> Any:
-    which = msg.WhichOneof("parameter_choice")
-    return None if which is None else getattr(msg, which)
 
 
 class GrpcBinding:
@@ -342,17 +342,8 @@ class GrpcBinding:
     ) -> GrpcCall | None:
         """The ``ModelInfer`` call for plain arrays, serialized from a cached template.
 
-        Args:
-            key: ``(model_name, model_version, output_names, *(name, dtype, shape))``; the
-                arrays are native-endian numeric and C-contiguous, in the key's order.
-            arrays: The input data.
-            request_id: The request id ("" for none).
-            timeout: Seconds allowed (None: the client's default).
-            retry: Whether the call may be retried.
-            binary: HTTP only; ignored.
-
-        Returns:
-            The call, or None when the inputs need the general path.
+        The same contract as :meth:`nbinfer.transports.http.HttpBinding.fast_infer_call`
+        (``binary`` is HTTP's and ignored here); None when the inputs need the general path.
         """
         template = self._templates.get(key)
         if template is None:
@@ -382,34 +373,34 @@ class GrpcBinding:
 
     def server_live(self, opts: CallOptions) -> Op[bool]:
         """``ServerLive``."""
-        reply = yield self._call("ServerLive", pgrpc.pb.ServerLiveRequest(), opts)
+        reply = yield self._call("ServerLive", pgrpc.request_message("ServerLive"), opts)
         return bool(reply.live)
 
     def server_ready(self, opts: CallOptions) -> Op[bool]:
         """``ServerReady``."""
-        reply = yield self._call("ServerReady", pgrpc.pb.ServerReadyRequest(), opts)
+        reply = yield self._call("ServerReady", pgrpc.request_message("ServerReady"), opts)
         return bool(reply.ready)
 
     def model_ready(self, name: str, version: str, opts: CallOptions) -> Op[bool]:
         """``ModelReady``."""
-        msg = pgrpc.pb.ModelReadyRequest(name=name, version=version)
+        msg = pgrpc.request_message("ModelReady", name=name, version=version)
         reply = yield self._call("ModelReady", msg, opts)
         return bool(reply.ready)
 
     def server_metadata(self, opts: CallOptions) -> Op[ServerMetadataT]:
         """``ServerMetadata``."""
-        reply = yield self._call("ServerMetadata", pgrpc.pb.ServerMetadataRequest(), opts)
+        reply = yield self._call("ServerMetadata", pgrpc.request_message("ServerMetadata"), opts)
         return pgrpc.server_metadata_from_proto(reply)
 
     def model_metadata(self, name: str, version: str, opts: CallOptions) -> Op[ModelMetadata]:
         """``ModelMetadata``."""
-        msg = pgrpc.pb.ModelMetadataRequest(name=name, version=version)
+        msg = pgrpc.request_message("ModelMetadata", name=name, version=version)
         reply = yield self._call("ModelMetadata", msg, opts)
         return pgrpc.model_metadata_from_proto(reply)
 
     def model_config(self, name: str, version: str, opts: CallOptions) -> Op[dict[str, Any]]:
         """``ModelConfig`` (returned as Triton-shaped JSON)."""
-        msg = pgrpc.pb.ModelConfigRequest(name=name, version=version)
+        msg = pgrpc.request_message("ModelConfig", name=name, version=version)
         reply = yield self._call("ModelConfig", msg, opts)
         return dict(pgrpc.config_proto_to_json(reply.config))
 
@@ -446,7 +437,7 @@ class GrpcBinding:
 
     def repository_index(self, ready_only: bool, opts: CallOptions) -> Op[list[RepositoryModel]]:
         """``RepositoryIndex``."""
-        msg = pgrpc.pb.RepositoryIndexRequest(ready=ready_only)
+        msg = pgrpc.request_message("RepositoryIndex", ready=ready_only)
         reply = yield self._call("RepositoryIndex", msg, opts)
         return list(pgrpc.repository_index_from_proto(reply))
 
@@ -464,14 +455,14 @@ class GrpcBinding:
 
     def unload_model(self, name: str, unload_dependents: bool, opts: CallOptions) -> Op[None]:
         """``RepositoryModelUnload``."""
-        msg = pgrpc.pb.RepositoryModelUnloadRequest(model_name=name)
-        msg.parameters["unload_dependents"].bool_param = unload_dependents
+        msg = pgrpc.request_message("RepositoryModelUnload", model_name=name)
+        pgrpc.params_to_proto({"unload_dependents": unload_dependents}, cast(Any, msg).parameters)
         yield self._call("RepositoryModelUnload", msg, opts, idempotent=False)
         return None
 
     def statistics(self, name: str, version: str, opts: CallOptions) -> Op[dict[str, Any]]:
         """``ModelStatistics`` (returned as Triton-shaped JSON)."""
-        msg = pgrpc.pb.ModelStatisticsRequest(name=name, version=version)
+        msg = pgrpc.request_message("ModelStatistics", name=name, version=version)
         reply = yield self._call("ModelStatistics", msg, opts)
         return dict(pgrpc.statistics_proto_to_json(reply))
 
@@ -479,71 +470,40 @@ class GrpcBinding:
         self, name: str, settings: Mapping[str, Any] | None, opts: CallOptions
     ) -> Op[dict[str, Any]]:
         """``TraceSetting`` (get when ``settings`` is None)."""
-        msg = pgrpc.pb.TraceSettingRequest(model_name=name)
-        for key, value in (settings or {}).items():
-            entry = msg.settings[key]
-            if value is None:
-                continue  # an empty value resets the setting
-            values = value if isinstance(value, (list, tuple)) else [value]
-            entry.value.extend(str(v) for v in values)
+        msg: Any = pgrpc.request_message("TraceSetting", model_name=name)
+        pgrpc.trace_settings_to_proto(settings or {}, msg.settings)
         reply = yield self._call("TraceSetting", msg, opts, idempotent=settings is None)
-        return {k: _trace_value(v.value, k) for k, v in reply.settings.items()}
+        return pgrpc.trace_settings_from_proto(reply.settings)
 
     def log_settings(
         self, settings: Mapping[str, Any] | None, opts: CallOptions
     ) -> Op[dict[str, Any]]:
         """``LogSettings`` (get when ``settings`` is None)."""
-        msg = pgrpc.pb.LogSettingsRequest()
-        for key, value in (settings or {}).items():
-            entry = msg.settings[key]
-            if isinstance(value, bool):
-                entry.bool_param = value
-            elif isinstance(value, int):
-                entry.uint32_param = value
-            else:
-                entry.string_param = str(value)
+        msg: Any = pgrpc.request_message("LogSettings")
+        pgrpc.log_settings_to_proto(settings or {}, msg.settings)
         reply = yield self._call("LogSettings", msg, opts, idempotent=settings is None)
-        return {k: _oneof(v) for k, v in reply.settings.items()}
+        return pgrpc.log_settings_from_proto(reply.settings)
 
     def shm_status(self, kind: str, name: str, opts: CallOptions) -> Op[list[dict[str, Any]]]:
         """``{System,Cuda}SharedMemoryStatus`` as a list of region dicts."""
         rpc = "SystemSharedMemoryStatus" if kind == "system" else "CudaSharedMemoryStatus"
-        msg = getattr(pgrpc.pb, rpc + "Request")(name=name)
+        msg = pgrpc.request_message(rpc, name=name)
         reply = yield self._call(rpc, msg, opts)
-        rows: list[dict[str, Any]] = []
-        for region in reply.regions.values():
-            if kind == "system":
-                rows.append(
-                    {
-                        "name": region.name,
-                        "key": region.key,
-                        "offset": int(region.offset),
-                        "byte_size": int(region.byte_size),
-                    }
-                )
-            else:
-                rows.append(
-                    {
-                        "name": region.name,
-                        "device_id": int(region.device_id),
-                        "byte_size": int(region.byte_size),
-                    }
-                )
-        return rows
+        return pgrpc.shm_status_from_proto(kind, reply)
 
     def shm_register(
         self, kind: str, name: str, body: Mapping[str, Any], opts: CallOptions
     ) -> Op[None]:
         """``{System,Cuda}SharedMemoryRegister``."""
         rpc = "SystemSharedMemoryRegister" if kind == "system" else "CudaSharedMemoryRegister"
-        msg = getattr(pgrpc.pb, rpc + "Request")(name=name, **dict(body))
+        msg = pgrpc.request_message(rpc, name=name, **dict(body))
         yield self._call(rpc, msg, opts, idempotent=False)
         return None
 
     def shm_unregister(self, kind: str, name: str, opts: CallOptions) -> Op[None]:
         """``{System,Cuda}SharedMemoryUnregister`` (empty name: all regions)."""
         rpc = "SystemSharedMemoryUnregister" if kind == "system" else "CudaSharedMemoryUnregister"
-        msg = getattr(pgrpc.pb, rpc + "Request")(name=name)
+        msg = pgrpc.request_message(rpc, name=name)
         yield self._call(rpc, msg, opts, idempotent=False)
         return None
 

@@ -4,6 +4,10 @@ The engines were chosen by measurement (``benchmarks/client.py``): libcurl throu
 fastest sync engine here (one handle per thread, keep-alive reuse, the GIL released during
 transfers) and aiohttp the fastest asyncio one. Both expose the same small seam,
 ``request(method, path, body, headers) -> HttpReply``, and raise only :mod:`nbinfer.errors`.
+
+Wire encoding and decoding (bodies, the lazy response reader) are :mod:`nbinfer.protocol.rest`'s;
+the binding here only maps API calls onto routes. Imports the protocol layer, errors and config;
+never the client, session or server (pycurl and aiohttp only inside the engines).
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ import asyncio
 import base64
 import gzip
 import logging
-import math
 import ssl
 import threading
 import weakref
@@ -35,19 +38,17 @@ from nbinfer.errors import (
     error_for_status,
 )
 from nbinfer.protocol import rest, v1
-from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
+from nbinfer.protocol.dtypes import datatype_of
 from nbinfer.protocol.types import (
     InferInput,
-    InferOutput,
     InferRequest,
-    InferResponse,
     ModelMetadata,
-    Parameters,
     RepositoryModel,
     RequestedOutput,
 )
 from nbinfer.protocol.types import ServerMetadata as ServerMetadataT
 from nbinfer.transports import CallOptions, HttpCall, HttpReply, Op
+from nbinfer.transports.loops import PerLoop
 
 __all__ = ["AiohttpEngine", "CurlEngine", "HttpBinding", "base_url"]
 
@@ -332,7 +333,11 @@ def _ssl_context(config: ClientConfig) -> ssl.SSLContext | bool:
 
 
 class AiohttpEngine:
-    """Asyncio HTTP engine over an aiohttp ``ClientSession`` created lazily in the running loop.
+    """Asyncio HTTP engine over aiohttp: one ``ClientSession`` per event loop, made on first use.
+
+    Each loop's session is closed in that loop when the loop shuts down (``asyncio.run``
+    returning) or when the engine is closed (see :class:`~nbinfer.transports.loops.PerLoop`), so
+    one client serves successive and concurrent loops without leaving connections open.
 
     Args:
         url: The server base URL.
@@ -342,8 +347,7 @@ class AiohttpEngine:
     def __init__(self, url: str, config: ClientConfig) -> None:
         self._base = base_url(url)
         self._config = config
-        self._session: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sessions: PerLoop[Any] = PerLoop(_close_session)
         self._headers = _default_headers(config)
         self._closed = False
 
@@ -352,27 +356,24 @@ class AiohttpEngine:
         """The base URL requests are sent under."""
         return self._base
 
-    def _get_session(self) -> Any:
+    def _new_session(self) -> Any:
         import aiohttp
 
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop or self._session.closed:
-            cfg = self._config
-            connector = aiohttp.TCPConnector(
-                limit=0,
-                ssl=_ssl_context(cfg),
-                keepalive_timeout=cfg.keepalive_seconds or 15.0,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                headers=self._headers,
-                timeout=aiohttp.ClientTimeout(
-                    total=cfg.timeouts.total, sock_connect=cfg.timeouts.connect
-                ),
-                auto_decompress=True,
-            )
-            self._loop = loop
-        return self._session
+        cfg = self._config
+        connector = aiohttp.TCPConnector(
+            limit=0,
+            ssl=_ssl_context(cfg),
+            keepalive_timeout=cfg.keepalive_seconds or 15.0,
+        )
+        session = aiohttp.ClientSession(
+            connector=connector,
+            headers=self._headers,
+            timeout=aiohttp.ClientTimeout(
+                total=cfg.timeouts.total, sock_connect=cfg.timeouts.connect
+            ),
+            auto_decompress=True,
+        )
+        return self._sessions.add(session)
 
     async def request(
         self,
@@ -388,9 +389,9 @@ class AiohttpEngine:
 
         if self._closed:
             raise TransportError("the client is closed")
-        session = self._session
-        if session is None or session.closed or self._loop is not asyncio.get_running_loop():
-            session = self._get_session()
+        session = self._sessions.get()
+        if session is None or session.closed:
+            session = self._new_session()
         url = self._base + path
         if self._config.compression is not None:
             all_headers = dict(headers)
@@ -415,165 +416,17 @@ class AiohttpEngine:
             raise TransportError(f"HTTP request to {url} failed: {exc}", url=url) from exc
 
     async def aclose(self) -> None:
-        """Close the session (idempotent)."""
+        """Close the sessions (idempotent): this loop's now, other running loops' in their loop."""
         self._closed = True
-        session, self._session = self._session, None
-        if session is not None and not session.closed:
-            try:
-                await session.close()
-            except RuntimeError:  # pragma: no cover - session bound to a closed loop
-                logger.debug("aiohttp session closed outside its loop", exc_info=True)
+        await self._sessions.aclose()
 
 
-# ---------------------------------------------------------------------------------------------
-# The inference hot path: cached request headers, outputs decoded on access
+async def _close_session(session: Any) -> None:
+    await session.close()
 
-#: Fixed-width datatypes a binary output of which needs no check beyond its size.
-_PLAIN: dict[str, np.dtype[Any]] = {
-    name: numpy_dtype(name)
-    for name in (
-        *("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"),
-        *("FP16", "FP32", "FP64", "BF16"),
-    )
-}
-_BINARY_SIZE = "binary_data_size"
+
 #: Request templates kept per binding (one per model / input signature).
 _TEMPLATES = 256
-
-
-def _plain_outputs(
-    header: Any, start: int, end: int
-) -> list[tuple[str, str, np.dtype[Any], tuple[int, ...], int, int]] | None:
-    """``(name, datatype, dtype, shape, offset, size)`` per output, or None if not all plain."""
-    if type(header) is not dict:
-        return None
-    outputs = header.get("outputs")
-    if type(outputs) is not list:
-        return None
-    specs = []
-    offset = start
-    for obj in outputs:
-        if type(obj) is not dict or "data" in obj:
-            return None
-        name, datatype, shape, params = (
-            obj.get("name"),
-            obj.get("datatype"),
-            obj.get("shape"),
-            obj.get("parameters"),
-        )
-        dtype = _PLAIN.get(datatype) if type(datatype) is str else None
-        if dtype is None or type(name) is not str or type(shape) is not list:
-            return None
-        if type(params) is not dict or not all(type(d) is int and d >= 0 for d in shape):
-            return None
-        size = params.get(_BINARY_SIZE)
-        if type(size) is not int or size != math.prod(shape) * dtype.itemsize:
-            return None
-        specs.append((name, str(datatype), dtype, tuple(shape), offset, size))
-        offset += size
-    return specs if offset == end else None
-
-
-class RestResponseReader:
-    """An inference response body whose outputs are decoded on first access.
-
-    The JSON header is parsed and every size checked up front; arrays are zero-copy read-only
-    views of the body made when first asked for. Bodies with JSON data, BYTES / BOOL or
-    shared-memory outputs are decoded eagerly by :func:`nbinfer.protocol.rest.decode_response`.
-
-    Raises:
-        InvalidInputError: malformed JSON, missing fields, sizes that do not add up.
-    """
-
-    __slots__ = ("_arrays", "_body", "_full", "_header", "_specs", "names")
-
-    def __init__(self, body: bytes, header_length: int | None) -> None:
-        self._body = body
-        self._full: InferResponse | None = None
-        self.names: list[str]
-        specs = None
-        header: Any = None
-        if header_length is not None and 0 <= header_length <= len(body):
-            try:
-                header = orjson.loads(memoryview(body)[:header_length])
-            except orjson.JSONDecodeError:
-                header = None
-            specs = _plain_outputs(header, header_length, len(body))
-        if specs is None:
-            self._full = rest.decode_response(body, header_length)
-            self.names = [out.name for out in self._full.outputs]
-            return
-        self._header: dict[str, Any] = header
-        self._specs = specs
-        self.names = [spec[0] for spec in specs]
-        self._arrays: list[np.ndarray[Any, Any] | None] = [None] * len(specs)
-
-    @property
-    def model_name(self) -> str:
-        """The model that answered."""
-        if self._full is not None:
-            return self._full.model_name
-        return str(self._header.get("model_name", ""))
-
-    @property
-    def model_version(self) -> str:
-        """The model version that answered."""
-        if self._full is not None:
-            return self._full.model_version
-        return str(self._header.get("model_version", ""))
-
-    @property
-    def id(self) -> str:
-        """The request id echoed by the server."""
-        if self._full is not None:
-            return self._full.id
-        return str(self._header.get("id", ""))
-
-    @property
-    def parameters(self) -> Parameters:
-        """Response parameters."""
-        if self._full is not None:
-            return self._full.parameters
-        params = self._header.get("parameters")
-        return dict(params) if isinstance(params, dict) else {}
-
-    def array(self, index: int) -> np.ndarray[Any, Any] | None:
-        """The data of output ``index`` (None: it was written to shared memory)."""
-        if self._full is not None:
-            out = self._full.outputs[index]
-            data = out.data
-            shape = tuple(out.shape)
-            if data is not None and data.shape != shape and data.size == math.prod(shape):
-                data = data.reshape(shape)
-            return data
-        arr = self._arrays[index]
-        if arr is None:
-            _, _, dtype, shape, offset, size = self._specs[index]
-            flat = np.frombuffer(self._body, dtype, size // dtype.itemsize, offset)
-            arr = self._arrays[index] = flat.reshape(shape)
-            arr.flags.writeable = False
-        return arr
-
-    def output(self, index: int) -> InferOutput:
-        """Output ``index`` with its datatype, shape and parameters."""
-        if self._full is not None:
-            return self._full.outputs[index]
-        name, datatype, _, shape, _, _ = self._specs[index]
-        params = dict(self._header["outputs"][index]["parameters"])
-        params.pop(_BINARY_SIZE, None)
-        return InferOutput(name, datatype, list(shape), self.array(index), params)
-
-    def response(self) -> InferResponse:
-        """The whole reply as an :class:`InferResponse`."""
-        if self._full is None:
-            self._full = InferResponse(
-                model_name=self.model_name,
-                outputs=[self.output(i) for i in range(len(self.names))],
-                model_version=self.model_version,
-                id=self.id,
-                parameters=self.parameters,
-            )
-        return self._full
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,6 +470,21 @@ def _loads(reply: HttpReply) -> Any:
         raise TransportError(
             f"the server answered with invalid JSON (HTTP {reply.status}): {reply.body[:200]!r}"
         ) from exc
+
+
+def _infer_reply(
+    reply: HttpReply, request_id: str | None, model: str
+) -> tuple[rest.ResponseReader, dict[str, str]]:
+    """Check an ``infer`` reply and read it lazily; returns the reader and the reply headers."""
+    check_reply(reply, request_id, model=model)
+    raw_length = reply.headers.get(_HEADER_LENGTH)
+    try:
+        header_length = None if raw_length is None else int(raw_length)
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"the server sent an invalid {rest.HEADER_LENGTH} header: {raw_length!r:.40}"
+        ) from exc
+    return rest.ResponseReader(reply.body, header_length), reply.headers
 
 
 class HttpBinding:
@@ -695,12 +563,9 @@ class HttpBinding:
     @staticmethod
     def fast_infer_reply(
         model_name: str, reply: HttpReply
-    ) -> tuple[RestResponseReader, dict[str, str]]:
+    ) -> tuple[rest.ResponseReader, dict[str, str]]:
         """Check and decode (lazily) the reply to a :meth:`fast_infer_call`."""
-        check_reply(reply, None, model=model_name)
-        raw_length = reply.headers.get(_HEADER_LENGTH)
-        header_length = None if raw_length is None else int(raw_length)
-        return RestResponseReader(reply.body, header_length), reply.headers
+        return _infer_reply(reply, None, model_name)
 
     def _call(
         self, method: str, path: str, opts: CallOptions, body: Any = None, **kw: Any
@@ -782,7 +647,7 @@ class HttpBinding:
         *,
         binary: bool | None = None,
         retry: bool = False,
-    ) -> Op[tuple[RestResponseReader, dict[str, str]]]:
+    ) -> Op[tuple[rest.ResponseReader, dict[str, str]]]:
         """``POST v2/models/{m}[/versions/{v}]/infer``; returns the response and reply headers."""
         use_binary = yield from self._use_binary(binary, opts)
         body, header_length = rest.encode_request(
@@ -804,10 +669,7 @@ class HttpBinding:
             request_id=request.id or None,
         )
         reply = yield call
-        check_reply(reply, request.id or None, model=request.model_name)
-        raw_length = reply.headers.get(_HEADER_LENGTH)
-        header_length = None if raw_length is None else int(raw_length)
-        return RestResponseReader(reply.body, header_length), reply.headers
+        return _infer_reply(reply, request.id or None, request.model_name)
 
     # -- model repository ----------------------------------------------------------------
 

@@ -17,8 +17,8 @@ import nbinfer
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol import grpc as pgrpc
 from nbinfer.protocol import rest
+from nbinfer.protocol.rest import ResponseReader as RestResponseReader
 from nbinfer.protocol.types import InferInput, InferOutput, InferRequest, InferResponse
-from nbinfer.transports.http import RestResponseReader
 
 pb = pgrpc.pb
 

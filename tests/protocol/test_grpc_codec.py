@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from nbinfer.errors import DataTypeError, InvalidInputError
+from nbinfer.errors import DataTypeError, InvalidInputError, UnsupportedError
 from nbinfer.protocol.grpc import (
     RPCS,
     SERVICE_NAME,
@@ -30,6 +30,7 @@ from nbinfer.protocol.grpc import (
     repository_index_from_proto,
     repository_index_to_proto,
     request_from_proto,
+    request_message,
     request_to_proto,
     response_from_proto,
     response_to_proto,
@@ -761,8 +762,13 @@ def test_rpc_table_matches_the_service_descriptor() -> None:
         assert rpc.path == f"/inference.GRPCInferenceService/{method.name}"
     assert len(RPCS) == 20
     assert method_path("ModelInfer") == "/inference.GRPCInferenceService/ModelInfer"
-    with pytest.raises(KeyError, match="known: ServerLive"):
+    with pytest.raises(UnsupportedError, match="known: ServerLive") as caught:
         method_path("Infer")
+    assert isinstance(caught.value.__cause__, KeyError)
+    with pytest.raises(UnsupportedError, match="unknown RPC 'Infer'"):
+        request_message("Infer")
+    with pytest.raises(InvalidInputError, match="ModelReady request"):
+        request_message("ModelReady", no_such_field=1)
 
 
 # ---------------------------------------------------------------------------------------------

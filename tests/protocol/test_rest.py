@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from nbinfer.errors import DataTypeError, InvalidInputError
-from nbinfer.protocol import rest
+from nbinfer.protocol import jsonvalues, rest
 from nbinfer.protocol.dtypes import DATATYPES, bfloat16, numpy_dtype
 from nbinfer.protocol.types import (
     InferInput,
@@ -223,7 +223,7 @@ def test_json_bool_fp16_bf16_and_nan_conventions() -> None:
     )
     body, _ = rest.encode_response(resp)
     assert b'"data":[0.5,NaN]' in body  # the token tritonclient reads, never null
-    outputs = rest.loads(body)["outputs"]
+    outputs = jsonvalues.loads(body)["outputs"]
     assert outputs[0]["data"] == [True, False] and outputs[2]["data"] == [1.5]
     back = rest.decode_response(body, None).outputs
     assert back[0].data.dtype == np.bool_
@@ -380,7 +380,9 @@ def test_metadata_json_round_trips() -> None:
         outputs=[TensorSpec("y", "BYTES", [-1], {"labels": "l.txt"})],
     )
     assert (
-        rest.model_metadata_from_json(orjson.loads(rest.dumps(rest.model_metadata_to_json(model))))
+        rest.model_metadata_from_json(
+            orjson.loads(jsonvalues.dumps(rest.model_metadata_to_json(model)))
+        )
         == model
     )
     index = [
