@@ -275,6 +275,9 @@ def page_runner(tmp_path: Path) -> Iterator[Page]:
         page.close()
 
 
+# A page runs several blocks (profiling.md runs three load sweeps): a page gets the time of
+# a few blocks, not the suite's per-test default.
+@pytest.mark.timeout(3 * BLOCK_TIMEOUT)
 @pytest.mark.parametrize("page", RUNNABLE, ids=[str(p.relative_to(ROOT)) for p in RUNNABLE])
 def test_page_runs_as_written(page: Path, page_runner: Page) -> None:
     for block in blocks(page):
