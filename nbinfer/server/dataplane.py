@@ -280,26 +280,19 @@ class DataPlane:
             t = Timings()
             scheduler: Scheduler | None = None
             try:
-                timeout_us = _check_parameters(request) if request.parameters else 0
+                if request.parameters:
+                    _check_parameters(request)
                 inputs, batch = io.check_inputs(request)
                 wanted = io.requested(request)
                 ctx = self._context(served, request, wanted, headers, response_headers)
                 t.input = time.perf_counter_ns() - t0
-                if served.stateful:
-                    result = await self._in_sequence(served, inputs, ctx, t)
-                else:
+                if not served.stateful:
                     scheduler = self.models.scheduler_for(served, self._run_batch)
-                    if scheduler is None and not model.run_in_thread and not io.any_async:
-                        # declared cheap and synchronous: run inline, no thread hop
-                        result = io.run_sync(inputs, ctx, t, time.perf_counter_ns())
-                    elif scheduler is None and timeout_us:
-                        result = await _deadline(
-                            self._execute(served, inputs, ctx, t), timeout_us, ctx
-                        )
-                    elif scheduler is None:
-                        result = await self._execute(served, inputs, ctx, t)
-                    else:
-                        result = await self._schedule(scheduler, request, inputs, batch, ctx, t)
+                if scheduler is None and served.inline:
+                    # declared cheap and synchronous: run inline, no thread hop
+                    result = io.run_sync(inputs, ctx, t, time.perf_counter_ns())
+                else:
+                    result = await self._run(served, scheduler, request, inputs, batch, ctx, t)
                 out_start = time.perf_counter_ns()
                 outputs = io.outputs(result, wanted, request, batch)
                 t.output += time.perf_counter_ns() - out_start
@@ -314,24 +307,8 @@ class DataPlane:
                 raise
             except Exception as exc:
                 raise self._model_raised(served, request, exc, t0) from exc
-            total = time.perf_counter_ns() - t0
-            if scheduler is None:
-                mv.stats.record_success(
-                    batch if model.max_batch_size > 0 else 1,
-                    total,
-                    t.queue,
-                    t.input,
-                    t.infer,
-                    t.output,
-                )
-            else:  # the execution was counted by _run_batch
-                mv.stats.record_request(
-                    total_ns=total,
-                    queue_ns=t.queue,
-                    input_ns=t.input,
-                    infer_ns=t.infer,
-                    output_ns=t.output,
-                )
+            # a scheduled request's execution was counted by _run_batch
+            _count_success(served, batch, time.perf_counter_ns() - t0, t, scheduler is None)
         finally:
             mv.inflight -= 1
         return InferResponse(
@@ -388,14 +365,7 @@ class DataPlane:
         except Exception as exc:
             raise self._model_raised(served, request, exc, t0) from exc
         else:
-            mv.stats.record_success(
-                batch if model.max_batch_size > 0 else 1,
-                time.perf_counter_ns() - t0,
-                t.queue,
-                t.input,
-                t.infer,
-                t.output,
-            )
+            _count_success(served, batch, time.perf_counter_ns() - t0, t, True)
         finally:
             mv.inflight -= 1
 
@@ -407,6 +377,26 @@ class DataPlane:
         served.version.stats.record_failure(time.perf_counter_ns() - t0)
         logger.warning("model %r raised", served.model.name, exc_info=True)
         return model_failed(served.model, request.id, exc)
+
+    async def _run(
+        self,
+        served: Served,
+        scheduler: Scheduler | None,
+        request: InferRequest,
+        inputs: dict[str, Any],
+        batch: int,
+        ctx: InferContext,
+        t: Timings,
+    ) -> Any:
+        """Run a checked request: in its sequence, through its scheduler, or right away."""
+        if served.stateful:
+            return await self._in_sequence(served, inputs, ctx, t)
+        if scheduler is not None:
+            return await self._schedule(scheduler, request, inputs, batch, ctx, t)
+        timeout_us = _uint_param(request, "timeout") if request.parameters else 0
+        if timeout_us:
+            return await _deadline(self._execute(served, inputs, ctx, t), timeout_us, ctx)
+        return await self._execute(served, inputs, ctx, t)
 
     def _context(
         self,
@@ -653,6 +643,18 @@ class DataPlane:
             self._executor = None
 
 
+def _count_success(served: Served, batch: int, total: int, t: Timings, executed: bool) -> None:
+    """Count a successful request, and its execution unless a scheduler counted that."""
+    stats = served.version.stats
+    if executed:
+        size = batch if served.model.max_batch_size > 0 else 1
+        stats.record_success(size, total, t.queue, t.input, t.infer, t.output)
+    else:
+        stats.record_request(
+            total_ns=total, queue_ns=t.queue, input_ns=t.input, infer_ns=t.infer, output_ns=t.output
+        )
+
+
 async def _deadline(work: Any, timeout_us: int, ctx: InferContext) -> Any:
     """Await ``work`` for at most ``timeout_us`` µs (the request's ``timeout`` parameter)."""
     try:
@@ -666,8 +668,8 @@ async def _deadline(work: Any, timeout_us: int, ctx: InferContext) -> Any:
         ) from exc
 
 
-def _check_parameters(request: InferRequest) -> int:
-    """Validate the request parameters the server reads; returns ``timeout`` (µs, 0: none).
+def _check_parameters(request: InferRequest) -> None:
+    """Validate the request parameters the server reads (before the model sees any).
 
     Raises:
         InvalidInputError: a malformed ``priority``, ``timeout``, ``binary_data_output`` or
@@ -687,7 +689,8 @@ def _check_parameters(request: InferRequest) -> int:
                 f"request parameter {key!r} must be a boolean, got {value!r}",
                 model=request.model_name,
             )
-    return _uint_param(request, "timeout") if "timeout" in params else 0
+    if "timeout" in params:
+        _uint_param(request, "timeout")
 
 
 def _uint_param(request: InferRequest, key: str) -> int:

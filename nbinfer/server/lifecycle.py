@@ -49,6 +49,9 @@ class Served:
     stateful: bool
     #: A stateful model's idle timeout for its sequences (µs).
     idle_us: int
+    #: Declared cheap (``run_in_thread = False``), all hooks synchronous and no sequence to
+    #: join: runs on the loop unless a scheduler takes it.
+    inline: bool
 
 
 class ServedModels:
@@ -97,13 +100,16 @@ class ServedModels:
         decoupled = model.is_decoupled or bool(
             (mv.config.get("model_transaction_policy") or {}).get("decoupled")
         )
+        io = ModelIO(model, self.shm)
+        stateful = is_stateful(model, mv.config)
         served = Served(
             mv,
             model,
-            ModelIO(model, self.shm),
+            io,
             decoupled=decoupled,
-            stateful=is_stateful(model, mv.config),
+            stateful=stateful,
             idle_us=sequence_idle_us(model, mv.config),
+            inline=not model.run_in_thread and not io.any_async and not stateful,
         )
         self._served[mv] = served
         return served
