@@ -121,7 +121,7 @@ class DataPlane:
         #: Active sequences of stateful models (sequence extension).
         self.sequences = SequenceManager()
         #: The loaded versions with their I/O, flags and schedulers (model lifecycle).
-        self.models = ServedModels(repository, self.shm, self.sequences)
+        self.models = ServedModels(repository, self.shm, self.sequences, self._run_batch)
 
     # -- health / metadata -------------------------------------------------------------------
     def live(self) -> bool:
@@ -287,7 +287,7 @@ class DataPlane:
                 ctx = self._context(served, request, wanted, headers, response_headers)
                 t.input = time.perf_counter_ns() - t0
                 if not served.stateful:
-                    scheduler = self.models.scheduler_for(served, self._run_batch)
+                    scheduler = self.models.scheduler_for(served)
                 if scheduler is None and served.inline:
                     # declared cheap and synchronous: run inline, no thread hop
                     result = io.run_sync(inputs, ctx, t, time.perf_counter_ns())

@@ -61,6 +61,7 @@ class ServedModels:
         repository: The models.
         shm: The shared-memory regions requests may name (given to each version's ModelIO).
         sequences: Active sequences, dropped when their model is (re)loaded or unloaded.
+        run_batch: Runs one execution of a scheduled version (the dataplane's).
     """
 
     def __init__(
@@ -68,10 +69,12 @@ class ServedModels:
         repository: ModelRepository,
         shm: SharedMemoryManager,
         sequences: SequenceManager,
+        run_batch: RunBatch,
     ) -> None:
         self.repository = repository
         self.shm = shm
         self.sequences = sequences
+        self._run_batch = run_batch
         self.closed = False
         self._served: dict[ModelVersion, Served] = {}
         self._policies: dict[ModelVersion, SchedulingPolicy | None] = {}
@@ -169,7 +172,7 @@ class ServedModels:
             if scheduler is not None:
                 scheduler.discard()
 
-    def scheduler_for(self, served: Served, runner: RunBatch) -> Scheduler | None:
+    def scheduler_for(self, served: Served) -> Scheduler | None:
         """The version's scheduler on the running loop (None: requests run as they come)."""
         mv = served.version
         policy = self.policy_for(mv)
@@ -183,9 +186,10 @@ class ServedModels:
             scheduler.discard()
         self.purge()
         box: list[Scheduler] = []
+        run_batch = self._run_batch
 
         async def run(items: list[PendingRequest]) -> list[Any]:
-            return await runner(served, box[0], items)
+            return await run_batch(served, box[0], items)
 
         scheduler = Scheduler(
             policy, run, use_threads=served.model.run_in_thread, cancel_running=served.io.any_async
