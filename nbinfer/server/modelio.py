@@ -165,12 +165,12 @@ class ModelIO:
         "any_async",
         "batched",
         "input_names",
-        "inputs",
+        "input_plans",
         "mbs",
         "model",
         "name",
         "output_names",
-        "outputs_by_name",
+        "output_plans",
         "required",
         "shm",
         "source",
@@ -186,7 +186,7 @@ class ModelIO:
         self.shm = shm if shm is not None else SharedMemoryManager()
         self.source = (ins, outs, mbs)
         self.mbs = mbs
-        self.inputs = {d.name: _InputPlan(d, mbs) for d in ins}
+        self.input_plans = {d.name: _InputPlan(d, mbs) for d in ins}
         self.input_names = ", ".join(d.name for d in ins)
         self.required = [d.name for d in ins if not d.optional]
         # The first dimension is a batch the inputs must agree on: always when the model
@@ -196,7 +196,7 @@ class ModelIO:
             and all(d.dims and d.dims[0] == -1 for d in ins)
             and all(d.inferred or (d.dims and d.dims[0] == -1) for d in outs)
         )
-        self.outputs_by_name = {d.name: _OutputPlan(d) for d in outs}
+        self.output_plans = {d.name: _OutputPlan(d) for d in outs}
         self.output_names = [d.name for d in outs]
         #: The pipeline as (time slot, bound hook, takes the context), overridden hooks only.
         self.steps = tuple(
@@ -225,7 +225,7 @@ class ModelIO:
                 shared-memory region that is unknown or too small.
         """
         name = self.name
-        specs = self.inputs
+        specs = self.input_plans
         arrays: dict[str, np.ndarray[Any, Any]] = {}
         batch: int | None = None
         first = ""
@@ -502,7 +502,7 @@ class ModelIO:
         names = [n for n in wanted if n in produced] if wanted else list(produced)
         arrays: dict[str, np.ndarray[Any, Any]] = {}
         for out_name in names:
-            op = self.outputs_by_name.get(out_name)
+            op = self.output_plans.get(out_name)
             spec = op.def_ if op is not None else None
             arrays[out_name] = self.coerce(out_name, produced[out_name], spec)
         return arrays
@@ -518,7 +518,7 @@ class ModelIO:
             InvalidInputError: classification of a non-numeric output; a shared-memory region
                 that is unknown or too small.
         """
-        defs = self.outputs_by_name
+        defs = self.output_plans
         produced = self.produced(result, wanted)
         class_counts: dict[str, int] = {}
         in_shm: dict[str, Parameters] = {}

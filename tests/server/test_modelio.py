@@ -41,7 +41,7 @@ class Pair(Model):
     inputs = (TensorDef("A", "INT32", [-1, 2]), TensorDef("B", "INT32", [-1, 2]))
     outputs = (TensorDef("C", "INT32", [-1, 2]),)
 
-    def predict(self, inputs: dict[str, Any]) -> Any:
+    def predict(self, inputs: dict[str, Any]) -> Any:  # type: ignore[override]  # no context
         return inputs["A"] + inputs["B"]
 
 
@@ -60,7 +60,8 @@ def request(*inputs: InferInput, outputs: list[RequestedOutput] | None = None) -
 
 def test_good_inputs_come_back_typed_with_their_batch_size() -> None:
     io = io_of(Scores())
-    as_f64 = InferInput("X", "FP32", [2, 3], [[1, 2, 3], [4, 5, 6]])  # a list: converted
+    as_list = [[1, 2, 3], [4, 5, 6]]  # not an array: converted
+    as_f64 = InferInput("X", "FP32", [2, 3], as_list)  # type: ignore[arg-type]
     arrays, batch = io.check_inputs(request(as_f64))
     assert batch == 2
     assert arrays["X"].dtype == np.float32 and arrays["X"].shape == (2, 3)
@@ -174,10 +175,10 @@ def test_one_hook_runner_runs_sync_and_async_pipelines() -> None:
         inputs = (TensorDef("X", "INT64", [-1]),)
         outputs = (TensorDef("Y", "INT64", [-1]),)
 
-        async def preprocess(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        async def preprocess(self, inputs: dict[str, Any]) -> dict[str, Any]:  # type: ignore[override]
             return {"X": inputs["X"] + 1}
 
-        def predict(self, inputs: dict[str, Any]) -> Any:
+        def predict(self, inputs: dict[str, Any]) -> Any:  # type: ignore[override]
             return inputs["X"] * 10
 
     io = io_of(Mixed())
