@@ -82,17 +82,8 @@ def _input_shape_ok(shape: list[int], expected: list[int]) -> bool:
     return True
 
 
-def _shape_matches(shape: Sequence[int], expected: Sequence[int]) -> bool:
-    if len(shape) != len(expected):
-        return False
-    for s, e in zip(shape, expected, strict=True):  # noqa: SIM110 - hot path, no genexpr
-        if e != -1 and s != e:
-            return False
-    return True
-
-
 def _output_shape_ok(shape: tuple[int, ...], dims: list[int], mbs: int, batch: int) -> bool:
-    """A returned shape matches the declared ``dims`` (after the batch dim when batching)."""
+    """A returned shape matches the declared ``dims`` (after the batch dim when ``mbs > 0``)."""
     if mbs > 0:
         if len(shape) != len(dims) + 1 or shape[0] != batch:
             return False
@@ -595,7 +586,7 @@ class ModelIO:
                     f"{what}: cannot reshape {_fmt(arr.shape)} to the declared {_fmt(expected)}",
                     model=self.name,
                 ) from exc
-        if not _shape_matches(list(arr.shape), expected):
+        if not _output_shape_ok(arr.shape, expected, 0, 0):  # expected has the batch dim
             raise InferenceError(
                 f"{what}: the model returned shape {_fmt(arr.shape)} but declares {_fmt(expected)}",
                 model=self.name,
