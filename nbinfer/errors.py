@@ -13,13 +13,19 @@ classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC
     ├── UnsupportedError                 the server lacks the extension / route a call needs
     ├── ServerError(status)              the server answered with an error
     │   ├── ModelNotFoundError  (404)    unknown model, version or route
-    │   ├── ModelNotReadyError  (503)    model known but not ready / failed to load
+    │   ├── ModelNotReadyError  (503)    model known but not ready (loading, unloaded, failed)
+    │   │   └── ModelLoadError (400)     loading it failed: carries the model's own error text
     │   ├── ServerUnavailableError (503) server not ready, overloaded, request timed out in queue
     │   │   └── QueueFullError (503)     a model's request queue is full (gRPC RESOURCE_EXHAUSTED)
     │   ├── PayloadTooLargeError (413)   request body above the server's limit
     │   ├── UnauthenticatedError (401)   missing / wrong credentials
     │   └── InferenceError  (500)        the model raised while running
     └── ServerStartError                 the local server process failed to start
+
+Not-ready is recognised from every peer by status and message (nbinfer and KServe answer
+503 / UNAVAILABLE; Triton 2.x 404 / NOT_FOUND "has no available versions" for a model without
+a loaded version, 503 / UNAVAILABLE "is not at ready state" for a named version). A failed load
+is 400 / INVALID_ARGUMENT on the wire, as Triton answers it, told apart by its message.
 
 ``InvalidInputError`` raised by a server response is also a ``ServerError``: clients raise
 ``RemoteInvalidInputError``, which inherits from both, so ``except InvalidInputError`` catches bad
@@ -46,6 +52,7 @@ __all__ = [
     "MODEL_TRACEBACK_MARKER",
     "InferenceError",
     "InvalidInputError",
+    "ModelLoadError",
     "ModelNotFoundError",
     "ModelNotReadyError",
     "NbinferError",
@@ -177,6 +184,17 @@ class ModelNotReadyError(ServerError):
     default_status = 503
 
 
+class ModelLoadError(ModelNotReadyError):
+    """Loading (or reloading) a model failed; the message carries the model's own error.
+
+    Raised by the repository API (``load``) when no version of the model came up: ``load()``
+    raised or returned False, its code did not import, or its configuration is unusable. The
+    server keeps the previous versions serving, if any.
+    """
+
+    default_status = 400
+
+
 class ServerUnavailableError(ServerError):
     """The server is not ready or is overloaded."""
 
@@ -222,6 +240,7 @@ HTTP_STATUS: dict[type[NbinferError], int] = {
     DataTypeError: 400,
     InvalidInputError: 400,
     ModelNotFoundError: 404,
+    ModelLoadError: 400,
     ModelNotReadyError: 503,
     QueueFullError: 503,
     ServerUnavailableError: 503,
@@ -237,6 +256,7 @@ GRPC_CODE: dict[type[NbinferError], str] = {
     DataTypeError: "INVALID_ARGUMENT",
     InvalidInputError: "INVALID_ARGUMENT",
     ModelNotFoundError: "NOT_FOUND",
+    ModelLoadError: "INVALID_ARGUMENT",
     ModelNotReadyError: "UNAVAILABLE",
     QueueFullError: "RESOURCE_EXHAUSTED",
     ServerUnavailableError: "UNAVAILABLE",
@@ -297,6 +317,26 @@ _GRPC_TO_HTTP: dict[str, int] = {
 }
 
 
+#: A model (not the server) that is not ready, in the words of nbinfer ("model 'm' is not
+#: ready (UNAVAILABLE: unloaded)"), KServe ("Model with name m is not ready.") and Triton 2.x
+#: ("Request for unknown model: 'm' has no available versions" / "... version 1 is not at ready
+#: state"). "Server is not ready." names no model and stays ServerUnavailableError.
+_NOT_READY = re.compile(
+    r"\bmodel\b.*\b(?:is not ready|is not at ready state|has no available versions)", re.I | re.S
+)
+#: A failed load: nbinfer ("failed to load model 'm': ...") and Triton ("load failed for model").
+_LOAD_FAILED = re.compile(r"failed to load model\b|load failed for model\b", re.I)
+
+
+def _refine(cls: type[ServerError], code: str, message: str) -> type[ServerError]:
+    """The class a status (HTTP status as a string, or gRPC code name) gets from its message."""
+    if code in ("404", "503", "NOT_FOUND", "UNAVAILABLE") and _NOT_READY.search(message):
+        return ModelNotReadyError
+    if code in ("400", "INVALID_ARGUMENT") and _LOAD_FAILED.search(message):
+        return ModelLoadError
+    return cls
+
+
 #: Between an nbinfer server's error message and the model's traceback text.
 MODEL_TRACEBACK_MARKER = "\n\n--- model traceback ---\n"
 
@@ -328,10 +368,15 @@ def split_model_traceback(message: str) -> tuple[str, str | None]:
 def error_for_status(
     status: int, message: str, *, request_id: str | None = None, **context: Any
 ) -> ServerError:
-    """Build the most specific :class:`ServerError` for an HTTP status and server message."""
+    """Build the most specific :class:`ServerError` for an HTTP status and server message.
+
+    404 / 503 naming a model that is not ready (nbinfer, KServe, Triton wording) is
+    :class:`ModelNotReadyError`; 400 reporting a failed load is :class:`ModelLoadError`.
+    """
     cls = _BY_STATUS.get(status)
     if cls is None:
         cls = InferenceError if status >= 500 else ServerError
+    cls = _refine(cls, str(status), message)
     message, model_tb = split_model_traceback(message)
     return cls(message, status=status, request_id=request_id, model_traceback=model_tb, **context)
 
@@ -344,10 +389,14 @@ def error_for_grpc_code(
     RESOURCE_EXHAUSTED means either a full model queue (retryable, 503) or a message above a
     size limit (grpc's "larger than max" / "exceeds" wording: not retryable, 413). UNAVAILABLE
     with Triton's "protocol is restricted" wording is a missing access header (not retryable,
-    403), not a busy server.
+    403), not a busy server. NOT_FOUND / UNAVAILABLE naming a model that is not ready is
+    :class:`ModelNotReadyError` (503); INVALID_ARGUMENT reporting a failed load is
+    :class:`ModelLoadError`.
     """
-    cls = _BY_GRPC_CODE.get(code, ServerError)
+    cls = _refine(_BY_GRPC_CODE.get(code, ServerError), code, message)
     status = _GRPC_TO_HTTP.get(code, 500)
+    if cls is ModelNotReadyError:
+        status = 503
     if code == "UNAVAILABLE" and "is restricted" in message:
         cls, status = UnauthenticatedError, 403
     if code == "RESOURCE_EXHAUSTED" and ("larger than max" in message or "exceeds" in message):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import nbinfer
-from nbinfer.errors import InvalidInputError, ModelNotFoundError
+from nbinfer.errors import InvalidInputError, ModelLoadError, ModelNotFoundError
 from nbinfer.server.model import Model
 from nbinfer.session import Session
 
@@ -124,7 +124,7 @@ class Broken(Model):
 
 
 def test_serve_reports_load_failure_and_server_keeps_serving(session: Session) -> None:
-    with pytest.raises(InvalidInputError, match="weights missing"):
+    with pytest.raises(ModelLoadError, match="RuntimeError: weights missing"):
         session.serve(Broken())
     assert session.client.is_server_ready()
     assert session.infer("iris", IRIS_ROWS).shape == (2, 3)

@@ -27,7 +27,7 @@ import sysconfig
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from nbinfer.errors import InvalidInputError, ServerError, ServerUnavailableError
+from nbinfer.errors import InvalidInputError, ModelLoadError, ServerError, ServerUnavailableError
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -65,8 +65,9 @@ def send_model(sock: socket.socket, model: Any, *, timeout: float) -> str:
     """Ship ``model`` to the server over the control socket; return its name once READY.
 
     Raises:
-        InvalidInputError: The model cannot be pickled, or the server could not load it (the
-            message carries the server's reason).
+        InvalidInputError: The model cannot be pickled or unpickled, or its declarations are
+            invalid.
+        ModelLoadError: The server could not load it (the message carries the model's error).
         ServerUnavailableError: The server did not answer in time or is gone.
     """
     import cloudpickle
@@ -93,7 +94,8 @@ def send_model(sock: socket.socket, model: Any, *, timeout: float) -> str:
             f"the local server did not confirm model {getattr(model, 'name', '?')!r}: {exc}"
         ) from exc
     if "error" in reply:
-        raise InvalidInputError(str(reply["error"]), model=getattr(model, "name", None))
+        cls = ModelLoadError if reply.get("load_failed") else InvalidInputError
+        raise cls(str(reply["error"]), model=getattr(model, "name", None))
     return str(reply["name"])
 
 
@@ -144,7 +146,7 @@ async def _handle(payload: bytes, dataplane: DataPlane) -> dict[str, Any]:
     name = str(getattr(model, "name", ""))
     for row in dataplane.repository_index():
         if row.name == name and row.state != "READY":
-            return {"error": f"model {name!r} failed to load: {row.reason}"}
+            return {"error": f"failed to load model {name!r}: {row.reason}", "load_failed": True}
     logger.info("model %r added over the control channel", name)
     return {"ok": True, "name": name}
 

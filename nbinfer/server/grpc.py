@@ -2,6 +2,9 @@
 
 Each RPC is a few lines over the DataPlane: protobuf <-> types with :mod:`nbinfer.protocol.grpc`,
 errors mapped with :func:`nbinfer.errors.grpc_code_of` onto ``context.abort``.
+
+Imports the dataplane, auth, observability, protocol and errors; never the REST frontend or the
+app.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -21,6 +24,9 @@ from nbinfer.protocol.types import InferResponse
 from nbinfer.server.auth import PUBLIC_GRPC_METHODS, authorized
 from nbinfer.server.dataplane import EMPTY_FINAL, FINAL_RESPONSE
 from nbinfer.server.observability import LogSettings, trace_settings
+
+if TYPE_CHECKING:
+    from nbinfer.server.dataplane import DataPlane
 
 __all__ = ["GrpcFrontend", "create_grpc_server"]
 
@@ -116,7 +122,7 @@ class GrpcFrontend:
             ``authorization: Bearer <token>`` (UNAUTHENTICATED otherwise).
     """
 
-    def __init__(self, dataplane: Any, *, auth_token: str | None = None) -> None:
+    def __init__(self, dataplane: DataPlane, *, auth_token: str | None = None) -> None:
         self.dp = dataplane
         self.auth_token = auth_token or None
 
@@ -434,7 +440,7 @@ class GrpcFrontend:
 
 
 async def create_grpc_server(
-    dataplane: Any,
+    dataplane: DataPlane,
     address: str,
     *,
     max_message_bytes: int,

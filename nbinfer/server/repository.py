@@ -33,6 +33,7 @@ from typing import Any
 
 from nbinfer.errors import (
     InvalidInputError,
+    ModelLoadError,
     ModelNotFoundError,
     ModelNotReadyError,
     NbinferError,
@@ -582,8 +583,8 @@ class ModelRepository:
 
         Raises:
             ModelNotFoundError: nothing to load under that name.
-            InvalidInputError: bad config / file paths, or the model failed to load (the
-                reason is also recorded in the index).
+            InvalidInputError: bad config / file paths.
+            ModelLoadError: the model failed to load (the reason is also recorded in the index).
         """
         override = _parse_config_override(config)
         self._scan()
@@ -634,7 +635,7 @@ class ModelRepository:
             if created and self._entries.get(name) is entry:
                 del self._entries[name]  # a failed first load leaves nothing behind
             reason = error or "; ".join(f"version {v.version}: {v.reason}" for v in built.values())
-            raise InvalidInputError(f"failed to load model {name!r}: {reason}", model=name)
+            raise ModelLoadError(f"failed to load model {name!r}: {reason}", model=name)
 
     async def unload(self, name: str) -> None:
         """Unload every version of a model after its in-flight requests finish.

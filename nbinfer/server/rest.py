@@ -1,9 +1,12 @@
 """The HTTP/REST frontend: a raw ASGI app over the DataPlane (served by uvicorn + httptools).
 
-No framework: a small router on ``(method, path segments)``, bodies read as bytes (size-capped
-while streaming), the v2 codec from :mod:`nbinfer.protocol.rest`, and ONE error -> status table
-(:func:`nbinfer.errors.status_of`) with the body ``{"error": "<message>"}``. Nothing received
-is ever unpickled.
+No framework: one ``match`` on the path segments binds each route straight to its handler
+method, bodies are read as bytes (size-capped while streaming), the v2 codec comes from
+:mod:`nbinfer.protocol.rest`, and ONE error -> status table (:func:`nbinfer.errors.status_of`)
+gives the body ``{"error": "<message>"}``. Nothing received is ever unpickled.
+
+Imports the dataplane (types only), kserve_v1, auth, observability, protocol and errors; never
+the gRPC frontend or the app.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import binascii
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -28,12 +31,16 @@ from nbinfer.errors import (
 from nbinfer.protocol import rest as codec
 from nbinfer.protocol.types import InferRequest
 from nbinfer.server.auth import PUBLIC_HTTP_PATHS, authorized
+from nbinfer.server.kserve_v1 import KServeV1
 from nbinfer.server.observability import (
     METRICS_CONTENT_TYPE,
     LogSettings,
     metrics_text,
     trace_settings,
 )
+
+if TYPE_CHECKING:
+    from nbinfer.server.dataplane import DataPlane
 
 __all__ = ["RestApp"]
 
@@ -66,105 +73,19 @@ class _MethodNotAllowed(Exception):
 
 # (status, content type, body: bytes or a list of buffers, extra headers)
 _Reply = tuple[int, bytes, Any, list[tuple[bytes, bytes]]]
-# A route resolves to (handler name, allowed methods, model, version).
-_Route = tuple[str, tuple[str, ...], str, str]
 _GET = ("GET",)
 _POST = ("POST",)
 _GET_POST = ("GET", "POST")
 _LIVE = orjson.dumps({"live": True})
 _NOT_LIVE = orjson.dumps({"live": False})
-_HEALTH_AND_OBSERVABILITY = frozenset(
-    ("live", "ready", "model_ready", "v1_live", "v1_models", "metrics", "logging", "trace")
-)
 _READY = orjson.dumps({"ready": True})
 _NOT_READY = orjson.dumps({"ready": False})
 
 
-def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best as one match
-    parts = path.split("/")
-    if parts[-1] == "" and len(parts) > 2:
-        parts.pop()
-    match parts:
-        case ["", "v2", "health", "live"]:
-            return ("live", _GET, "", "")
-        case ["", "v2", "health", "ready"]:
-            return ("ready", _GET, "", "")
-        case ["", "v2"]:
-            return ("server_metadata", _GET, "", "")
-        case ["", "v2", "models", "stats"]:
-            return ("stats", _GET, "", "")
-        case ["", "v2", "models", m]:
-            return ("model_metadata", _GET, m, "")
-        case ["", "v2", "models", m, "versions", v]:
-            return ("model_metadata", _GET, m, v)
-        case ["", "v2", "models", m, "infer"]:
-            return ("infer", _POST, m, "")
-        case ["", "v2", "models", m, "versions", v, "infer"]:
-            return ("infer", _POST, m, v)
-        case ["", "v2", "models", m, "ready"]:
-            return ("model_ready", _GET, m, "")
-        case ["", "v2", "models", m, "versions", v, "ready"]:
-            return ("model_ready", _GET, m, v)
-        case ["", "v2", "models", m, "config"]:
-            return ("config", _GET, m, "")
-        case ["", "v2", "models", m, "versions", v, "config"]:
-            return ("config", _GET, m, v)
-        case ["", "v2", "models", m, "stats"]:
-            return ("stats", _GET, m, "")
-        case ["", "v2", "models", m, "versions", v, "stats"]:
-            return ("stats", _GET, m, v)
-        case ["", "v2", "repository", "index"]:
-            return ("repository_index", _POST, "", "")
-        case ["", "v2", "repository", "models", m, "load"]:
-            return ("load", _POST, m, "")
-        case ["", "v2", "repository", "models", m, "unload"]:
-            return ("unload", _POST, m, "")
-        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "status"]:
-            return ("shm_status", _GET, "", kind[:-12])
-        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "region", r, "status"]:
-            return ("shm_status", _GET, r, kind[:-12])
-        case [
-            "",
-            "v2",
-            ("systemsharedmemory" | "cudasharedmemory") as kind,
-            "region",
-            r,
-            "register",
-        ]:
-            return ("shm_register", _POST, r, kind[:-12])
-        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "unregister"]:
-            return ("shm_unregister", _POST, "", kind[:-12])
-        case [
-            "",
-            "v2",
-            ("systemsharedmemory" | "cudasharedmemory") as kind,
-            "region",
-            r,
-            "unregister",
-        ]:
-            return ("shm_unregister", _POST, r, kind[:-12])
-        case ["", ""]:
-            return ("v1_live", _GET, "", "")
-        case ["", "v1", "models"]:
-            return ("v1_models", _GET, "", "")
-        case ["", "metrics"]:
-            return ("metrics", _GET, "", "")
-        case ["", "v2", "logging"]:
-            return ("logging", _GET_POST, "", "")
-        case ["", "v2", "trace", "setting"]:
-            return ("trace", _GET_POST, "", "")
-        case ["", "v2", "models", m, "trace", "setting"]:
-            return ("trace", _GET_POST, m, "")
-        case ["", "v1", "models", m]:
-            name, sep, verb = m.rpartition(":")
-            if not sep:
-                return ("v1_model", _GET, m, "")
-            if verb == "predict":
-                return ("v1_predict", _POST, name, "")
-            if verb == "explain":
-                return ("v1_explain", _POST, name, "")
-            return None
-    return None
+_Headers = dict[bytes, bytes]
+_Handler = Callable[["RestApp", str, str, bytes, _Headers], Awaitable[_Reply]]
+# A route resolves to (handler, allowed methods, model or region, version or shm kind).
+_Route = tuple[_Handler, tuple[str, ...], str, str]
 
 
 class _HeaderView(Mapping[str, str]):
@@ -276,9 +197,10 @@ class RestApp:
     """
 
     def __init__(
-        self, dataplane: Any, *, max_request_bytes: int, auth_token: str | None = None
+        self, dataplane: DataPlane, *, max_request_bytes: int, auth_token: str | None = None
     ) -> None:
         self.dp = dataplane
+        self.v1 = KServeV1(dataplane)
         self.max_request_bytes = max_request_bytes
         self.auth_token = auth_token or None
 
@@ -306,7 +228,7 @@ class RestApp:
             route = _route(scope["path"])
             if route is None:
                 raise ModelNotFoundError(f"no route for {method} {scope['path']}")
-            name, allowed, model, version = route
+            handler, allowed, model, version = route
             if method not in allowed:
                 raise _MethodNotAllowed(allowed)
             headers: dict[bytes, bytes] = dict(scope["headers"])
@@ -314,9 +236,7 @@ class RestApp:
             payload = b""
             if method == "POST":
                 payload = await self._read_body(receive, headers)
-            status, ctype, body, extra = await self._dispatch(
-                name, model, version, payload, headers
-            )
+            status, ctype, body, extra = await handler(self, model, version, payload, headers)
         except (_Disconnected, asyncio.CancelledError):
             # the client went away (its request task is cancelled by the connection)
             return
@@ -377,8 +297,8 @@ class RestApp:
         if declared is not None:
             try:
                 n = int(declared)
-            except ValueError:
-                raise InvalidInputError("invalid Content-Length header") from None
+            except ValueError as exc:
+                raise InvalidInputError("invalid Content-Length header") from exc
             if n > limit:
                 raise PayloadTooLargeError(
                     f"request body of {n} bytes exceeds the server limit of {limit} bytes"
@@ -409,99 +329,119 @@ class RestApp:
             body = _decompress(body, encoding, limit)
         return body
 
-    async def _dispatch(
-        self, name: str, model: str, version: str, body: bytes, headers: dict[bytes, bytes]
+    # -- handlers: one per route, bound by :func:`_route` ------------------------------------
+    async def _live(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        # JSON bodies as KServe sends them (tritonclient reads only the status)
+        return (200, _JSON, _LIVE, _EMPTY) if self.dp.live() else (503, _JSON, _NOT_LIVE, _EMPTY)
+
+    async def _ready(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        up = self.dp.ready()
+        return (200, _JSON, _READY, _EMPTY) if up else (503, _JSON, _NOT_READY, _EMPTY)
+
+    async def _model_ready(
+        self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
-        dp = self.dp
-        if name == "infer":
-            return await self._infer(model, version, body, headers)
-        if name == "server_metadata":
-            return _json_response(codec.server_metadata_to_json(dp.server_metadata()))
-        if name == "model_metadata":
-            return _json_response(codec.model_metadata_to_json(dp.model_metadata(model, version)))
-        if name == "config":
-            return _json_response(dp.model_config(model, version))
-        if name == "stats":
-            return _json_response(dp.statistics(model, version))
-        if name == "repository_index":
-            req = _json_body(body)
-            ready_only = bool(req.get("ready", False)) if isinstance(req, dict) else False
-            index = dp.repository_index(ready_only=ready_only)
-            return _json_response(codec.repository_index_to_json(index))
-        if name == "load":
-            config, files = _load_parameters(_json_body(body))
-            await dp.load_model(model, config=config, files=files)
-            return 200, _JSON, b"", _EMPTY
-        if name == "unload":
-            _json_body(body)
-            await dp.unload_model(model)
-            return 200, _JSON, b"", _EMPTY
-        if name.startswith("shm_"):
-            return await self._shm(name, version, model, body)
-        if name in _HEALTH_AND_OBSERVABILITY:
-            return self._observability(name, model, version, body)
-        if name == "v1_model":
-            return _json_response(await dp.v1_model(model))
-        if name in ("v1_predict", "v1_explain"):
-            out_headers: dict[str, str] = {}
-            call = dp.v1_predict if name == "v1_predict" else dp.v1_explain
-            answer = await call(
-                model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
-            )
-            return _with_headers(_json_response(answer), out_headers)
-        raise ModelNotFoundError(f"no handler for {name}")  # pragma: no cover
+        up = self.dp.model_ready(model, version)
+        return _json_response({"name": model, "ready": up}, 200 if up else 503)
 
-    def _observability(self, name: str, model: str, version: str, body: bytes) -> _Reply:
-        """Health, KServe v1 liveness and model list, ``/metrics``, trace and log settings."""
-        dp = self.dp
-        if name == "live":
-            # JSON bodies as KServe sends them (tritonclient reads only the status)
-            return (200, _JSON, _LIVE, _EMPTY) if dp.live() else (503, _JSON, _NOT_LIVE, _EMPTY)
-        if name == "ready":
-            return (200, _JSON, _READY, _EMPTY) if dp.ready() else (503, _JSON, _NOT_READY, _EMPTY)
-        if name == "model_ready":
-            up = dp.model_ready(model, version)
-            return _json_response({"name": model, "ready": up}, 200 if up else 503)
-        if name == "v1_live":
-            return _json_response({"status": "alive" if dp.live() else "dead"})
-        if name == "v1_models":
-            models = sorted({m.name for m in dp.repository_index(ready_only=True)})
-            return _json_response({"models": models})
-        if name == "metrics":
-            text = metrics_text(dp.statistics()["model_stats"])
-            return 200, METRICS_CONTENT_TYPE, text, _EMPTY
-        update = _json_body(body)
-        if not isinstance(update, dict):
-            raise InvalidInputError(f"{name} settings must be a JSON object")
-        if name == "logging":
-            return _json_response(LogSettings.update(update) if update else LogSettings.get())
-        if model:
-            dp.model_metadata(model)  # an unknown model is a 404, as on Triton
-        return _json_response(trace_settings(model, update))
+    async def _server_metadata(
+        self, model: str, version: str, body: bytes, headers: _Headers
+    ) -> _Reply:
+        return _json_response(codec.server_metadata_to_json(self.dp.server_metadata()))
 
-    async def _shm(self, name: str, kind: str, region: str, body: bytes) -> _Reply:
-        """Shared-memory status / register / unregister (``kind``: system or cuda)."""
-        dp = self.dp
-        if name == "shm_status":
-            return _json_response(dp.shm_status(kind, region))
-        if name == "shm_register":
-            await asyncio.to_thread(dp.shm_register, kind, region, _shm_body(_json_body(body)))
-        else:
-            dp.shm_unregister(kind, region)
+    async def _model_metadata(
+        self, model: str, version: str, body: bytes, headers: _Headers
+    ) -> _Reply:
+        meta = self.dp.model_metadata(model, version)
+        return _json_response(codec.model_metadata_to_json(meta))
+
+    async def _config(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        return _json_response(self.dp.model_config(model, version))
+
+    async def _stats(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        return _json_response(self.dp.statistics(model, version))
+
+    async def _repository_index(
+        self, model: str, version: str, body: bytes, headers: _Headers
+    ) -> _Reply:
+        req = _json_body(body)
+        ready_only = bool(req.get("ready", False)) if isinstance(req, dict) else False
+        index = self.dp.repository_index(ready_only=ready_only)
+        return _json_response(codec.repository_index_to_json(index))
+
+    async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        config, files = _load_parameters(_json_body(body))
+        await self.dp.load_model(model, config=config, files=files)
         return 200, _JSON, b"", _EMPTY
 
-    async def _infer(
-        self, model: str, version: str, body: bytes, headers: dict[bytes, bytes]
+    async def _unload(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        _json_body(body)
+        await self.dp.unload_model(model)
+        return 200, _JSON, b"", _EMPTY
+
+    # shared memory: ``region`` comes in the model slot, the kind (system / cuda) in the version's
+    async def _shm_status(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
+        return _json_response(self.dp.shm_status(kind, region))
+
+    async def _shm_register(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
+        await asyncio.to_thread(self.dp.shm_register, kind, region, _shm_body(_json_body(body)))
+        return 200, _JSON, b"", _EMPTY
+
+    async def _shm_unregister(
+        self, region: str, kind: str, body: bytes, headers: _Headers
     ) -> _Reply:
+        self.dp.shm_unregister(kind, region)
+        return 200, _JSON, b"", _EMPTY
+
+    async def _metrics(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        text = metrics_text(self.dp.statistics()["model_stats"])
+        return 200, METRICS_CONTENT_TYPE, text, _EMPTY
+
+    async def _logging(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        update = _settings_body(body, "logging")
+        return _json_response(LogSettings.update(update) if update else LogSettings.get())
+
+    async def _trace(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        update = _settings_body(body, "trace")
+        if model:
+            self.dp.model_metadata(model)  # an unknown model is a 404, as on Triton
+        return _json_response(trace_settings(model, update))
+
+    # KServe v1
+    async def _v1_live(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        return _json_response({"status": "alive" if self.dp.live() else "dead"})
+
+    async def _v1_models(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        models = sorted({m.name for m in self.dp.repository_index(ready_only=True)})
+        return _json_response({"models": models})
+
+    async def _v1_model(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        return _json_response(await self.v1.model(model))
+
+    async def _v1_predict(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        out_headers: dict[str, str] = {}
+        answer = await self.v1.predict(
+            model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
+        )
+        return _with_headers(_json_response(answer), out_headers)
+
+    async def _v1_explain(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        out_headers: dict[str, str] = {}
+        answer = await self.v1.explain(
+            model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
+        )
+        return _with_headers(_json_response(answer), out_headers)
+
+    async def _infer(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         raw_len = headers.get(_IHCL)
         header_length: int | None = None
         if raw_len is not None:
             try:
                 header_length = int(raw_len)
-            except ValueError:
+            except ValueError as exc:
                 raise InvalidInputError(
                     f"invalid Inference-Header-Content-Length {raw_len.decode('latin-1')!r}"
-                ) from None
+                ) from exc
             if header_length < 0 or header_length > len(body):
                 raise InvalidInputError(
                     f"Inference-Header-Content-Length {header_length} is outside the body "
@@ -547,6 +487,103 @@ class RestApp:
         return codec.decode_request(
             body, 0, raw_input_spec=(inp.name, inp.datatype, list(inp.shape))
         )
+
+
+def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best as one match
+    """The handler serving ``path``, its methods and its path arguments (None: no route)."""
+    parts = path.split("/")
+    if parts[-1] == "" and len(parts) > 2:
+        parts.pop()
+    app = RestApp
+    match parts:
+        case ["", "v2", "models", m, "infer"]:
+            return (app._infer, _POST, m, "")
+        case ["", "v2", "models", m, "versions", v, "infer"]:
+            return (app._infer, _POST, m, v)
+        case ["", "v2", "health", "live"]:
+            return (app._live, _GET, "", "")
+        case ["", "v2", "health", "ready"]:
+            return (app._ready, _GET, "", "")
+        case ["", "v2"]:
+            return (app._server_metadata, _GET, "", "")
+        case ["", "v2", "models", "stats"]:
+            return (app._stats, _GET, "", "")
+        case ["", "v2", "models", m]:
+            return (app._model_metadata, _GET, m, "")
+        case ["", "v2", "models", m, "versions", v]:
+            return (app._model_metadata, _GET, m, v)
+        case ["", "v2", "models", m, "ready"]:
+            return (app._model_ready, _GET, m, "")
+        case ["", "v2", "models", m, "versions", v, "ready"]:
+            return (app._model_ready, _GET, m, v)
+        case ["", "v2", "models", m, "config"]:
+            return (app._config, _GET, m, "")
+        case ["", "v2", "models", m, "versions", v, "config"]:
+            return (app._config, _GET, m, v)
+        case ["", "v2", "models", m, "stats"]:
+            return (app._stats, _GET, m, "")
+        case ["", "v2", "models", m, "versions", v, "stats"]:
+            return (app._stats, _GET, m, v)
+        case ["", "v2", "repository", "index"]:
+            return (app._repository_index, _POST, "", "")
+        case ["", "v2", "repository", "models", m, "load"]:
+            return (app._load, _POST, m, "")
+        case ["", "v2", "repository", "models", m, "unload"]:
+            return (app._unload, _POST, m, "")
+        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "status"]:
+            return (app._shm_status, _GET, "", kind[:-12])
+        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "region", r, "status"]:
+            return (app._shm_status, _GET, r, kind[:-12])
+        case [
+            "",
+            "v2",
+            ("systemsharedmemory" | "cudasharedmemory") as kind,
+            "region",
+            r,
+            "register",
+        ]:
+            return (app._shm_register, _POST, r, kind[:-12])
+        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "unregister"]:
+            return (app._shm_unregister, _POST, "", kind[:-12])
+        case [
+            "",
+            "v2",
+            ("systemsharedmemory" | "cudasharedmemory") as kind,
+            "region",
+            r,
+            "unregister",
+        ]:
+            return (app._shm_unregister, _POST, r, kind[:-12])
+        case ["", ""]:
+            return (app._v1_live, _GET, "", "")
+        case ["", "v1", "models"]:
+            return (app._v1_models, _GET, "", "")
+        case ["", "metrics"]:
+            return (app._metrics, _GET, "", "")
+        case ["", "v2", "logging"]:
+            return (app._logging, _GET_POST, "", "")
+        case ["", "v2", "trace", "setting"]:
+            return (app._trace, _GET_POST, "", "")
+        case ["", "v2", "models", m, "trace", "setting"]:
+            return (app._trace, _GET_POST, m, "")
+        case ["", "v1", "models", m]:
+            name, sep, verb = m.rpartition(":")
+            if not sep:
+                return (app._v1_model, _GET, m, "")
+            if verb == "predict":
+                return (app._v1_predict, _POST, name, "")
+            if verb == "explain":
+                return (app._v1_explain, _POST, name, "")
+            return None
+    return None
+
+
+def _settings_body(body: bytes, what: str) -> dict[str, Any]:
+    """A logging / trace settings update (empty: read the current settings)."""
+    update = _json_body(body)
+    if not isinstance(update, dict):
+        raise InvalidInputError(f"{what} settings must be a JSON object")
+    return update
 
 
 def _shm_body(req: Any) -> dict[str, Any]:

@@ -4,16 +4,19 @@
 ``execution_count`` model executions (a dynamic batch is one execution, counted once in
 ``batch_stats`` under its merged size); ``inference_stats`` count requests (each request of a
 batch gets the batch's compute durations and its own queue time); durations are nanoseconds.
-Updated from the event loop only.
+Updated from the event loop only. :func:`statistics_json` answers the statistics extension.
+
+A leaf of the server: imports nothing of nbinfer.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["ModelStats"]
+__all__ = ["ModelStats", "statistics_json"]
 
 
 @dataclass(slots=True)
@@ -156,3 +159,16 @@ class ModelStats:
             ],
             "memory_usage": [],
         }
+
+
+class _Counted(Protocol):
+    """A model version with its counters (``repository.ModelVersion``)."""
+
+    name: str
+    version: str
+    stats: ModelStats
+
+
+def statistics_json(versions: Iterable[_Counted]) -> dict[str, Any]:
+    """Triton's statistics answer ``{"model_stats": [...]}`` for these model versions."""
+    return {"model_stats": [v.stats.to_json(v.name, v.version) for v in versions]}

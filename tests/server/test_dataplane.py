@@ -18,6 +18,7 @@ from nbinfer.errors import (
 )
 from nbinfer.protocol.types import InferInput, InferRequest, InferResponse, RequestedOutput
 from nbinfer.server import DataPlane, FunctionModel, Model, ModelRepository, demo_models
+from nbinfer.server.kserve_v1 import KServeV1
 from nbinfer.server.model import InferContext
 
 
@@ -507,28 +508,28 @@ def test_in_memory_model_whose_load_fails_is_unavailable_with_reason() -> None:
 
 
 def test_v1_model_status(dp: DataPlane) -> None:
-    assert run(dp.v1_model("iris")) == {"name": "iris", "ready": True}
+    assert run(KServeV1(dp).model("iris")) == {"name": "iris", "ready": True}
     with pytest.raises(ModelNotFoundError):
-        run(dp.v1_model("ghost"))
+        run(KServeV1(dp).model("ghost"))
 
 
 def test_v1_predict_feeds_the_first_input_and_returns_the_first_output(dp: DataPlane) -> None:
-    result = run(dp.v1_predict("iris", {"instances": [[5.1, 3.5, 1.4, 0.2]]}))
+    result = run(KServeV1(dp).predict("iris", {"instances": [[5.1, 3.5, 1.4, 0.2]]}))
     (row,) = result["predictions"]
     assert len(row) == 3 and row[0] > 0.9
-    echo = run(dp.v1_predict("echo", {"instances": [["a", "b"]]}))
+    echo = run(KServeV1(dp).predict("echo", {"instances": [["a", "b"]]}))
     assert echo == {"predictions": [["a", "b"]]}
     with pytest.raises(InvalidInputError, match="'instances'"):
-        run(dp.v1_predict("iris", {"data": []}))
+        run(KServeV1(dp).predict("iris", {"data": []}))
     with pytest.raises(InvalidInputError, match=r"shape \[1,3\] does not match the expected"):
-        run(dp.v1_predict("iris", {"instances": [[1, 2, 3]]}))
+        run(KServeV1(dp).predict("iris", {"instances": [[1, 2, 3]]}))
 
 
 def test_v1_explain_only_for_models_that_explain(dp: DataPlane) -> None:
-    result = run(dp.v1_explain("explained", {"instances": [[1.0, 3.0]]}))
+    result = run(KServeV1(dp).explain("explained", {"instances": [[1.0, 3.0]]}))
     assert result == {"explanations": [[0.25, 0.75]]}
     with pytest.raises(ModelNotFoundError, match="'iris' has no explainer"):
-        run(dp.v1_explain("iris", {"instances": [[5.1, 3.5, 1.4, 0.2]]}))
+        run(KServeV1(dp).explain("iris", {"instances": [[5.1, 3.5, 1.4, 0.2]]}))
 
 
 def test_function_model_serves_through_the_dataplane() -> None:

@@ -14,6 +14,18 @@ import pytest
 import tritonclient.grpc as tg
 from tritonclient.utils import InferenceServerException
 
+from nbinfer import Client
+from nbinfer.errors import (
+    InvalidInputError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    ServerUnavailableError,
+    error_for_grpc_code,
+    error_for_status,
+    grpc_code_of,
+    status_of,
+)
 from nbinfer.protocol.grpc import pb
 from nbinfer.server.launcher import LocalServer
 
@@ -285,6 +297,56 @@ def test_unloaded_model_is_not_ready(http: httpx.Client) -> None:
         assert http.post("/v2/repository/models/identity_int64/load").status_code == 200
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_inference_on_an_unloaded_model_is_model_not_ready(
+    server: LocalServer, protocol: str
+) -> None:
+    url = server.http_url if protocol == "http" else f"grpc://{server.grpc_url}"
+    x = np.ones((1, 1), np.int16)
+    with Client(url) as client:
+        client.unload_model("identity_int16")
+        try:
+            with pytest.raises(ModelNotReadyError, match=r"identity_int16.*not ready") as info:
+                client.infer("identity_int16", {"INPUT0": x})
+            assert not isinstance(info.value, ModelLoadError | ServerUnavailableError)
+            assert info.value.status == 503
+        finally:
+            client.load_model("identity_int16")
+        assert client.infer("identity_int16", {"INPUT0": x}).as_numpy("OUTPUT0").tolist() == [[1]]
+
+
+_LOAD_RAISES = """
+from nbinfer.server.model import Model
+
+
+class LoadRaises(Model):
+    name = "load_raises"
+    inputs = [("X", "FP32", [-1])]
+    outputs = [("Y", "FP32", [-1])]
+
+    def load(self):
+        raise OSError("weights.bin is truncated at byte 42")
+
+    def predict(self, inputs):
+        return inputs["X"]
+"""
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_model_whose_load_raises_is_a_load_error_with_its_own_text(
+    server: LocalServer, protocol: str
+) -> None:
+    url = server.http_url if protocol == "http" else f"grpc://{server.grpc_url}"
+    with Client(url) as client:
+        with pytest.raises(ModelLoadError) as info:
+            client.load_model("load_raises", files={"1/model.py": _LOAD_RAISES.encode()})
+        message = str(info.value)
+        assert "load_raises" in message
+        assert "OSError: weights.bin is truncated at byte 42" in message
+        assert isinstance(info.value, ModelNotReadyError) and info.value.status == 400
+        assert client.is_server_ready()
+
+
 def test_loading_an_unknown_model_is_an_error_naming_it(http: httpx.Client) -> None:
     r = http.post("/v2/repository/models/never_heard_of/load", json={})
     assert r.status_code in (400, 404)
@@ -399,3 +461,58 @@ def test_default_server_refuses_code_uploads_with_400_and_keeps_serving() -> Non
         assert "--allow-code-upload" in r.json()["error"]
         assert httpx.get(f"{srv.http_url}/v2/health/ready").status_code == 200
         assert httpx.get(f"{srv.http_url}/v2/models/echo/ready").status_code == 200
+
+
+# What peers answer for a model that is not ready / failed to load, as they word it (Triton
+# 2.51 and KServe answers recorded from the real servers; see tests/peers/test_errors_on_peers.py).
+NOT_READY_ANSWERS = [
+    ("nbinfer", 503, "UNAVAILABLE", "model 'm' is not ready (UNAVAILABLE: unloaded)"),
+    ("kserve", 503, "UNAVAILABLE", "Model with name m is not ready."),
+    ("triton", 404, "NOT_FOUND", "Request for unknown model: 'm' has no available versions"),
+    (
+        "triton-version",
+        503,
+        "UNAVAILABLE",
+        "Request for unknown model: 'm' version 1 is not at ready state",
+    ),
+]
+
+
+@pytest.mark.parametrize(("peer", "status", "code", "message"), NOT_READY_ANSWERS)
+def test_not_ready_is_recognised_from_every_peer_by_status_and_message(
+    peer: str, status: int, code: str, message: str
+) -> None:
+    for error in (error_for_status(status, message), error_for_grpc_code(code, message)):
+        assert type(error) is ModelNotReadyError, (peer, error)
+        assert error.message == message
+
+
+def test_unknown_model_busy_server_and_bad_input_keep_their_classes() -> None:
+    unknown = "Request for unknown model: 'm' is not found"
+    assert type(error_for_status(404, unknown)) is ModelNotFoundError
+    assert type(error_for_grpc_code("NOT_FOUND", unknown)) is ModelNotFoundError
+    assert type(error_for_status(503, "Server is not ready.")) is ServerUnavailableError
+    assert type(error_for_grpc_code("UNAVAILABLE", "server overloaded")) is ServerUnavailableError
+    assert isinstance(error_for_status(400, "input 'x': shape [2]"), InvalidInputError)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "failed to load model 'm': version 1: load() raised OSError: no weights",
+        "load failed for model 'm': version 1 is at UNAVAILABLE state: Internal: OSError: no "
+        "weights",
+    ],
+    ids=["nbinfer", "triton"],
+)
+def test_a_failed_load_is_a_load_error_keeping_the_models_text(message: str) -> None:
+    for error in (error_for_status(400, message), error_for_grpc_code("INVALID_ARGUMENT", message)):
+        assert type(error) is ModelLoadError
+        assert "OSError: no weights" in str(error) and error.status == 400
+
+
+def test_the_server_maps_load_errors_and_not_ready_onto_distinct_statuses() -> None:
+    load = ModelLoadError("failed to load model 'm': boom")
+    assert (status_of(load), grpc_code_of(load)) == (400, "INVALID_ARGUMENT")
+    ready = ModelNotReadyError("model 'm' is not ready (LOADING)")
+    assert (status_of(ready), grpc_code_of(ready)) == (503, "UNAVAILABLE")

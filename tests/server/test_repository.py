@@ -11,7 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nbinfer.errors import InvalidInputError, ModelNotFoundError, ModelNotReadyError
+from nbinfer.errors import (
+    InvalidInputError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+)
 from nbinfer.protocol.types import InferInput, InferRequest
 from nbinfer.server import DataPlane, ModelRepository
 from nbinfer.server.pbtxt import parse_pbtxt
@@ -354,7 +359,7 @@ def test_explicit_mode_loads_nothing_until_asked(repo: Path) -> None:
     assert infer_add(dp, "add") == [2, 4]
     with pytest.raises(ModelNotFoundError, match="nothere"):
         run(dp.load_model("nothere"))
-    with pytest.raises(InvalidInputError, match=r"failed to load model 'load_fails'.*corrupt"):
+    with pytest.raises(ModelLoadError, match=r"failed to load model 'load_fails'.*corrupt"):
         run(dp.load_model("load_fails"))
 
 
@@ -423,7 +428,7 @@ def test_load_with_file_and_config_overrides(repo: Path) -> None:
 
 def test_failed_reload_keeps_the_previous_version_serving(repo: Path) -> None:
     dp = DataPlane(ModelRepository(repo, allow_code_upload=True))
-    with pytest.raises(InvalidInputError, match=r"failed to load model 'add'.*SyntaxError"):
+    with pytest.raises(ModelLoadError, match=r"failed to load model 'add'.*SyntaxError"):
         run(dp.load_model("add", files={"file:1/model.py": b"def broken(:\n"}))
     assert infer_add(dp, "add") == [2, 4]
 

@@ -16,6 +16,7 @@ import tritonclient.http as th
 from tritonclient.utils import InferenceServerException
 
 from nbinfer.protocol.dtypes import DATATYPES
+from nbinfer.server.rest import RestApp, _route
 
 
 def identity_name(datatype: str) -> str:
@@ -104,6 +105,33 @@ def test_model_config_is_triton_shaped(client: Any) -> None:
     assert config["name"] == "add_sub"
     assert {i["name"] for i in config["input"]} == {"INPUT0", "INPUT1"}
     assert config["input"][0]["data_type"] == "TYPE_FP32"
+
+
+@pytest.mark.parametrize(
+    ("path", "handler", "args"),
+    [
+        ("/v2/models/m/infer", RestApp._infer, ("m", "")),
+        ("/v2/models/m/versions/3/infer/", RestApp._infer, ("m", "3")),
+        ("/v2/models/stats", RestApp._stats, ("", "")),
+        ("/v2/models/m/versions/3/config", RestApp._config, ("m", "3")),
+        ("/v2/repository/models/m/load", RestApp._load, ("m", "")),
+        ("/v2/cudasharedmemory/region/r/register", RestApp._shm_register, ("r", "cuda")),
+        ("/v2/systemsharedmemory/unregister", RestApp._shm_unregister, ("", "system")),
+        ("/v1/models/m:explain", RestApp._v1_explain, ("m", "")),
+        ("/", RestApp._v1_live, ("", "")),
+    ],
+)
+def test_each_route_binds_straight_to_its_handler(
+    path: str, handler: Any, args: tuple[str, str]
+) -> None:
+    route = _route(path)
+    assert route is not None
+    assert route[0] is handler and route[2:] == args
+
+
+def test_paths_without_a_route_resolve_to_nothing() -> None:
+    for path in ("/v2/models/m/infer/extra", "/v1/models/m:train", "/v3", "/v2/repository"):
+        assert _route(path) is None
 
 
 def test_unknown_route_is_404_and_wrong_method_is_405(http: httpx.Client) -> None:

@@ -1,0 +1,168 @@
+"""KServe's v1 protocol (``/v1/models/<m>[:predict|:explain]``) as an adapter over the dataplane.
+
+v1 carries JSON ``instances`` instead of typed tensors: they feed the model's first declared
+input, and the first output comes back as ``predictions``. Prediction is a v2 inference
+through :meth:`DataPlane.infer` (same checks, statistics and scheduling); explanation runs the
+model's ``explain`` hook with the same input checks.
+
+Imports the dataplane (types only), modelio, protocol and errors; never a frontend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nbinfer.errors import InferenceError, InvalidInputError, ModelNotFoundError, NbinferError
+from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.protocol.types import InferInput, InferRequest
+from nbinfer.server.model import InferContext, Model, to_bytes_array
+from nbinfer.server.modelio import Timings
+
+if TYPE_CHECKING:
+    from nbinfer.server.dataplane import DataPlane
+
+__all__ = ["KServeV1", "jsonable"]
+
+
+class KServeV1:
+    """KServe v1 model status, predict and explain over a :class:`DataPlane`.
+
+    Example::
+
+        v1 = KServeV1(dataplane)
+        await v1.predict("iris", {"instances": [[5.1, 3.5, 1.4, 0.2]]})
+    """
+
+    def __init__(self, dataplane: DataPlane) -> None:
+        self.dp = dataplane
+
+    async def model(self, name: str) -> dict[str, Any]:
+        """KServe v1 model status ``{"name", "ready"}``.
+
+        Raises:
+            ModelNotFoundError: unknown model.
+        """
+        return {"name": name, "ready": self.dp.model_ready(name)}
+
+    async def predict(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        headers: Mapping[str, str] | None = None,
+        response_headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """KServe v1 predict: ``{"instances": [...]}`` -> ``{"predictions": [...]}``.
+
+        Raises:
+            ModelNotFoundError: unknown model.
+            ModelNotReadyError: the model is not loaded.
+            InvalidInputError: malformed instances.
+            InferenceError: the model raised.
+        """
+        served = self.dp.models.get(name)
+        request = _request(served.model, payload)
+        response = await self.dp.infer(request, headers=headers, response_headers=response_headers)
+        if not response.outputs:
+            return {"predictions": []}
+        return {"predictions": jsonable(response.outputs[0].data)}
+
+    async def explain(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        headers: Mapping[str, str] | None = None,
+        response_headers: dict[str, str] | None = None,
+    ) -> Any:
+        """KServe v1 explain (only for models implementing ``explain()``).
+
+        Raises:
+            ModelNotFoundError: unknown model, or it has no explainer.
+            ModelNotReadyError: the model is not loaded.
+            InvalidInputError: malformed instances.
+            InferenceError: ``explain()`` raised.
+        """
+        served = self.dp.models.get(name)
+        model = served.model
+        if not model.implements_explain:
+            raise ModelNotFoundError(
+                f"model {name!r} has no explainer (it does not implement explain())", model=name
+            )
+        inputs, _ = served.io.check_inputs(_request(model, payload))
+        ctx = InferContext(model_name=name, model_version=served.version.version)
+        if headers is not None:
+            ctx.headers = headers
+        if response_headers is not None:
+            ctx.response_headers = response_headers
+        served.version.inflight += 1
+        try:
+            result = await served.io.hook("explain", inputs, ctx, self.dp.offload, Timings())
+        except NbinferError:
+            raise
+        except Exception as exc:
+            raise InferenceError(
+                f"explain() of model {name!r} failed: {type(exc).__name__}: {exc}", model=name
+            ) from exc
+        finally:
+            served.version.inflight -= 1
+        if isinstance(result, Mapping):
+            return {str(k): jsonable(v) for k, v in result.items()}
+        return {"explanations": jsonable(result)}
+
+
+def _request(model: Model, payload: Any) -> InferRequest:
+    """A v2 request feeding the v1 ``instances`` to the model's first input."""
+    if isinstance(payload, Mapping):
+        if "instances" in payload:
+            instances = payload["instances"]
+        elif "inputs" in payload:
+            instances = payload["inputs"]
+        else:
+            raise InvalidInputError(
+                "KServe v1 request needs an 'instances' list; got keys: "
+                + ", ".join(map(str, payload))
+            )
+    else:
+        instances = payload
+    defs = model.input_defs()
+    if not defs:
+        raise InvalidInputError(f"model {model.name!r} declares no inputs")
+    spec = defs[0]
+    try:
+        if spec.datatype == "BYTES":
+            arr = to_bytes_array(np.asarray(instances, dtype=object))
+        else:
+            arr = np.asarray(instances, dtype=numpy_dtype(spec.datatype))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"KServe v1 instances for input {spec.name!r} of model {model.name!r} are not "
+            f"a rectangular {spec.datatype} array: {exc}"
+        ) from exc
+    return InferRequest(
+        inputs=[InferInput(spec.name, spec.datatype, list(arr.shape), arr)],
+        model_name=model.name,
+    )
+
+
+def jsonable(value: Any) -> Any:
+    """Numpy -> JSON-ready Python (BYTES decoded as UTF-8 when possible)."""
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return [jsonable(v) for v in value.tolist()]
+        if value.dtype.kind == "V" or value.dtype == numpy_dtype("BF16"):
+            return value.astype(np.float32).tolist()
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value.hex()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
