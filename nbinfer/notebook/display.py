@@ -659,6 +659,10 @@ _HINTS: dict[type[errors.NbinferError], tuple[str, ...]] = {
         "List the served models: `session.models` or `%nbinfer models`.",
         "Check the name and version; load it with `session.load(name)` if it is in the repository.",
     ),
+    errors.ModelLoadError: (
+        "The model's own error is in the message: fix its `load()` or its files, then "
+        "`session.load(name)` again.",
+    ),
     errors.ModelNotReadyError: (
         "Load the model: `session.load(name)`; the `reason` column of `session.models` says why.",
     ),

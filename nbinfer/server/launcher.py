@@ -429,7 +429,8 @@ class LocalServer:
 
         Raises:
             ServerStartError: The server is not running or was started without ``control``.
-            InvalidInputError: The model could not be pickled or failed to load (with reason).
+            InvalidInputError: The model could not be pickled.
+            ModelLoadError: The model's ``load()`` raised (its error text in the message).
         """
         from nbinfer.server.control import send_model
 
