@@ -98,9 +98,9 @@ def test_a_raising_handler_gives_the_matching_error_class(
     def handler(request: Request) -> Response:
         raise raised
 
-    with Client("http://mock:1", transport=MockTransport(handler), retries=0) as client:
-        with pytest.raises(expected) as info:
-            client.infer("m", {"x": np.ones(1, np.float32)}, binary=False)
+    client = Client("http://mock:1", transport=MockTransport(handler), retries=0)
+    with client, pytest.raises(expected) as info:
+        client.infer("m", {"x": np.ones(1, np.float32)}, binary=False)
     assert isinstance(info.value, NbinferError)
     if not isinstance(raised, NbinferError):
         assert info.value.__cause__ is raised
@@ -133,9 +133,9 @@ def test_sync_client_refuses_an_async_handler() -> None:
     async def handler(request: Request) -> Response:
         return Response(200)
 
-    with Client("http://mock:1", transport=MockTransport(handler)) as client:
-        with pytest.raises(TransportError, match="AsyncClient"):
-            client.is_server_live()
+    client = Client("http://mock:1", transport=MockTransport(handler))
+    with client, pytest.raises(TransportError, match="AsyncClient"):
+        client.is_server_live()
 
 
 def test_closed_mock_client_refuses_calls() -> None:
