@@ -144,22 +144,8 @@ def _needs_metadata(value: Any) -> bool:
 class _Core:
     """Everything both clients share: configuration, the binding, the metadata cache, ops.
 
-    Args:
-        url: ``http(s)://host:port``, ``grpc(s)://host:port`` or a bare ``host:port`` (HTTP).
-        protocol: ``"http"`` or ``"grpc"``, overriding the URL scheme.
-        config: A :class:`~nbinfer.config.ClientConfig` (default: from ``NBINFER_*`` env).
-        timeout: Seconds per call (or a :class:`~nbinfer.config.Timeouts`).
-        retries: Number of retries (or a :class:`~nbinfer.config.Retries`).
-        ssl: ``True`` for TLS with defaults, or a :class:`~nbinfer.config.TLSConfig`.
-        auth: An :class:`~nbinfer.config.Auth`, a ``(user, password)`` pair or a bearer token.
-        headers: Headers (HTTP) / metadata (gRPC) sent with every call.
-        binary: HTTP: force binary tensor data on/off (default: use it when the server can).
-        compression: ``"gzip"`` to compress requests.
-        http2: HTTP: negotiate HTTP/2.
-        max_workers: :class:`Client` only: the threads behind ``async_infer`` (an
-            :class:`AsyncClient` runs concurrent calls on its event loop instead).
-        transport: Where the calls go (default: the real engines); e.g. a
-            :class:`nbinfer.testing.MockTransport` to run offline.
+    The constructor's arguments are documented once, on :class:`~nbinfer.client.Client`
+    (``max_workers`` is the sync face's only: an AsyncClient runs concurrent calls as tasks).
     """
 
     def __init__(
