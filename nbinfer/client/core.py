@@ -193,6 +193,11 @@ class _Core:
         self._metadata: dict[tuple[str, str], ModelMetadata] = {}
         self._closed = False
         self._max_workers = max_workers
+        if transport is not None and not isinstance(transport, Transport):
+            raise InvalidInputError(
+                "transport must build engines (engine() / async_engine(), see "
+                f"nbinfer.transports.base.Transport), not {type(transport).__name__}"
+            )
         self._open(transport if transport is not None else DefaultTransport())
 
     def _open(self, transport: Transport) -> None:

@@ -13,6 +13,7 @@ from nbinfer.client import AsyncClient, Client
 from nbinfer.errors import (
     ConnectError,
     InferenceError,
+    InvalidInputError,
     ModelNotFoundError,
     NbinferError,
     TimeoutError,
@@ -143,3 +144,8 @@ def test_closed_mock_client_refuses_calls() -> None:
     client.close()
     with pytest.raises(TransportError, match="closed"):
         client.is_server_live()
+
+
+def test_something_that_is_not_a_transport_is_refused_at_construction() -> None:
+    with pytest.raises(InvalidInputError, match="transport must build engines"):
+        Client("http://mock:1", transport=v2_server)  # type: ignore[arg-type]  # the handler
