@@ -1,0 +1,33 @@
+"""v2 / Open Inference Protocol clients: :class:`Client` (sync) and :class:`AsyncClient` (asyncio).
+
+Both faces share one core: every API call is declared once (:mod:`nbinfer.client.api`) as an
+*op* (a generator yielding transport calls, see :mod:`nbinfer.transports`) and driven either by
+a blocking engine (pycurl, grpcio) or an asyncio one (aiohttp, grpc.aio). The URL picks the
+protocol: ``http://`` / ``https://`` (or a bare ``host:port``) speak REST, ``grpc://`` /
+``grpcs://`` speak gRPC.
+
+Example::
+
+    import numpy as np
+    import nbinfer
+
+    with nbinfer.Client("http://127.0.0.1:8000") as client:
+        result = client.infer("add_sub", {"INPUT0": np.ones((1, 16), np.float32),
+                                          "INPUT1": np.ones((1, 16), np.float32)})
+        print(result.as_numpy("OUTPUT0"))
+
+The sync client is thread-safe and works inside a running event loop (a Jupyter cell): it does
+no asyncio at all.
+
+Layout: ``results`` (InferResult, Sequence), ``core`` (configuration, binding, ops), ``api``
+(each public call declared once), ``sync`` / ``aio`` (the two thin faces), ``callbacks`` (where
+user callbacks run). The package imports errors, config, protocol and transports only.
+"""
+
+from __future__ import annotations
+
+from nbinfer.client.aio import AsyncClient
+from nbinfer.client.results import InferResult, Sequence
+from nbinfer.client.sync import Client
+
+__all__ = ["AsyncClient", "Client", "InferResult", "Sequence"]

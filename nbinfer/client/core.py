@@ -1,0 +1,454 @@
+"""The transport-neutral core both client faces stand on.
+
+URL and configuration resolution, the protocol binding, the metadata cache, retries, and the
+ops that build and send requests.
+
+An *op* is a generator of transport calls (see :mod:`nbinfer.transports`): written once here and
+driven by the sync face (:mod:`nbinfer.client.sync`) or the asyncio face
+(:mod:`nbinfer.client.aio`). This module does no I/O and imports no engine: errors, config,
+protocol and transports only (never the session, the server, pandas or IPython).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Sequence as SequenceABC
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import numpy as np
+
+from nbinfer.client.results import InferResult, Sequence
+from nbinfer.config import Auth, ClientConfig, Retries, Timeouts, TLSConfig, as_auth
+from nbinfer.errors import (
+    InvalidInputError,
+    ModelNotFoundError,
+    NbinferError,
+    ServerError,
+)
+from nbinfer.protocol.dtypes import datatype_of
+from nbinfer.protocol.tensors import as_array
+from nbinfer.protocol.types import (
+    InferInput,
+    InferRequest,
+    ModelMetadata,
+    ParamValue,
+    RequestedOutput,
+)
+from nbinfer.transports import CallOptions, GrpcCall, HttpCall, HttpReply, Op
+from nbinfer.transports.base import DefaultTransport, Transport
+
+if TYPE_CHECKING:
+    from nbinfer.transports.grpc import GrpcBinding
+    from nbinfer.transports.http import HttpBinding
+
+logger = logging.getLogger("nbinfer")
+
+#: What ``infer`` accepts as inputs.
+Inputs = Mapping[str, Any] | SequenceABC[InferInput] | InferRequest
+#: What ``infer`` accepts as ``outputs=``.
+Outputs = SequenceABC[str | RequestedOutput] | str | None
+#: ``callback(result, error)`` of ``async_infer`` / ``start_stream``.
+Callback = Callable[[InferResult | None, NbinferError | None], None]
+
+
+def _parse_url(url: str, protocol: str | None) -> tuple[str, str]:
+    """Return ``(protocol, url)`` where protocol is ``"http"`` or ``"grpc"``."""
+    if protocol is not None and protocol not in ("http", "grpc"):
+        raise InvalidInputError(f"protocol must be 'http' or 'grpc', not {protocol!r}")
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    scheme = scheme.lower()
+    if scheme not in ("", "http", "https", "grpc", "grpcs"):
+        raise InvalidInputError(
+            f"unsupported URL scheme {scheme!r} in {url!r}; use http(s):// or grpc(s)://"
+        )
+    if not rest:
+        raise InvalidInputError(f"no host in URL {url!r}")
+    proto = protocol or ("grpc" if scheme.startswith("grpc") else "http")
+    secure = scheme in ("https", "grpcs")
+    if proto == "http":
+        return proto, ("https://" if secure else "http://") + rest.rstrip("/")
+    return proto, ("grpcs://" if secure else "grpc://") + rest.rstrip("/")
+
+
+def _resolve_config(
+    config: ClientConfig | None,
+    *,
+    timeout: float | Timeouts | None,
+    retries: int | Retries | None,
+    ssl: TLSConfig | bool | None,
+    auth: Auth | tuple[str, str] | str | None,
+    headers: Mapping[str, str] | None,
+    binary: bool | None,
+    compression: str | None,
+    http2: bool | None,
+) -> ClientConfig:
+    cfg = config if config is not None else ClientConfig.from_env()
+    changes: dict[str, Any] = {}
+    if isinstance(timeout, Timeouts):
+        changes["timeouts"] = timeout
+    elif timeout is not None:
+        changes["timeouts"] = dataclasses.replace(cfg.timeouts, total=float(timeout))
+    if isinstance(retries, Retries):
+        changes["retries"] = retries
+    elif retries is not None:
+        changes["retries"] = dataclasses.replace(cfg.retries, attempts=int(retries) + 1)
+    if isinstance(ssl, TLSConfig):
+        changes["tls"] = ssl
+    elif ssl is True and cfg.tls is None:
+        changes["tls"] = TLSConfig()
+    if auth is not None:
+        changes["auth"] = as_auth(auth)
+    if headers is not None:
+        changes["headers"] = {**cfg.headers, **headers}
+    if binary is not None:
+        changes["binary"] = binary
+    if compression is not None:
+        changes["compression"] = compression
+    if http2 is not None:
+        changes["http2"] = http2
+    return dataclasses.replace(cfg, **changes) if changes else cfg
+
+
+def _requested_outputs(outputs: Outputs) -> list[RequestedOutput]:
+    if outputs is None:
+        return []
+    if isinstance(outputs, str):
+        outputs = [outputs]
+    result: list[RequestedOutput] = []
+    for out in outputs:
+        if isinstance(out, RequestedOutput):
+            result.append(out)
+        elif isinstance(out, str):
+            result.append(RequestedOutput(out))
+        else:
+            raise InvalidInputError(
+                f"outputs must be names or RequestedOutput objects, not {type(out).__name__}"
+            )
+    return result
+
+
+def _needs_metadata(value: Any) -> bool:
+    """True when the value's datatype is ambiguous without the model's metadata."""
+    if isinstance(value, InferInput):
+        return False
+    if isinstance(value, np.ndarray):
+        return False
+    return not isinstance(value, (str, bytes, bytearray))
+
+
+class _Core:
+    """Everything both clients share: configuration, the binding, the metadata cache, ops.
+
+    The constructor's arguments are documented once, on :class:`~nbinfer.client.Client`
+    (``max_workers`` is the sync face's only: an AsyncClient runs concurrent calls as tasks).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        protocol: str | None = None,
+        config: ClientConfig | None = None,
+        timeout: float | Timeouts | None = None,
+        retries: int | Retries | None = None,
+        ssl: TLSConfig | bool | None = None,
+        auth: Auth | tuple[str, str] | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        binary: bool | None = None,
+        compression: str | None = None,
+        http2: bool | None = None,
+        max_workers: int = 8,
+        transport: Transport | None = None,
+    ) -> None:
+        self.protocol, self.url = _parse_url(url, protocol)
+        self.config = _resolve_config(
+            config,
+            timeout=timeout,
+            retries=retries,
+            ssl=ssl,
+            auth=auth,
+            headers=headers,
+            binary=binary,
+            compression=compression,
+            http2=http2,
+        )
+        if ssl is True:
+            self.url = self.url.replace("http://", "https://").replace("grpc://", "grpcs://")
+        if self.url.startswith(("https://", "grpcs://")) and self.config.tls is None:
+            self.config = dataclasses.replace(self.config, tls=TLSConfig())
+        self._binding: HttpBinding | GrpcBinding
+        if self.protocol == "http":
+            from nbinfer.transports.http import HttpBinding
+
+            self._binding = HttpBinding(binary=self.config.binary)
+        else:
+            from nbinfer.transports.grpc import GrpcBinding
+
+            self._binding = GrpcBinding()
+        self._metadata: dict[tuple[str, str], ModelMetadata] = {}
+        self._closed = False
+        self._max_workers = max_workers
+        if transport is not None and not isinstance(transport, Transport):
+            raise InvalidInputError(
+                "transport must build engines (engine() / async_engine(), see "
+                f"nbinfer.transports.base.Transport), not {type(transport).__name__}"
+            )
+        self._open(transport if transport is not None else DefaultTransport())
+
+    def _open(self, transport: Transport) -> None:
+        """Take this face's engine from ``transport`` (the faces override it)."""
+        raise NotImplementedError
+
+    @property
+    def _wire(self) -> Literal["http", "grpc"]:
+        return "http" if self.protocol == "http" else "grpc"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r}, protocol={self.protocol!r})"
+
+    # -- options and retries -------------------------------------------------------------
+
+    @staticmethod
+    def _opts(
+        headers: Mapping[str, str] | None, timeout: float | None, request_id: str = ""
+    ) -> CallOptions:
+        return CallOptions(dict(headers) if headers else {}, timeout, request_id or None)
+
+    def _attempts(self, call: HttpCall | GrpcCall) -> int:
+        return self.config.retries.attempts if call.idempotent else 1
+
+    @staticmethod
+    def _retry_reply(call: HttpCall | GrpcCall, reply: Any) -> bool:
+        if not (isinstance(call, HttpCall) and isinstance(reply, HttpReply)):
+            return False
+        return call.check and reply.status == 503
+
+    def _log_retry(self, call: HttpCall | GrpcCall, attempt: int, why: object) -> float:
+        delay = self.config.retries.delay(attempt)
+        what = call.path if isinstance(call, HttpCall) else call.rpc
+        logger.debug("retrying %s in %.3fs (attempt %d): %s", what, delay, attempt + 1, why)
+        return delay
+
+    # -- ops -----------------------------------------------------------------------------
+
+    def _model_metadata_op(self, name: str, version: str, opts: CallOptions) -> Op[ModelMetadata]:
+        meta = yield from self._binding.model_metadata(name, version, opts)
+        self._metadata[(name, version)] = meta
+        return meta
+
+    def _cached_metadata(
+        self, name: str, version: str, opts: CallOptions
+    ) -> Op[ModelMetadata | None]:
+        meta = self._metadata.get((name, version))
+        if meta is not None:
+            return meta
+        try:
+            meta = yield from self._model_metadata_op(
+                name, version, CallOptions(dict(opts.headers), opts.timeout)
+            )
+        except ModelNotFoundError:
+            raise
+        except ServerError as exc:
+            logger.debug("no metadata for %s; inferring datatypes from the data: %s", name, exc)
+            return None
+        return meta
+
+    def _forget(self, name: str) -> None:
+        for key in [k for k in self._metadata if k[0] == name]:
+            self._metadata.pop(key, None)
+
+    def _request_from_inputs(
+        self,
+        model_name: str,
+        inputs: Mapping[str, Any] | SequenceABC[InferInput],
+        outputs: Outputs,
+        model_version: str,
+        request_id: str,
+        opts: CallOptions,
+    ) -> Op[InferRequest]:
+        items: Iterable[tuple[str, Any]]
+        if isinstance(inputs, Mapping):
+            items = inputs.items()
+        elif isinstance(inputs, (list, tuple)):
+            if not all(isinstance(i, InferInput) for i in inputs):
+                raise InvalidInputError(
+                    "inputs must be a {name: data} mapping, a list of InferInput or an InferRequest"
+                )
+            items = [(i.name, i) for i in inputs]
+        else:
+            raise InvalidInputError(
+                "inputs must be a {name: data} mapping, a list of InferInput or an "
+                f"InferRequest, not {type(inputs).__name__}"
+            )
+        specs: dict[str, str] = {}
+        items = list(items)
+        needs = [_needs_metadata(v) for _, v in items]
+        if any(needs):
+            meta = yield from self._cached_metadata(model_name, model_version, opts)
+            if meta is not None:
+                specs = {s.name: s.datatype for s in meta.inputs}
+        built: list[InferInput] = []
+        for (name, value), need in zip(items, needs, strict=True):
+            if isinstance(value, InferInput):
+                built.append(value)
+            elif type(value) is np.ndarray and value.dtype.kind in "biuf" and value.dtype.isnative:
+                # the common case: a native numeric array says its own datatype
+                built.append(InferInput(name, datatype_of(value.dtype), list(value.shape), value))
+            else:
+                arr, datatype = as_array(value, specs.get(name) if need else None)
+                built.append(InferInput(name, datatype, list(arr.shape), arr))
+        return InferRequest(
+            built,
+            _requested_outputs(outputs),
+            id=request_id,
+            model_name=model_name,
+            model_version=model_version,
+        )
+
+    def _build_request_op(
+        self,
+        model_name: str,
+        inputs: Inputs,
+        *,
+        outputs: Outputs = None,
+        model_version: str = "",
+        request_id: str = "",
+        parameters: Mapping[str, ParamValue] | None = None,
+        priority: int | None = None,
+        sequence_id: int | str | None = None,
+        sequence_start: bool | None = None,
+        sequence_end: bool = False,
+        sequence: Sequence | None = None,
+        opts: CallOptions | None = None,
+    ) -> Op[InferRequest]:
+        if not model_name and not isinstance(inputs, InferRequest):
+            raise InvalidInputError("a model name is required")
+        opts = opts or CallOptions()
+        if isinstance(inputs, InferRequest):
+            request = dataclasses.replace(
+                inputs,
+                model_name=model_name or inputs.model_name,
+                model_version=model_version or inputs.model_version,
+                outputs=_requested_outputs(outputs) or list(inputs.outputs),
+                id=request_id or inputs.id,
+                parameters=dict(inputs.parameters),
+            )
+        else:
+            request = yield from self._request_from_inputs(
+                model_name, inputs, outputs, model_version, request_id, opts
+            )
+        params = request.parameters
+        if parameters:
+            params.update(parameters)
+        if priority is not None:
+            params["priority"] = int(priority)
+        if sequence is not None:
+            if sequence.ended:
+                raise InvalidInputError(f"{sequence!r} has ended; start a new Sequence")
+            sequence_id = sequence.id
+            if sequence_start is None:
+                sequence_start = not sequence.started
+        if sequence_id is not None:
+            params["sequence_id"] = sequence_id
+            params["sequence_start"] = bool(sequence_start)
+            params["sequence_end"] = bool(sequence_end)
+        return request
+
+    def _fast_call(
+        self,
+        model_name: str,
+        inputs: dict[str, Any],
+        outputs: Outputs,
+        model_version: str,
+        request_id: str,
+        timeout: float | None,
+        binary: bool | None,
+        retry: bool | None,
+    ) -> HttpCall | GrpcCall | None:
+        """The infer call for the common case (plain numeric arrays), without building an op.
+
+        None when the request needs the general path (:meth:`_infer_op`).
+        """
+        if outputs is None:
+            names: tuple[str, ...] = ()
+        elif type(outputs) is str:
+            names = (outputs,)
+        elif type(outputs) in (list, tuple) and all(type(o) is str for o in outputs):
+            names = tuple(cast("SequenceABC[str]", outputs))
+        else:
+            return None
+        if not model_name or type(model_name) is not str or type(model_version) is not str:
+            return None
+        key: list[Any] = [model_name, model_version, names]
+        arrays: list[Any] = []
+        for name, value in inputs.items():
+            if type(value) is not np.ndarray or type(name) is not str:
+                return None
+            dtype = value.dtype
+            if dtype.kind not in "biuf" or not dtype.isnative:
+                return None
+            if not value.flags.c_contiguous:
+                value = np.ascontiguousarray(value)
+            key.append((name, dtype, value.shape))
+            arrays.append(value)
+        do_retry = self.config.retries.infer if retry is None else retry
+        return self._binding.fast_infer_call(
+            tuple(key), arrays, request_id, timeout, do_retry, binary
+        )
+
+    def _infer_op(
+        self,
+        model_name: str,
+        inputs: Inputs,
+        *,
+        headers: Mapping[str, str] | None,
+        timeout: float | None,
+        binary: bool | None,
+        retry: bool | None,
+        sequence: Sequence | None,
+        sequence_end: bool,
+        **kwargs: Any,
+    ) -> Op[InferResult]:
+        opts = self._opts(headers, timeout, kwargs.get("request_id", ""))
+        request = yield from self._build_request_op(
+            model_name, inputs, sequence=sequence, sequence_end=sequence_end, opts=opts, **kwargs
+        )
+        do_retry = self.config.retries.infer if retry is None else retry
+        response, reply_headers = yield from self._binding.infer(
+            request, opts, binary=binary, retry=do_retry
+        )
+        if sequence is not None:
+            sequence.started = True
+            sequence.ended = sequence.ended or sequence_end
+        return InferResult(response, reply_headers)
+
+    def _load_op(
+        self,
+        name: str,
+        config: str | Mapping[str, Any] | None,
+        files: Mapping[str, bytes] | None,
+        opts: CallOptions,
+    ) -> Op[None]:
+        text = config if config is None or isinstance(config, str) else json.dumps(config)
+        self._forget(name)
+        yield from self._binding.load_model(name, text, files, opts)
+        self._forget(name)
+        return None
+
+    def _unload_op(self, name: str, unload_dependents: bool, opts: CallOptions) -> Op[None]:
+        self._forget(name)
+        yield from self._binding.unload_model(name, unload_dependents, opts)
+        return None
+
+    def _require_grpc(self, what: str) -> GrpcBinding:
+        if self.protocol != "grpc":
+            raise NbinferError(
+                f"{what} needs the gRPC protocol (ModelStreamInfer); this client speaks "
+                f"{self.protocol} to {self.url}: use a grpc:// URL"
+            )
+        return cast("GrpcBinding", self._binding)
