@@ -1,8 +1,8 @@
 """Image classification over any v2 server: Pillow preprocessing from the model's metadata.
 
-Layer: interop (imports ``nbinfer.errors`` and ``protocol`` only, plus pandas / Pillow); never the
-client, transports, session or server; the notebook's gallery only lazily, inside
-:class:`ClassificationFrame`'s repr hook.
+Layer: interop (imports ``nbinfer.errors``, ``protocol`` and its interop siblings only, plus
+Pillow); never the client, transports, session, server or notebook. The answer, a
+:class:`~nbinfer.interop.image_frame.ClassificationFrame`, lives in ``image_frame.py``.
 
 :func:`classify_images` is the engine behind :meth:`nbinfer.Session.classify`. It turns paths,
 globs, directories, PIL images, arrays and encoded bytes into the tensor a model expects, sends
@@ -25,7 +25,10 @@ model's config parameter ``nbinfer.image.scaling`` when it publishes one, else `
 
 Encoded images: a model whose input is BYTES (or ``encoded=True``, as OpenVINO Model Server
 accepts for image models) gets the JPEG / PNG bytes themselves, one element per image, and
-decodes on the server; files are then read, never decoded, on the client.
+decodes on the server; files are then read, never decoded, on the client. They travel in
+Triton's BYTES form (a 4-byte length before each element) unless ``encoded="ovms"`` asks for
+OpenVINO Model Server's (:func:`ovms_input`): over HTTP the images back to back with their sizes
+in ``binary_data_size`` (``"645,94"``), over gRPC one image as one unprefixed raw entry.
 
 Batches follow the model's ``max_batch_size`` (64 images for a model whose leading dim is a
 free ``-1``; one image per request for a model without a batch dim); the next batch decodes
@@ -48,22 +51,21 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import pandas as pd
 from PIL import Image
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.interop._inflight import arun, progress_bar, run
+from nbinfer.interop.image_frame import ClassificationFrame, classification_frame
 from nbinfer.protocol.classification import decode_classification, top_k
 from nbinfer.protocol.dtypes import numpy_dtype
-from nbinfer.protocol.types import ModelMetadata, RequestedOutput
+from nbinfer.protocol.types import InferInput, ModelMetadata, RequestedOutput
 
 __all__ = [
     "SCALINGS",
     "SCALING_PARAMETER",
-    "ClassificationFrame",
+    "ENCODED_FORMS",
     "ImagePlan",
     "aclassify_images",
-    "classification_frame",
     "classify_images",
     "config_scaling",
     "encode_image",
@@ -71,6 +73,7 @@ __all__ = [
     "expand_images",
     "image_sample",
     "load_image",
+    "ovms_input",
     "pixels",
     "plan_images",
     "read_file",
@@ -93,6 +96,8 @@ DEFAULT_WORKERS = min(4, (os.cpu_count() or 2) + 1)
 THREADED_DECODE_FROM = 150e-6
 _VGG_MEANS = {1: (128.0,), 3: (123.0, 117.0, 104.0)}
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+#: How encoded images travel: Triton's length-prefixed BYTES, or OpenVINO Model Server's form.
+ENCODED_FORMS = ("triton", "ovms")
 
 Scaling = str | Callable[[np.ndarray[Any, Any]], Any]
 ImageSource = Any  # str | os.PathLike | bytes | PIL.Image.Image | np.ndarray
@@ -102,13 +107,12 @@ class _Result(Protocol):
     def as_numpy(self, name: str) -> np.ndarray[Any, Any]: ...
 
 
-#: ``submit(inputs, outputs)`` -> a future of a result with ``as_numpy`` (``Client.async_infer``).
-SubmitFn = Callable[
-    [dict[str, np.ndarray[Any, Any]], list[RequestedOutput]], "concurrent.futures.Future[Any]"
-]
-AsyncInferFn = Callable[
-    [dict[str, np.ndarray[Any, Any]], list[RequestedOutput]], Awaitable[_Result]
-]
+#: One request's inputs: ``{name: array}``, or a list of ready tensors (OVMS's encoded form).
+Inputs = dict[str, np.ndarray[Any, Any]] | list[InferInput]
+#: ``submit(inputs, outputs)`` -> a future of a result with ``as_numpy`` (``Client.async_infer``);
+#: ``inputs`` is an :data:`Inputs`, which ``Client.infer`` takes in both shapes.
+SubmitFn = Callable[[Any, list[RequestedOutput]], "concurrent.futures.Future[Any]"]
+AsyncInferFn = Callable[[Any, list[RequestedOutput]], Awaitable[_Result]]
 
 
 # -- sources ---------------------------------------------------------------------------------
@@ -268,6 +272,8 @@ class ImagePlan:
         max_batch: Largest batch the model takes (0: no limit).
         encoded: Send JPEG / PNG bytes (BYTES) instead of pixels.
         item_shape: Shape of one image's tensor (without the batch dim).
+        form: How encoded bytes travel: ``"triton"`` (4-byte length prefixes) or ``"ovms"``
+            (see :func:`ovms_input`).
     """
 
     input: str
@@ -281,6 +287,7 @@ class ImagePlan:
     max_batch: int
     encoded: bool
     item_shape: tuple[int, ...]
+    form: str = "triton"
 
 
 def _pick(specs: Sequence[Any], name: str | None, what: str, model: str) -> Any:
@@ -323,7 +330,7 @@ def plan_images(
     output: str | None = None,
     size: tuple[int, int] | None = None,
     layout: str | None = None,
-    encoded: bool | None = None,
+    encoded: bool | str | None = None,
 ) -> ImagePlan:
     """Work out the input tensor of an image model from its metadata (and config).
 
@@ -334,11 +341,22 @@ def plan_images(
         output: The scores output (default: the only output).
         size: ``(height, width)`` for inputs with variable spatial dims.
         layout: ``"NCHW"`` / ``"NHWC"``, overriding the config's format and the guess.
-        encoded: Send encoded bytes (default: when the input is BYTES).
+        encoded: Send encoded bytes (default: when the input is BYTES); ``"triton"`` or
+            ``"ovms"`` send them in that server's form (``True``: Triton's).
 
     Raises:
-        InvalidInputError: The model's inputs / outputs or shapes do not make an image model.
+        InvalidInputError: The model's inputs / outputs or shapes do not make an image model,
+            or ``encoded`` names an unknown form.
     """
+    form = "triton"
+    if isinstance(encoded, str):
+        form = encoded.lower()
+        if form not in ENCODED_FORMS:
+            raise InvalidInputError(
+                f"unknown encoded form {encoded!r}; known: {', '.join(ENCODED_FORMS)} "
+                "(or True / False)"
+            )
+        encoded = True
     config = config or {}
     model = metadata.name
     spec = _pick(metadata.inputs, input, "input", model)
@@ -352,7 +370,7 @@ def plan_images(
         # A BYTES input's own dims (e.g. [-1, 1]); a pixel input (OVMS) takes bytes as [N].
         own = shape[1:] if spec.datatype == "BYTES" else []
         item = tuple(d if d > 0 else 1 for d in own) if batched else ()
-        return ImagePlan(spec.name, "BYTES", out.name, "", 0, 0, 0, batched, mbs, True, item)
+        return ImagePlan(spec.name, "BYTES", out.name, "", 0, 0, 0, batched, mbs, True, item, form)
     lead = shape[0] if shape else 0
     if mbs > 0:
         batched = True
@@ -474,6 +492,18 @@ def encoded_batch(sources: Sequence[ImageSource], plan: ImagePlan) -> np.ndarray
     return out.reshape((len(sources), *plan.item_shape))
 
 
+def ovms_input(name: str, elements: np.ndarray[Any, Any]) -> InferInput:
+    """Encoded images as OpenVINO Model Server reads them, as one BYTES input tensor.
+
+    The element sizes ride in ``binary_data_size`` (``"645,94"``): over HTTP the images then go
+    back to back without Triton's 4-byte length prefixes; over gRPC a single image is one
+    unprefixed raw entry (several keep the prefixes, which OVMS reads in raw contents; older
+    OVMS releases take one image per request there: ``batch_size=1``).
+    """
+    sizes = ",".join(str(len(e)) for e in elements.reshape(-1))
+    return InferInput(name, "BYTES", list(elements.shape), elements, {"binary_data_size": sizes})
+
+
 def _batch(
     sources: Sequence[ImageSource],
     plan: ImagePlan,
@@ -503,67 +533,6 @@ def read_labels(labels: Sequence[str] | str | os.PathLike[str]) -> list[str]:
     return [str(label) for label in labels]
 
 
-# -- the result ------------------------------------------------------------------------------
-
-
-class ClassificationFrame(pd.DataFrame):  # type: ignore[misc]
-    """A DataFrame of top-k classes (image, rank, label, score, class) that displays as a grid.
-
-    It is a real DataFrame; in a notebook it renders as an image grid with top-k bars
-    (``nbinfer.notebook.gallery``). Filtering and copying keep the images.
-    """
-
-    _metadata = ["_nbinfer_images"]  # noqa: RUF012 - pandas' own convention
-
-    @property
-    def _constructor(self) -> Callable[..., ClassificationFrame]:
-        return ClassificationFrame
-
-    @property
-    def images(self) -> dict[Any, ImageSource]:
-        """The image behind each ``image`` key (paths are reopened when displayed)."""
-        return dict(getattr(self, "_nbinfer_images", None) or {})
-
-    def _repr_html_(self) -> str | None:
-        from nbinfer.notebook.gallery import classification_html
-
-        return classification_html(self)
-
-
-def classification_frame(
-    keys: Sequence[Any],
-    indices: np.ndarray[Any, Any],
-    scores: np.ndarray[Any, Any],
-    labels: Sequence[str | None],
-    images: Mapping[Any, ImageSource] | None = None,
-) -> ClassificationFrame:
-    """Long-format top-k frame: one row per (image, rank), best first.
-
-    Args:
-        keys: One key per image (its path or position).
-        indices: Class indices ``[n, k]``.
-        scores: Scores ``[n, k]``.
-        labels: Label per row-major cell of ``indices`` (``None``: the index as text).
-        images: The sources by key, for the grid display.
-    """
-    n, k = indices.shape
-    flat_idx = indices.reshape(-1)
-    frame = ClassificationFrame(
-        {
-            "image": np.repeat(np.asarray(keys, dtype=object), k),
-            "rank": np.tile(np.arange(1, k + 1), n),
-            "label": [
-                lab if lab is not None else str(i)
-                for lab, i in zip(labels, flat_idx.tolist(), strict=True)
-            ],
-            "score": scores.reshape(-1).astype(np.float32, copy=False),
-            "class": flat_idx.astype(np.int64, copy=False),
-        }
-    )
-    frame._nbinfer_images = dict(images or {})
-    return frame
-
-
 # -- the pipeline ----------------------------------------------------------------------------
 
 
@@ -581,7 +550,7 @@ class _Options:
     preprocess: Callable[[Any], Any] | None = None
     size: tuple[int, int] | None = None
     layout: str | None = None
-    encoded: bool | None = None
+    encoded: bool | str | None = None
     input: str | None = None
     output: str | None = None
     server_topk: bool | None = None
@@ -607,14 +576,16 @@ class _Job:
         step = self.batch_size
         return [self.items[i : i + step] for i in range(0, len(self.items), step)]
 
-    def prepare(self, batch: list[tuple[Any, ImageSource]]) -> dict[str, np.ndarray[Any, Any]]:
+    def prepare(self, batch: list[tuple[Any, ImageSource]]) -> Inputs:
         sources = [s for _, s in batch]
         tensor = _batch(sources, self.plan, self.scaling, self.options.preprocess)
         if not self.plan.batched:
             tensor = tensor[0]
+        if self.plan.encoded and self.plan.form == "ovms":
+            return [ovms_input(self.plan.input, tensor)]
         return {self.plan.input: tensor}
 
-    def prepared(self) -> Iterator[tuple[dict[str, np.ndarray[Any, Any]], int]]:
+    def prepared(self) -> Iterator[tuple[Inputs, int]]:
         """Each batch's inputs, in order.
 
         The first batch decodes in the caller's thread; when an image took longer than
@@ -761,8 +732,9 @@ def classify_images(submit: SubmitFn, metadata: ModelMetadata, images: Any, **op
         metadata: The model's metadata.
         images: Paths, globs, directories, PIL images, arrays, bytes, or a list of them.
         **options: ``config``, ``top_k``, ``labels``, ``server_labels``, ``extensions``,
-            ``batch_size``, ``scaling``, ``preprocess``, ``size``, ``layout``, ``encoded``,
-            ``input``, ``output``, ``server_topk``, ``concurrency``, ``progress``.
+            ``batch_size``, ``scaling``, ``preprocess``, ``size``, ``layout``, ``encoded``
+            (``True`` / ``"triton"`` / ``"ovms"``), ``input``, ``output``, ``server_topk``,
+            ``concurrency``, ``progress``.
 
     Returns:
         A :class:`ClassificationFrame`.

@@ -303,13 +303,21 @@ def encode_tensors(
         msg.name = tensor.name
         msg.datatype = tensor.datatype
         msg.shape.extend(tensor.shape)
-        if tensor.parameters:
-            params_to_proto(tensor.parameters, msg.parameters)
+        params = tensor.parameters
+        # BYTES with element sizes (the REST form of OVMS's encoded images): one element travels
+        # as one unprefixed raw entry, as OVMS reads it; the sizes are a REST parameter only.
+        ovms = tensor.datatype == "BYTES" and isinstance(params.get("binary_data_size"), str)
+        if ovms:
+            params = {k: v for k, v in params.items() if k != "binary_data_size"}
+        if params:
+            params_to_proto(params, msg.parameters)
         if tensor.data is None:  # lives in shared memory: no contents of its own
             continue
         _check_data(tensor.data, tensor.datatype, tensor.shape, tensor.name)
         if typed:
             _fill_contents(msg.contents, tensor.data, tensor.datatype)
+        elif ovms and tensor.data.size == 1:
+            raw_out.append(bytes_element(tensor.data.reshape(-1)[0]))
         else:
             raw_out.append(_tensor_bytes(tensor.data, tensor.datatype))
 

@@ -44,6 +44,7 @@ from nbinfer.protocol.jsonvalues import (
 from nbinfer.protocol.reader import PLAIN_DTYPES, PlainOutput
 from nbinfer.protocol.reader import ResponseReader as _LazyReader
 from nbinfer.protocol.tensors import (
+    bytes_element,
     check_shape,
     decode_bytes_tensor,
     decode_encoded_elements,
@@ -183,6 +184,13 @@ class _Body:
         self.size += nbytes
         return nbytes
 
+    def add_elements(self, arr: np.ndarray[Any, Any]) -> str:
+        """BYTES elements back to back, unprefixed (OVMS's encoded images); their sizes."""
+        items = [bytes_element(x) for x in np.asarray(arr, dtype=object).reshape(-1)]
+        self.parts.extend(items)
+        self.size += sum(map(len, items))
+        return ",".join(str(len(x)) for x in items)
+
 
 def _tensor_json(
     name: str,
@@ -194,11 +202,13 @@ def _tensor_json(
 ) -> dict[str, Any]:
     """The JSON of one tensor; with ``body`` its data goes to the binary section."""
     params = dict(parameters)
-    params.pop(_BINARY_SIZE, None)
+    sizes = params.pop(_BINARY_SIZE, None)
     tensor: dict[str, Any] = {"name": name, "datatype": datatype, "shape": [int(d) for d in shape]}
     if data is not None:
         check_shape(data, shape, name=name)
-        if body is not None:
+        if body is not None and datatype == "BYTES" and isinstance(sizes, str):
+            params[_BINARY_SIZE] = body.add_elements(data)  # element sizes given: OVMS's form
+        elif body is not None:
             params[_BINARY_SIZE] = body.add(data, datatype)
         else:
             tensor["data"] = with_tokens(tensor_to_json(data, datatype, name=name))

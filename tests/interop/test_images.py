@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
+import struct
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -14,15 +16,20 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from nbinfer import AsyncClient
 from nbinfer.errors import InvalidInputError
 from nbinfer.interop import images as images_module
+from nbinfer.interop.image_frame import ClassificationFrame
 from nbinfer.interop.images import (
-    ClassificationFrame,
+    aclassify_images,
     expand_images,
+    ovms_input,
     pixels,
     plan_images,
 )
-from nbinfer.protocol.types import ModelMetadata, TensorSpec
+from nbinfer.protocol import grpc as pgrpc
+from nbinfer.protocol import rest
+from nbinfer.protocol.types import InferRequest, ModelMetadata, TensorSpec
 from nbinfer.server.demo.nets import load_weights
 from nbinfer.server.model import Model
 from nbinfer.session import Session
@@ -113,6 +120,71 @@ def test_encoded_and_pixel_paths_agree_on_jpeg_bytes(session: Session, held_out:
     assert agree >= 0.95  # JPEG draft decoding on the client may differ in a pixel or two
 
 
+@pytest.mark.parametrize("batch_size", [None, 1])  # gRPC: 1 image = OVMS's unprefixed raw entry
+def test_encoded_images_in_ovms_form_classify_as_in_tritons(
+    session: Session, png_dir: Path, batch_size: int | None
+) -> None:
+    paths = sorted(png_dir.glob("*.png"))[: 100 if batch_size is None else 12]
+    triton = session.classify("digits_encoded", paths, top_k=2, batch_size=batch_size)
+    ovms = session.classify("digits_encoded", paths, top_k=2, batch_size=batch_size, encoded="ovms")
+    pd.testing.assert_frame_equal(pd.DataFrame(ovms), pd.DataFrame(triton))
+    top = ovms[ovms["rank"] == 1]
+    assert _top1_accuracy(ovms, _truth(top["image"])) >= 0.9
+
+
+def test_aclassify_images_sends_the_ovms_form_too(session: Session, png_dir: Path) -> None:
+    blobs = [p.read_bytes() for p in sorted(png_dir.glob("*.png"))[:20]]
+
+    async def main() -> pd.DataFrame:
+        async with AsyncClient(session.url, protocol=session.protocol) as client:
+            meta = await client.get_model_metadata("digits_encoded")
+
+            async def infer(inputs: Any, outputs: Any) -> Any:
+                return await client.infer("digits_encoded", inputs, outputs=outputs)
+
+            return await aclassify_images(infer, meta, blobs, top_k=1, encoded="OVMS")
+
+    frame = asyncio.run(main())
+    expected = session.classify("digits_encoded", blobs, top_k=1)
+    assert frame["class"].tolist() == expected["class"].tolist()
+
+
+_IMAGES = [b"\xff\xd8\xff\xe0" + bytes(range(200)), b"\x89PNG\r\n\x1a\n" + b"\x00" * 45]
+
+
+def test_ovms_form_over_http_is_the_images_back_to_back_with_their_sizes() -> None:
+    data = np.empty(2, dtype=object)
+    data[:] = _IMAGES
+    request = InferRequest([ovms_input("image", data)])
+    body, header_length = rest.encode_request(request)
+    assert header_length is not None
+    (tensor,) = json.loads(body[:header_length])["inputs"]
+    assert tensor["parameters"] == {"binary_data_size": f"{len(_IMAGES[0])},{len(_IMAGES[1])}"}
+    assert body[header_length:] == b"".join(_IMAGES)  # no 4-byte length prefixes
+    decoded = rest.decode_request(body, header_length).inputs[0].data
+    assert decoded is not None and list(decoded) == _IMAGES
+
+
+def test_ovms_form_over_grpc_sends_one_image_as_one_unprefixed_raw_entry() -> None:
+    one = np.empty(1, dtype=object)
+    one[:] = _IMAGES[:1]
+    msg = pgrpc.request_to_proto(InferRequest([ovms_input("image", one)], model_name="m"))
+    assert list(msg.raw_input_contents) == [_IMAGES[0]]
+    assert "binary_data_size" not in msg.inputs[0].parameters  # a REST parameter only
+    two = np.empty(2, dtype=object)
+    two[:] = _IMAGES
+    msg = pgrpc.request_to_proto(InferRequest([ovms_input("image", two)], model_name="m"))
+    prefixed = b"".join(struct.pack("<I", len(e)) + e for e in _IMAGES)
+    assert list(msg.raw_input_contents) == [prefixed]  # OVMS reads raw batches prefixed
+
+
+def test_unknown_encoded_form_is_invalid_input(session: Session) -> None:
+    with pytest.raises(
+        InvalidInputError, match=r"unknown encoded form 'kserve'; known: triton, ovms"
+    ):
+        session.classify("digits_encoded", [_IMAGES[1]], encoded="kserve")
+
+
 def test_server_and_local_top_k_agree(session: Session, held_out: Any) -> None:
     images, _ = held_out
     remote = session.classify("digits", images[:70], top_k=4, server_topk=True)
@@ -184,7 +256,16 @@ def test_threaded_decoding_gives_the_same_frame(
 def test_aclassify_matches_classify(session: Session, held_out: Any) -> None:
     images, _ = held_out
     sync = session.classify("digits", images[:100], top_k=2, batch_size=16)
-    result = asyncio.run(session.aclassify("digits", images[:100], top_k=2, batch_size=16))
+
+    async def in_a_loop() -> pd.DataFrame:
+        try:
+            return await session.aclassify("digits", images[:100], top_k=2, batch_size=16)
+        finally:
+            # The session keeps one AsyncClient per loop and closes them in close(), after
+            # asyncio.run closed this loop: their sockets would leak (ResourceWarning).
+            await session._aclient().aclose()
+
+    result = asyncio.run(in_a_loop())
     pd.testing.assert_frame_equal(pd.DataFrame(sync), pd.DataFrame(result))
 
 

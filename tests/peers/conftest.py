@@ -13,8 +13,11 @@ difference), ``times_two`` (INT64 [-1] -> x * 2) and ``upper`` (BYTES [-1] -> up
 * ``triton_launcher`` a function ``(repository) -> Peer`` starting more Tritons (stopped at the
   end of the session).
 * ``mlserver``      Seldon MLServer 1.7 (``parallel_workers=0``), runtimes in ``mlserver_models``.
-* ``kserve``        KServe's ``ModelServer`` (``tests/client/kserve_server.py``, a subprocess).
+* ``kserve``        KServe's ``ModelServer`` (``tests/client/kserve_server.py``, a subprocess in
+  the kserve venv: kserve's protos clash with tritonclient's, so it is never imported here).
 * ``kserve_undeclared`` KServe again, its models declaring no inputs (``kserve_undeclared.py``).
+* ``kserve_python`` the kserve venv's interpreter, for scripts that run KServe's own client
+  (``kserve_clients.py``).
 * ``triton_restricted`` Triton with the repository and statistics APIs behind ``admin-key``.
 
 Peers live in their own virtualenvs (``venvs.py``: ``~/.cache/nbinfer-peers/<peer>-<hash>``,
@@ -25,7 +28,6 @@ or by moving a test under ``tests/peers/``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -313,26 +315,47 @@ def mlserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
 
 
 @pytest.fixture(scope="session")
-def kserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
-    if importlib.util.find_spec("kserve") is None:
-        pytest.skip("kserve is not installed (it comes with nbinfer[test])")
+def kserve_python() -> Path:
+    """The interpreter of the kserve venv (kserve's protos clash with tritonclient's)."""
+    return python_of(_venv_or_skip("kserve"))
+
+
+def _start_kserve(python: Path, script: Path, cwd: Path) -> Peer:
+    """Run one of the suite's KServe scripts (``--http-port P --grpc-port Q``) on loopback."""
     http, grpc = free_port(), free_port()
-    cmd = [sys.executable, str(KSERVE_SCRIPT), "--http-port", str(http), "--grpc-port", str(grpc)]
-    cwd = tmp_path_factory.mktemp("kserve")
-    peer = _start("kserve", cmd, env=dict(os.environ), cwd=cwd, http_port=http, grpc_port=grpc)
+    cmd = [str(python), str(script), "--http-port", str(http), "--grpc-port", str(grpc)]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    peer = _start("kserve", cmd, env=env, cwd=cwd, http_port=http, grpc_port=grpc)
+    return _wait_port(peer, grpc)
+
+
+def _wait_port(peer: Peer, port: int) -> Peer:
+    """``peer`` once ``port`` takes connections (KServe opens gRPC beside HTTP, not before)."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return peer
+        except OSError:
+            time.sleep(0.1)
+    out = peer.output()
+    peer.stop()
+    raise RuntimeError(f"{peer.name} never opened port {port}:\n{out}")
+
+
+@pytest.fixture(scope="session")
+def kserve(kserve_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
+    peer = _start_kserve(kserve_python, KSERVE_SCRIPT, tmp_path_factory.mktemp("kserve"))
     yield peer
     peer.stop()
 
 
 @pytest.fixture(scope="session")
-def kserve_undeclared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
+def kserve_undeclared(
+    kserve_python: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Peer]:
     """KServe whose ``add_sub`` / ``times_two`` / ``upper`` declare no inputs (its default)."""
-    if importlib.util.find_spec("kserve") is None:
-        pytest.skip("kserve is not installed (it comes with nbinfer[test])")
-    http, grpc = free_port(), free_port()
-    script = HERE / "kserve_undeclared.py"
-    cmd = [sys.executable, str(script), "--http-port", str(http), "--grpc-port", str(grpc)]
     cwd = tmp_path_factory.mktemp("kserve-undeclared")
-    peer = _start("kserve", cmd, env=dict(os.environ), cwd=cwd, http_port=http, grpc_port=grpc)
+    peer = _start_kserve(kserve_python, HERE / "kserve_undeclared.py", cwd)
     yield peer
     peer.stop()

@@ -1,12 +1,13 @@
 """Peer virtualenvs: one per peer, installed once under a cache dir, keyed by a hash of its pins.
 
-Each peer (real Triton from the ``nvidia-pytriton`` wheel, Seldon MLServer, a numpy-only Python
-standing in for a stock Triton image) pins packages that clash with each other and with ours, so
-each gets its own virtualenv under ``$NBINFER_PEERS_CACHE`` (default ``~/.cache/nbinfer-peers``):
-``<peer>-<hash of its pins>/``. A venv is reused once its ``.complete`` marker exists; an install
-that fails leaves no marker, so the next run retries. Usable as a script to warm the cache::
+Each peer (real Triton from the ``nvidia-pytriton`` wheel, Seldon MLServer, KServe, a numpy-only
+Python standing in for a stock Triton image) pins packages that clash with each other and with
+ours, so each gets its own virtualenv under ``$NBINFER_PEERS_CACHE`` (default
+``~/.cache/nbinfer-peers``): ``<peer>-<hash of its pins>/``. A venv is reused once its
+``.complete`` marker exists; an install that fails leaves no marker, so the next run retries.
+Usable as a script to warm the cache::
 
-    python tests/peers/venvs.py triton mlserver stock-python
+    python tests/peers/venvs.py triton mlserver kserve stock-python
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ PINS: dict[str, tuple[str, ...]] = {
     "stock-python": ("numpy<2",),
     # MLServer 1.7 fails to start workers with uvloop >= 0.22 (see PEERS.md)
     "mlserver": ("mlserver==1.7.1", "uvloop<0.22"),
+    # KServe's ModelServer and InferenceRESTClient: its protos clash with tritonclient's
+    "kserve": ("kserve==0.21.0",),
 }
 
 

@@ -1,27 +1,18 @@
 """Interop: nbinfer's Client / AsyncClient against a real KServe ``ModelServer`` (0.21).
 
-The peer runs in a subprocess (``kserve_server.py``): kserve parses ``sys.argv`` at import and
-registers ``inference.*`` protos that clash with tritonclient's, so it is never imported here.
-Every test runs on both faces (sync, async); inference tests also on HTTP-JSON, HTTP-binary and
-gRPC. Models served by the peer are described in ``kserve_server.py``.
+The peer is the ``kserve`` fixture of ``conftest.py`` (``tests/client/kserve_server.py`` in the
+kserve venv: kserve parses ``sys.argv`` at import and registers ``inference.*`` protos that clash
+with tritonclient's, so it is never imported here). Every test runs on both faces (sync, async);
+inference tests also on HTTP-JSON, HTTP-binary and gRPC. Models served by the peer are described
+in ``kserve_server.py``. The matrix (``test_interop_matrix.py``) covers the plain cells; these
+are KServe's edges: its error mapping, v1, binary negotiation, message limits.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -36,107 +27,12 @@ from nbinfer.errors import (
 )
 from nbinfer.protocol.types import InferInput
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("kserve") is None, reason="kserve is not installed"
-)
+if TYPE_CHECKING:
+    from conftest import Peer
 
-SCRIPT = Path(__file__).with_name("kserve_server.py")
-# Kept in sync with kserve_server.py (which cannot be imported here).
+# Kept in sync with tests/client/kserve_server.py (which cannot be imported here).
 MAGIC_ERROR = "broken model exploded on purpose"
 REFUSAL = "refusing model declines every request"
-START_TIMEOUT = 30.0
-
-
-# -- the peer process --------------------------------------------------------------------------
-
-
-@dataclass
-class KServePeer:
-    process: subprocess.Popen[bytes]
-    log: IO[bytes]
-    http_port: int
-    grpc_port: int
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"grpc://127.0.0.1:{self.grpc_port}"
-
-    def output(self) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-6000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def _http_ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1) as r:
-            return bool(r.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def _launch() -> tuple[KServePeer, bool]:
-    """Start the peer and wait until both ports answer; returns (peer, ready)."""
-    http_port, grpc_port = _free_ports(2)
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - outlives this function; KServePeer closes it
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, str(SCRIPT), "--http-port", str(http_port)]
-    cmd += ["--grpc-port", str(grpc_port)]
-    process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    peer = KServePeer(process, log, http_port, grpc_port)
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline and process.poll() is None:
-        if _http_ready(http_port) and _port_open(grpc_port):
-            return peer, True
-        time.sleep(0.1)
-    return peer, False
-
-
-@pytest.fixture(scope="module")
-def kserve() -> Iterator[KServePeer]:
-    peer, ready = _launch()
-    if not ready and peer.process.poll() is not None:  # died early: maybe a port race, retry once
-        peer.stop()
-        peer.log.close()
-        peer, ready = _launch()
-    try:
-        assert ready, f"KServe ModelServer did not become ready:\n{peer.output()}"
-        yield peer
-    finally:
-        peer.stop()
-        peer.log.close()
 
 
 # -- running one call on either face -----------------------------------------------------------
@@ -167,7 +63,7 @@ def face(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(params=["http", "grpc"])
-def url(request: pytest.FixtureRequest, kserve: KServePeer) -> str:
+def url(request: pytest.FixtureRequest, kserve: Peer) -> str:
     return kserve.http_url if request.param == "http" else kserve.grpc_url
 
 
@@ -177,7 +73,7 @@ WIRES = {"http": None, "http-binary": True, "http-json": False, "grpc": None}
 
 
 @pytest.fixture(params=list(WIRES))
-def wire(request: pytest.FixtureRequest, kserve: KServePeer) -> tuple[str, dict[str, Any]]:
+def wire(request: pytest.FixtureRequest, kserve: Peer) -> tuple[str, dict[str, Any]]:
     name = str(request.param)
     url = kserve.grpc_url if name == "grpc" else kserve.http_url
     return url, {"binary": WIRES[name]}
@@ -284,7 +180,7 @@ def test_python_data_takes_its_datatype_from_kserve_metadata(
 )
 def test_http_binary_or_json_is_what_kserve_answers_with(
     face: str,
-    kserve: KServePeer,
+    kserve: Peer,
     client_binary: bool | None,
     call_binary: bool | None,
     expect_binary: bool,
@@ -354,17 +250,17 @@ def test_kserve_inference_error_maps_per_protocol(face: str, url: str) -> None:
 # -- KServe v1 ---------------------------------------------------------------------------------
 
 
-def test_v1_predict_over_http(face: str, kserve: KServePeer) -> None:
+def test_v1_predict_over_http(face: str, kserve: Peer) -> None:
     predictions = run(face, kserve.http_url, lambda c: c.predict("add_one", [[1, 2, 3, 4.5]]))
     assert predictions == [[2.0, 3.0, 4.0, 5.5]]
 
 
-def test_v1_predict_on_unknown_model_is_model_not_found(face: str, kserve: KServePeer) -> None:
+def test_v1_predict_on_unknown_model_is_model_not_found(face: str, kserve: Peer) -> None:
     with pytest.raises(ModelNotFoundError, match="Model with name nope does not exist"):
         run(face, kserve.http_url, lambda c: c.predict("nope", [[1, 2, 3, 4]]))
 
 
-def test_v1_predict_over_grpc_is_refused_locally(face: str, kserve: KServePeer) -> None:
+def test_v1_predict_over_grpc_is_refused_locally(face: str, kserve: Peer) -> None:
     with pytest.raises(NbinferError, match="REST only"):
         run(face, kserve.grpc_url, lambda c: c.predict("add_one", [[1, 2, 3, 4]]))
 
@@ -385,7 +281,7 @@ def test_empty_tensor_round_trips(face: str, wire: tuple[str, dict[str, Any]]) -
     assert out.dtype == np.int64
 
 
-def test_non_utf8_bytes_round_trip_over_grpc(face: str, kserve: KServePeer) -> None:
+def test_non_utf8_bytes_round_trip_over_grpc(face: str, kserve: Peer) -> None:
     values = [b"\xff\xfe", b"ok"]
     x = np.array(values, dtype=np.object_)
     result = run(face, kserve.grpc_url, lambda c: c.infer("upper", {"INPUT0": x}))
@@ -393,7 +289,7 @@ def test_non_utf8_bytes_round_trip_over_grpc(face: str, kserve: KServePeer) -> N
 
 
 def test_grpc_request_over_kserve_message_limit_is_payload_too_large_not_retried(
-    face: str, kserve: KServePeer
+    face: str, kserve: Peer
 ) -> None:
     # KServe caps gRPC messages at 8 MiB unless raised; the request is 8 MiB of tensor + framing.
     x = np.ones((1 << 19, 4), np.float32)
