@@ -29,6 +29,13 @@ def test_site_builds_strict_with_api_reference_and_executed_notebooks(tmp_path: 
     api = (tmp_path / "site" / "api" / "index.html").read_text()
     for name in ("nbinfer.Session", "nbinfer.Client", "nbinfer.InferResult"):
         assert f'id="{name}"' in api, name
+    # The client faces' methods are derived from one declaration each: the reference shows them
+    # as methods with the declaration's docstring (docs/_ext/client_faces.py), async on one face.
+    for face in ("Client", "AsyncClient"):
+        start = api.index(f'id="nbinfer.{face}.is_server_live"')
+        entry = api[start : start + 2000]
+        assert "Whether the server is live." in entry, face
+        assert ("async" in entry) == (face == "AsyncClient"), face
     rendered = sorted(p.parent.name for p in (tmp_path / "site" / "notebooks").glob("*/index.html"))
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert rendered == notebooks
