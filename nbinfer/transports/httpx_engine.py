@@ -36,7 +36,7 @@ from nbinfer.transports.loops import PerLoop
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["AsyncHttpxEngine", "HttpxEngine", "HttpxTransport"]
+__all__ = ["AsyncHttpxEngine", "HttpxEngine", "HttpxTransport", "transport_for"]
 
 
 def _httpx() -> Any:
@@ -138,7 +138,7 @@ class HttpxEngine(_Requests):
         hx = self._httpx
         if client is not None and not isinstance(client, hx.Client):
             raise InvalidInputError(
-                "a blocking nbinfer.Client needs an httpx.Client, not "
+                "httpx_client: a blocking nbinfer.Client needs an httpx.Client, not "
                 f"{type(client).__name__} (an httpx.AsyncClient goes to nbinfer.AsyncClient)"
             )
         self._owned = client is None
@@ -200,7 +200,7 @@ class AsyncHttpxEngine(_Requests):
         super().__init__(url, config, owned=client is None)
         if client is not None and not isinstance(client, self._httpx.AsyncClient):
             raise InvalidInputError(
-                "nbinfer.AsyncClient needs an httpx.AsyncClient, not "
+                "httpx_client: nbinfer.AsyncClient needs an httpx.AsyncClient, not "
                 f"{type(client).__name__} (an httpx.Client goes to nbinfer.Client)"
             )
         self._user_client: httpx.AsyncClient | None = client
@@ -283,3 +283,46 @@ class HttpxTransport:
         """An :class:`AsyncHttpxEngine` over the user's ``httpx.AsyncClient`` (or its own)."""
         self._check(protocol)
         return AsyncHttpxEngine(url, config, self.client)  # type: ignore[arg-type]
+
+
+def transport_for(
+    http_engine: str | None,
+    httpx_client: Any,
+    *,
+    wire: str,
+    default: str,
+    transport: Any = None,
+) -> HttpxTransport | None:
+    """The transport behind a client's ``http_engine=`` / ``httpx_client=`` options.
+
+    Args:
+        http_engine: ``"httpx"``, the face's default engine's name, or ``None`` (the default;
+            ``"httpx"`` when ``httpx_client`` is given).
+        httpx_client: The user's httpx client, or ``None``.
+        wire: The protocol the client speaks (``"http"`` / ``"grpc"``).
+        default: The face's default HTTP engine (``"pycurl"`` / ``"aiohttp"``).
+        transport: The client's ``transport=`` argument (it cannot be combined with httpx).
+
+    Returns:
+        An :class:`HttpxTransport`, or ``None`` for the default engines.
+
+    Raises:
+        InvalidInputError: An unknown engine, an ``httpx_client`` for another engine, httpx for
+            a gRPC client, or httpx together with ``transport=``.
+    """
+    engine = http_engine or ("httpx" if httpx_client is not None else default)
+    if engine not in (default, "httpx"):
+        raise InvalidInputError(
+            f"http_engine must be {default!r} (the default) or 'httpx', not {http_engine!r}"
+        )
+    if engine != "httpx":
+        if httpx_client is not None:
+            raise InvalidInputError(f"httpx_client needs http_engine='httpx', not {engine!r}")
+        return None
+    if transport is not None:
+        raise InvalidInputError("give transport= or http_engine='httpx' / httpx_client=, not both")
+    if wire != "http":
+        raise InvalidInputError(
+            f"http_engine='httpx' is an HTTP engine; this client speaks {wire!r} (use an http URL)"
+        )
+    return HttpxTransport(httpx_client)

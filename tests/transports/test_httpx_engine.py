@@ -21,7 +21,12 @@ from nbinfer.config import BearerAuth, ClientConfig, Timeouts
 from nbinfer.errors import ConnectError, InvalidInputError, TimeoutError, TransportError
 from nbinfer.server.launcher import LocalServer
 from nbinfer.transports import HttpCall, HttpReply
-from nbinfer.transports.httpx_engine import AsyncHttpxEngine, HttpxEngine, HttpxTransport
+from nbinfer.transports.httpx_engine import (
+    AsyncHttpxEngine,
+    HttpxEngine,
+    HttpxTransport,
+    transport_for,
+)
 from tests.client.conftest import closed_port, silent_port  # noqa: F401 - fixtures
 from tests.transports.test_resources import _Leaks, _sockets
 
@@ -289,3 +294,22 @@ def test_transport_builds_each_face_from_the_matching_client() -> None:
     own = HttpxTransport().engine("http", "http://h:1", ClientConfig())
     assert isinstance(own, HttpxEngine)
     own.close()
+
+
+def test_engine_options_resolve_to_a_transport_or_the_default() -> None:
+    def pick(engine: str | None, client: Any = None, **kw: Any) -> HttpxTransport | None:
+        return transport_for(engine, client, wire=kw.pop("wire", "http"), default="pycurl", **kw)
+
+    assert pick(None) is None and pick("pycurl") is None
+    assert isinstance(pick("httpx"), HttpxTransport)
+    with httpx.Client() as user:
+        chosen = pick(None, user)
+        assert chosen is not None and chosen.client is user
+        with pytest.raises(InvalidInputError, match="needs http_engine='httpx'"):
+            pick("pycurl", user)
+    with pytest.raises(InvalidInputError, match=r"'pycurl' .* or 'httpx', not 'aiohttp'"):
+        pick("aiohttp")
+    with pytest.raises(InvalidInputError, match="speaks 'grpc'"):
+        pick("httpx", wire="grpc")
+    with pytest.raises(InvalidInputError, match="not both"):
+        pick("httpx", transport=object())
