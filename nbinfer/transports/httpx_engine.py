@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from nbinfer.config import ClientConfig
 from nbinfer.errors import ConnectError, InvalidInputError, TimeoutError, TransportError
 from nbinfer.transports import HttpReply
+from nbinfer.transports.base import AsyncEngine, SyncEngine
 from nbinfer.transports.http import _compress, _default_headers, _ssl_context, base_url
 from nbinfer.transports.loops import PerLoop
 
@@ -272,14 +273,16 @@ class HttpxTransport:
                 f"http_engine='httpx' is an HTTP engine; this client speaks {protocol!r}"
             )
 
-    def engine(self, protocol: Literal["http", "grpc"], url: str, config: ClientConfig) -> Any:
+    def engine(
+        self, protocol: Literal["http", "grpc"], url: str, config: ClientConfig
+    ) -> SyncEngine:
         """An :class:`HttpxEngine` over the user's ``httpx.Client`` (or nbinfer's own)."""
         self._check(protocol)
         return HttpxEngine(url, config, self.client)  # type: ignore[arg-type]
 
     def async_engine(
         self, protocol: Literal["http", "grpc"], url: str, config: ClientConfig
-    ) -> Any:
+    ) -> AsyncEngine:
         """An :class:`AsyncHttpxEngine` over the user's ``httpx.AsyncClient`` (or its own)."""
         self._check(protocol)
         return AsyncHttpxEngine(url, config, self.client)  # type: ignore[arg-type]
