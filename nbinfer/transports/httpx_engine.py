@@ -96,13 +96,14 @@ class _Requests:
         return self._base
 
     def _prepare(
-        self, body: bytes | None, headers: Mapping[str, str], timeout: float | None
+        self, path: str, body: bytes | None, headers: Mapping[str, str], timeout: float | None
     ) -> tuple[str, bytes | None, dict[str, str], httpx.Timeout]:
+        """The URL, body, headers and timeouts of one request."""
         if self._closed:
             raise TransportError("the client is closed")
         merged = {**self._headers, **headers}
         body = _compress(body, merged, self._config)
-        return self._base, body, merged, _timeout(self._httpx, self._config, timeout)
+        return self._base + path, body, merged, _timeout(self._httpx, self._config, timeout)
 
     def _error(self, exc: Exception, url: str) -> TransportError:
         """The :mod:`nbinfer.errors` class for an httpx failure."""
@@ -111,8 +112,14 @@ class _Requests:
             return TimeoutError(f"request to {url} timed out: {exc!r}", url=url)
         if isinstance(exc, (hx.ConnectError, hx.ProxyError)):
             return ConnectError(f"cannot connect to {url}: {exc}", url=url)
-        if isinstance(exc, RuntimeError):  # httpx: "the client has been closed"
-            return TransportError(f"the httpx client cannot send to {url}: {exc}", url=url)
+        if isinstance(exc, RuntimeError):  # httpx: the client is closed, or its loop is
+            hint = (
+                " (an httpx.AsyncClient belongs to the event loop it first ran in: make it in "
+                "the loop that uses it, or let nbinfer own one per loop with http_engine='httpx')"
+                if "loop" in str(exc)
+                else ""
+            )
+            return TransportError(f"the httpx client cannot send to {url}: {exc}{hint}", url=url)
         return TransportError(f"HTTP request to {url} failed: {exc!r}", url=url)
 
 
@@ -161,8 +168,7 @@ class HttpxEngine(_Requests):
             TimeoutError: A connect, read, write or pool timeout passed.
             TransportError: Any other transfer failure, or the engine is closed.
         """
-        base, body, merged, limits = self._prepare(body, headers, timeout)
-        url = base + path
+        url, body, merged, limits = self._prepare(path, body, headers, timeout)
         try:
             response = self._client.request(
                 method, url, content=body, headers=merged, timeout=limits
@@ -227,8 +233,7 @@ class AsyncHttpxEngine(_Requests):
         timeout: float | None = None,
     ) -> HttpReply:
         """Perform one request; same contract as :meth:`HttpxEngine.request`."""
-        base, body, merged, limits = self._prepare(body, headers, timeout)
-        url = base + path
+        url, body, merged, limits = self._prepare(path, body, headers, timeout)
         try:
             response = await self._client().request(
                 method, url, content=body, headers=merged, timeout=limits

@@ -313,3 +313,15 @@ def test_engine_options_resolve_to_a_transport_or_the_default() -> None:
         pick("httpx", wire="grpc")
     with pytest.raises(InvalidInputError, match="not both"):
         pick("httpx", transport=object())
+
+
+def test_a_user_async_client_reused_in_a_new_loop_says_why_it_cannot(server: LocalServer) -> None:
+    user = httpx.AsyncClient()
+    engine = AsyncHttpxEngine(server.http_url, ClientConfig(), user)
+    call = HttpCall("GET", "v2/health/live")
+    with _Leaks():  # the first loop's connection is httpx's to lose, not nbinfer's
+        assert asyncio.run(_asend(engine, call)).status == 200
+        with pytest.raises(TransportError, match="belongs to the event loop it first ran in"):
+            asyncio.run(_asend(engine, call))
+        asyncio.run(user.aclose())
+        del user, engine
