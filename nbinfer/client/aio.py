@@ -62,6 +62,7 @@ class AsyncClient(_Core):
     """
 
     _engine: AsyncEngine
+    _default_http_engine = "aiohttp"
 
     def _open(self, transport: Transport) -> None:
         self._engine = transport.async_engine(self._wire, self.url, self.config)

@@ -41,6 +41,8 @@ from nbinfer.transports import CallOptions, GrpcCall, HttpCall, HttpReply, Op
 from nbinfer.transports.base import DefaultTransport, Transport
 
 if TYPE_CHECKING:
+    import httpx
+
     from nbinfer.transports.grpc import GrpcBinding
     from nbinfer.transports.http import HttpBinding
 
@@ -148,6 +150,9 @@ class _Core:
     (``max_workers`` is the sync face's only: an AsyncClient runs concurrent calls as tasks).
     """
 
+    #: The face's default HTTP engine: what ``http_engine=`` takes besides ``"httpx"``.
+    _default_http_engine = ""
+
     def __init__(
         self,
         url: str,
@@ -164,6 +169,8 @@ class _Core:
         http2: bool | None = None,
         max_workers: int = 8,
         transport: Transport | None = None,
+        http_engine: str | None = None,
+        httpx_client: httpx.Client | httpx.AsyncClient | None = None,
     ) -> None:
         self.protocol, self.url = _parse_url(url, protocol)
         self.config = _resolve_config(
@@ -197,6 +204,16 @@ class _Core:
             raise InvalidInputError(
                 "transport must build engines (engine() / async_engine(), see "
                 f"nbinfer.transports.base.Transport), not {type(transport).__name__}"
+            )
+        if http_engine is not None or httpx_client is not None:
+            from nbinfer.transports.httpx_engine import transport_for
+
+            transport = transport_for(
+                http_engine,
+                httpx_client,
+                wire=self._wire,
+                default=self._default_http_engine,
+                transport=transport,
             )
         self._open(transport if transport is not None else DefaultTransport())
 

@@ -68,6 +68,11 @@ class Client(_Core):
         max_workers: Threads behind :meth:`async_infer`.
         transport: Where the calls go (default: the real engines); e.g. a
             :class:`nbinfer.testing.MockTransport` to run offline.
+        http_engine: HTTP: ``"httpx"`` instead of the default engine (``"pycurl"`` here,
+            ``"aiohttp"`` for AsyncClient); measured slower, it is there for httpx users.
+        httpx_client: HTTP: your own ``httpx.Client`` (``httpx.AsyncClient`` for AsyncClient),
+            used as given (transport, auth, proxies, hooks) and not closed by nbinfer; implies
+            ``http_engine="httpx"``.
 
     Example::
 
@@ -76,6 +81,7 @@ class Client(_Core):
     """
 
     _engine: SyncEngine
+    _default_http_engine = "pycurl"
 
     def _open(self, transport: Transport) -> None:
         self._engine = transport.engine(self._wire, self.url, self.config)

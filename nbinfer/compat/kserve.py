@@ -24,6 +24,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import os
+import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -445,7 +447,9 @@ class InferResponse:
 class RESTConfig:
     """KServe's ``RESTConfig`` fields; :meth:`ClientConfig.from_rest_config` reads them.
 
-    ``transport`` (an httpx transport) is not used: nbinfer's own HTTP engine does the I/O.
+    A ``transport`` (an ``httpx.AsyncBaseTransport``) or an ``auth`` that is an httpx auth flow
+    (an ``httpx.Auth`` other than ``BasicAuth``) goes into one ``httpx.AsyncClient``, as in
+    KServe, and the calls run on nbinfer's httpx engine (``http_engine="httpx"``).
     """
 
     transport: Any = None
@@ -470,14 +474,35 @@ class InferenceRESTClient:
 
     def __init__(self, config: RESTConfig | None = None) -> None:
         self._config = config or RESTConfig()
-        self._client_config = ClientConfig.from_rest_config(self._config)
+        auth = self._config.auth
+        #: An httpx auth flow nbinfer's config cannot carry: the httpx client runs it.
+        self._auth_flow = auth if _is_auth_flow(auth) else None
+        fields = self._config if self._auth_flow is None else {**vars(self._config), "auth": None}
+        self._client_config = ClientConfig.from_rest_config(fields)
         self._clients: dict[str, AsyncClient] = {}
+        #: The httpx client for a transport / auth flow (KServe's own shape), made on first use.
+        self._httpx: Any = None
+
+    def _httpx_client(self) -> Any:
+        wanted = self._config.transport is not None or self._auth_flow is not None
+        if self._httpx is None and wanted:
+            import httpx
+
+            verify = self._config.verify  # used when there is no transport of the user's
+            if isinstance(verify, (str, os.PathLike)):
+                verify = ssl.create_default_context(cafile=os.fspath(verify))
+            self._httpx = httpx.AsyncClient(
+                transport=self._config.transport, auth=self._auth_flow, verify=verify
+            )
+        return self._httpx
 
     def _client(self, base_url: Any) -> AsyncClient:
         url = str(base_url).rstrip("/")
         client = self._clients.get(url)
         if client is None:
-            client = AsyncClient(url, protocol="http", config=self._client_config)
+            client = AsyncClient(
+                url, protocol="http", config=self._client_config, httpx_client=self._httpx_client()
+            )
             self._clients[url] = client
         return client
 
@@ -569,6 +594,14 @@ class InferenceRESTClient:
         clients, self._clients = self._clients, {}
         for client in clients.values():
             await client.aclose()
+        own, self._httpx = self._httpx, None
+        if own is not None:  # closes RESTConfig.transport too, as KServe's close() does
+            await own.aclose()
+
+
+def _is_auth_flow(auth: Any) -> bool:
+    """An httpx auth flow other than ``BasicAuth`` (whose header nbinfer's config carries)."""
+    return hasattr(auth, "auth_flow") and not isinstance(getattr(auth, "_auth_header", None), str)
 
 
 class InferenceGRPCClient:
