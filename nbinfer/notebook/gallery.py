@@ -3,7 +3,7 @@
 Layer: the notebook floor, light like :mod:`~nbinfer.notebook.display` (it is reached from
 interop's repr hook): no IPython, ipywidgets or matplotlib.
 
-:meth:`nbinfer.Session.classify` returns a :class:`~nbinfer.interop.images.ClassificationFrame`
+:meth:`nbinfer.Session.classify` returns a :class:`~nbinfer.interop.image_frame.ClassificationFrame`
 whose ``_repr_html_`` calls :func:`classification_html`. Thumbnails are PNG data URIs (tiny
 images are scaled up with crisp pixels by CSS); every path and label passes through
 :func:`~nbinfer.notebook.display.escape`; colours come from JupyterLab's ``--jp-*`` variables
