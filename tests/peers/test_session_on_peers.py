@@ -250,7 +250,7 @@ def test_token_goes_with_every_call_metadata_and_statistics_included(protocol: s
 
 
 def test_token_and_auth_together_are_refused() -> None:
-    with pytest.raises(ValueError, match="token="):
+    with pytest.raises(InvalidInputError, match="token="):
         Session("http://127.0.0.1:9", token="a", auth="b")
 
 

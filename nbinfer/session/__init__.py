@@ -1,0 +1,67 @@
+"""Session: the one object a notebook needs.
+
+A :class:`Session` owns a client (and, for ``Session()`` with no URL, the embedded local server
+it started) and speaks DataFrames: ``session.infer("iris", df)`` returns a DataFrame.
+
+Example::
+
+    import nbinfer
+
+    session = nbinfer.Session()                 # starts the local server with its demo models
+    session.models                              # DataFrame: name, version, state, reason
+    session.infer("iris", iris_frame)           # DataFrame of class probabilities
+    session.close()
+
+    remote = nbinfer.Session("localhost:8000")  # any v2 server: Triton, KServe, MLServer, ...
+
+The package, by what each part does (each module says what it may import):
+
+- ``core``: connection, clients, capabilities, the local server, ``restart()``, ``close()``,
+  the model listing and statistics;
+- ``frames``: the DataFrame / inference front (``infer`` / ``ainfer`` / ``classify``);
+- ``serving``: ``serve()`` / ``load()`` / ``unload()``;
+- ``handle``: :class:`ModelHandle`;
+- ``registry``: :func:`sessions`, ``Session.shared()``'s table, the finalizer and ``atexit``.
+
+This module joins them into :class:`Session`. From the server, the package imports only
+``server.launcher`` and ``server.model`` (and ``server.backends.torch`` to serve a torch module).
+"""
+
+from __future__ import annotations
+
+from nbinfer.session.frames import FrameFront
+from nbinfer.session.handle import ModelHandle
+from nbinfer.session.registry import sessions
+from nbinfer.session.serving import Serving
+
+__all__ = ["ModelHandle", "Session", "sessions"]
+
+
+class Session(FrameFront, Serving):
+    """Clients plus (optionally) the embedded local server, with DataFrames in and out.
+
+    Args:
+        url: A v2 server (``"localhost:8000"``, ``"http://..."``, ``"grpc://..."``). ``None``
+            starts the embedded local server (with the demo models, unless ``demo=False``).
+        protocol: ``"http"`` or ``"grpc"``; default from the URL (HTTP for a local server).
+        model_repository: Local server only: a Triton-layout model repository to serve.
+        device: Local server only: ``"auto"``, ``"cpu"`` or ``"cuda:N"``.
+        demo: Local server only: also serve the demo models.
+        auth_token: Local server only: require this bearer token (the session's clients send
+            it). Needed to expose the server beyond 127.0.0.1.
+        headers: Headers (HTTP) / call metadata (gRPC) sent with every call of the session,
+            metadata and statistics included: API keys, a restricted Triton's access header
+            (``{"admin-key": "..."}``; over gRPC ``{"triton-grpc-protocol-admin-key": "..."}``).
+        token: A bearer token sent with every call (``authorization: Bearer ...``); with no
+            ``url``, the local server also requires it (as ``auth_token``).
+        **client_options: Passed to :class:`~nbinfer.Client` (timeout, retries, ssl, auth,
+            binary, ...).
+
+    Example::
+
+        with nbinfer.Session() as session:
+            frame = session.infer("iris", df)
+
+        team = nbinfer.Session("triton.internal:8000", headers={"admin-key": key})
+        team.capabilities          # what the server offers: name, version, extensions
+    """

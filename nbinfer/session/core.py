@@ -1,0 +1,602 @@
+"""The Session core: connection, clients, capabilities, the local server and the lifecycle.
+
+:class:`SessionCore` holds what every part of a :class:`~nbinfer.Session` builds on: the URL and
+the sync client, one async client per event loop, what the server offers (``capabilities``),
+the embedded local server it started (and ``restart()`` after that server died), the model
+listing, statistics, and ``close()``. The DataFrame front (``frames``) and serving
+(``serving``) derive from it; ``nbinfer.session.Session`` joins them.
+
+May import ``capabilities``, ``client``, ``errors``, ``protocol`` and, from the server, only
+``server.launcher`` (lazily, when a local server starts); ``notebook.display`` only inside the
+repr hook, ``notebook.widgets`` only inside ``browse()``, ``profiling`` only inside ``profile()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import logging
+import signal
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from nbinfer.capabilities import Capabilities, is_missing_route, read_capabilities
+from nbinfer.client import AsyncClient, Client
+from nbinfer.errors import (
+    ConnectError,
+    InvalidInputError,
+    ModelNotFoundError,
+    NbinferError,
+    ServerError,
+    TransportError,
+    UnauthenticatedError,
+    UnsupportedError,
+)
+from nbinfer.session import registry
+from nbinfer.session.handle import ModelHandle
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbinfer.notebook.widgets import ModelBrowser
+    from nbinfer.profiling import ProfileFrame
+    from nbinfer.server.launcher import LocalServer
+    from nbinfer.session import Session
+
+__all__ = ["LABELS_PARAMETER", "SessionCore", "checks_local_server"]
+
+logger = logging.getLogger("nbinfer")
+T = TypeVar("T")
+_S = TypeVar("_S", bound="SessionCore")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: What :meth:`Session.models` / :meth:`Session.stats` say when a server offers neither.
+_LIST_HINT = "Open a model by name instead: session.model('name') or session.infer('name', ...)."
+_GRPC_LIST_HINT = (
+    " The v2 gRPC protocol lists models only through the repository index; KServe lists them over"
+    " REST (GET /v2/models): Session('http://host:port').models."
+)
+_STATS_HINT = (
+    "Inference statistics are a Triton / nbinfer extension; for this server read its own "
+    "metrics (e.g. its Prometheus endpoint) instead."
+)
+#: The columns of :meth:`Session.stats`, in order.
+_STATS_COLUMNS = [
+    "name",
+    "version",
+    "inference_count",
+    "execution_count",
+    "success",
+    "fail",
+    "success_ms",
+    "queue_ms",
+    "compute_infer_ms",
+    "compute_input_ms",
+    "compute_output_ms",
+]
+
+#: Config parameter prefix under which the nbinfer server publishes an output's class labels.
+LABELS_PARAMETER = "nbinfer.labels."
+
+
+def checks_local_server(method: _F) -> _F:
+    """Make a public method say so when the session's local server has died.
+
+    Checked before the call (so a dead server does not cost the client's connect retries) and
+    after a transport error (the server died during the call): either way the caller gets a
+    :class:`~nbinfer.errors.ConnectError` naming the exit and ``session.restart()``.
+    """
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def acall(self: SessionCore, *args: Any, **kwargs: Any) -> Any:
+            self._check_local_server()
+            try:
+                return await method(self, *args, **kwargs)
+            except TransportError as exc:
+                self._check_local_server(exc)
+                raise
+
+        return cast(_F, acall)
+
+    @functools.wraps(method)
+    def call(self: SessionCore, *args: Any, **kwargs: Any) -> Any:
+        self._check_local_server()
+        try:
+            return method(self, *args, **kwargs)
+        except TransportError as exc:
+            self._check_local_server(exc)
+            raise
+
+    return cast(_F, call)
+
+
+class SessionCore:
+    """The connection and lifecycle half of :class:`~nbinfer.Session` (see there)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        protocol: str | None = None,
+        model_repository: str | None = None,
+        device: str = "auto",
+        demo: bool = True,
+        auth_token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        token: str | None = None,
+        **client_options: Any,
+    ) -> None:
+        self._server: LocalServer | None = None
+        if headers is not None:
+            client_options["headers"] = dict(headers)
+        if token is not None:
+            if "auth" in client_options or (url is None and auth_token not in (None, token)):
+                raise InvalidInputError("pass either token= or auth= / auth_token=, not both")
+            if url is None:
+                auth_token = token
+            else:
+                client_options["auth"] = token
+        if url is None:
+            from nbinfer.server.launcher import LocalServer
+
+            self._server = LocalServer(
+                model_repository=model_repository,
+                demo=demo,
+                device=device,
+                control=True,
+                auth_token=auth_token,
+            ).start()
+            if auth_token is not None:
+                client_options.setdefault("auth", auth_token)
+            url = self._local_url(protocol)
+        elif model_repository is not None or auth_token is not None:
+            raise InvalidInputError(
+                "model_repository / auth_token only apply to a local server (url=None); "
+                "pass auth= for a remote server"
+            )
+        self.url = url
+        self._protocol_option = protocol
+        self._client_options = dict(client_options)
+        try:
+            self.client = Client(url, protocol=protocol, **client_options)
+        except BaseException:
+            if self._server is not None:
+                self._server.stop()
+            raise
+        self.protocol = self.client.protocol
+        self._labels_cache: dict[tuple[str, str], dict[str, list[str]]] = {}
+        self._max_batch: dict[tuple[str, str], int] = {}
+        self._capabilities: Capabilities | None = None
+        self._caps_lock = threading.Lock()
+        self._probe_lock = threading.Lock()
+        self._inferred_specs: set[str] = set()
+        self._caps_tried = False
+        #: Binary tensors over HTTP as found by a probe (servers that take them unlisted).
+        self._binary_found: bool | None = None
+        #: Models added with serve(), by name: restart() serves them again.
+        self._served: dict[str, Any] = {}
+        self._closed = False
+        self._resources = registry.Resources(self.client, self._server, f"session {url}")
+        # Not __del__: a finalizer stops the local server of a session nobody references any
+        # more (a re-run `session = Session()` cell), at once in CPython, and at exit.
+        self._finalizer = weakref.finalize(self, self._resources.release)
+        registry.register(self)
+
+    def _local_url(self, protocol: str | None) -> str:
+        assert self._server is not None
+        return f"grpc://{self._server.grpc_url}" if protocol == "grpc" else self._server.http_url
+
+    @classmethod
+    def local(
+        cls: type[_S],
+        *,
+        model_repository: str | None = None,
+        device: str = "auto",
+        demo: bool = True,
+        protocol: str = "http",
+        auth_token: str | None = None,
+        **client_options: Any,
+    ) -> _S:
+        """Start the embedded local server and connect to it.
+
+        Args:
+            model_repository: A Triton-layout model repository to serve.
+            device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda:N"``.
+            demo: Also serve the demo models (``add_sub``, ``echo``, ``iris``, ``digits``).
+            protocol: ``"http"`` or ``"grpc"`` for the session's client.
+            auth_token: Require this bearer token (the session's clients send it).
+            **client_options: Passed to :class:`~nbinfer.Client`.
+        """
+        return cls(
+            None,
+            protocol=protocol,
+            model_repository=model_repository,
+            device=device,
+            demo=demo,
+            auth_token=auth_token,
+            **client_options,
+        )
+
+    @classmethod
+    def shared(
+        cls: type[_S],
+        *,
+        model_repository: str | None = None,
+        device: str = "auto",
+        demo: bool = True,
+        protocol: str = "http",
+        **client_options: Any,
+    ) -> _S:
+        """The one local-server session of this process for these options (re-run safe).
+
+        The first call starts the local server; later calls with the same options return the
+        same open session, so re-running ``session = nbinfer.Session.shared()`` never starts a
+        second server. It is closed at exit (or by ``close()``; the next call starts anew).
+
+        Example::
+
+            session = nbinfer.Session.shared()     # run the cell again: same server
+            assert session is nbinfer.Session.shared()
+        """
+        options = dict(
+            client_options,
+            model_repository=model_repository,
+            device=device,
+            demo=demo,
+            protocol=protocol,
+        )
+        key = tuple(sorted((name, repr(value)) for name, value in options.items()))
+        return registry.shared(key, lambda: cls(None, **options))
+
+    # -- the local server --------------------------------------------------------------------
+
+    @property
+    def server(self) -> LocalServer | None:
+        """The embedded server this session started, if any."""
+        return self._server
+
+    def _check_local_server(self, cause: BaseException | None = None) -> None:
+        """Raise a ConnectError that says how to go on if this session's local server died."""
+        server = self._server
+        if server is None or self._closed or server.running:
+            return
+        code = server.wait(0)
+        if code is not None and code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = "stopped" if code is None else f"exit code {code}"
+        tail = server.logs(tail=10).rstrip()
+        error = ConnectError(
+            f"the local server of this session (pid {server.pid}) is gone ({how}); "
+            "session.restart() starts a new one and serves this session's notebook models "
+            "(session.serve()) again" + (f"\n--- server log (tail) ---\n{tail}" if tail else ""),
+            pid=server.pid,
+            exit_code=code,
+        )
+        if cause is None:
+            raise error
+        raise error from cause
+
+    def restart(self) -> None:
+        """Start the local server again and reconnect: after it died, or to reset it.
+
+        The new server gets the same options (repository, device, demo models, token) and
+        free ports, so :attr:`url` may change; the models added with :meth:`serve` are served
+        again. Models loaded or unloaded by hand, and statistics, start afresh.
+
+        Raises:
+            UnsupportedError: This session did not start a server (a remote server restarts
+                on its own side).
+            ServerStartError: The new server did not start (with its log).
+
+        Example::
+
+            session.restart()      # after "the local server of this session ... is gone"
+        """
+        server = self._server
+        if server is None:
+            raise UnsupportedError(
+                f"session.restart() restarts the local server a session started; this session "
+                f"talks to {self.url}, which it did not start"
+            )
+        if self._closed:
+            raise InvalidInputError("this session is closed; open a new one: nbinfer.Session()")
+        self._resources.close_clients()
+        server.stop()
+        server.start()
+        self.url = self._local_url(self._protocol_option)
+        self.client = self._resources.client = Client(
+            self.url, protocol=self._protocol_option, **self._client_options
+        )
+        self._resources.owner = f"session {self.url}"
+        self._labels_cache.clear()
+        self._max_batch.clear()
+        self._capabilities = None
+        self._caps_tried = False
+        self._binary_found = None
+        for model in self._served.values():
+            server.add_model(model)
+        logger.info("restarted the local server of this session: %s", self.url)
+
+    # -- clients and capabilities --------------------------------------------------------------
+
+    def _aclient(self) -> AsyncClient:
+        """The session's AsyncClient for the running event loop (one per loop)."""
+        loop = asyncio.get_running_loop()
+        aclients = self._resources.aclients
+        client = aclients.get(id(loop))
+        if client is None:
+            client = AsyncClient(self.url, protocol=self.protocol, **self._client_options)
+            aclients[id(loop)] = client
+        return client
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the server offers: metadata read once (name, version, extensions) plus probes.
+
+        When the metadata cannot be read (server down, credentials refused) the record says
+        so in ``error`` and is read again next time.
+        """
+        caps = self._capabilities
+        if caps is None:
+            with self._caps_lock:
+                caps = self._capabilities
+                if caps is None:
+                    caps = read_capabilities(self.client)
+                    if caps.error is None:
+                        self._capabilities = caps
+        return caps
+
+    def _ask(self, feature: str, api: str, call: Callable[[], T], *, model: str = "") -> T:
+        """``call()`` for an optional ``feature``, learning once whether the server has it.
+
+        Raises:
+            UnsupportedError: The server lacks the feature (known, or found by this call).
+            UnauthenticatedError: The API is restricted; the message says which header to pass.
+        """
+        caps = self.capabilities
+        extension = "model_repository" if feature in ("repository_index", "model_list") else feature
+        if caps.offers(feature) is False:
+            raise caps.unsupported(extension, api, self._hint(feature))
+        try:
+            value = call()
+        except UnauthenticatedError as exc:
+            raise caps.access_error(exc, api) from exc
+        except (ServerError, UnsupportedError) as exc:
+            if isinstance(exc, ServerError):
+                named = model and isinstance(exc, ModelNotFoundError) and caps.advertises(feature)
+                if named or not is_missing_route(exc):
+                    raise  # an unknown model, not a missing route
+            caps.record(feature, False)
+            raise caps.unsupported(extension, api, self._hint(feature)) from exc
+        caps.record(feature, True)
+        return value
+
+    def _hint(self, feature: str) -> str:
+        if feature == "statistics":
+            return _STATS_HINT
+        return _LIST_HINT + (_GRPC_LIST_HINT if self.protocol == "grpc" else "")
+
+    # -- what the server holds -------------------------------------------------------------
+
+    @property
+    @checks_local_server
+    def models(self) -> pd.DataFrame:
+        """The server's models as a DataFrame, from whatever listing the server offers.
+
+        The repository index gives ``name, version, state, reason``; KServe's model list
+        (``GET /v2/models``, else ``/v1/models``) gives ``name`` only.
+
+        Raises:
+            UnsupportedError: The server lists its models nowhere this session can reach
+                (e.g. KServe over gRPC); the message says what to do instead.
+            UnauthenticatedError: The listing is restricted; the message names the header.
+        """
+        import pandas
+
+        api = "model repository index"
+        try:
+            rows = self._ask("repository_index", api, self.client.get_model_repository_index)
+        except UnsupportedError:
+            if self.protocol != "http":
+                raise
+            try:
+                names = self._ask("model_list", "model list", self.client.list_models)
+            except UnsupportedError as exc:
+                what = "a model listing (neither the repository index nor KServe's /v2/models)"
+                raise self.capabilities.unsupported(
+                    "model_repository", what, self._hint("repository_index")
+                ) from exc
+            return pandas.DataFrame({"name": names}, columns=["name"])
+        return pandas.DataFrame(
+            [(m.name, m.version, _state(m.state), m.reason) for m in rows],
+            columns=["name", "version", "state", "reason"],
+        )
+
+    @checks_local_server
+    def model(self, name: str, version: str = "") -> ModelHandle:
+        """A handle on one model (metadata, config, stats, infer).
+
+        Raises:
+            ModelNotFoundError: The server does not know the model.
+        """
+        self.client.get_model_metadata(name, version)  # fail loudly on unknown names
+        return self._handle(name, version)
+
+    def _handle(self, name: str, version: str = "") -> ModelHandle:
+        return ModelHandle(cast("Session", self), name, version)  # every SessionCore is one
+
+    def _labels(self, name: str, version: str) -> dict[str, list[str]]:
+        """Class labels per output from the model's config (read once; also max_batch_size)."""
+        key = (name, version)
+        if key not in self._labels_cache:
+            labels: dict[str, list[str]] = {}
+            try:
+                config = self.client.get_model_config(name, version)
+            except NbinferError:
+                config = {}
+            params = config.get("parameters") or {}
+            for pname, value in params.items():
+                if pname.startswith(LABELS_PARAMETER) and isinstance(value, Mapping):
+                    try:
+                        labels[pname[len(LABELS_PARAMETER) :]] = list(
+                            json.loads(value.get("string_value", "[]"))
+                        )
+                    except ValueError:
+                        continue
+            self._labels_cache[key] = labels
+            try:
+                self._max_batch[key] = int(config.get("max_batch_size") or 0)
+            except (TypeError, ValueError):
+                self._max_batch[key] = 0
+        return self._labels_cache[key]
+
+    def _forget_labels(self, model: str) -> None:
+        self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
+        self._max_batch = {k: v for k, v in self._max_batch.items() if k[0] != model}
+
+    @checks_local_server
+    def stats(self, model: str = "") -> pd.DataFrame:
+        """Inference statistics as a DataFrame: one row per model version.
+
+        Columns: name, version, inference_count, execution_count, success/fail counts, and
+        mean success / queue / compute_infer / compute_input / compute_output times in
+        milliseconds. In a notebook it displays with a latency breakdown chart.
+
+        Raises:
+            UnsupportedError: The server has no statistics extension (KServe, MLServer).
+            UnauthenticatedError: Statistics are restricted; the message names the header.
+            ModelNotFoundError: Unknown model.
+            InvalidInputError: The server answered statistics that are not numbers.
+        """
+        raw = self._ask(
+            "statistics",
+            "statistics",
+            lambda: self.client.get_inference_statistics(model),
+            model=model,
+        )
+        try:
+            rows = [_stats_row(entry) for entry in raw.get("model_stats", [])]
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"{self.url} answered statistics this session cannot read: {exc}", model=model
+            ) from exc
+        from nbinfer.interop.stats import StatsFrame  # a DataFrame that draws a latency chart
+
+        return StatsFrame(rows, columns=_STATS_COLUMNS)
+
+    def profile(
+        self, model: str, inputs: Any = None, *, protocol: str | None = None, **options: Any
+    ) -> ProfileFrame:
+        """Load-profile ``model`` on this session's server (perf_analyzer in the notebook).
+
+        A thin front of :func:`nbinfer.profiling.profile` with the session's URL and
+        credentials; ``options`` are its options (``concurrency=[1, 2, 4]``,
+        ``request_rate=200``, ``batch_size=8``, ``window=1.0`` ...).
+
+        Example::
+
+            frame = session.profile("add_sub", concurrency=[1, 2, 4, 8])
+
+        Raises:
+            InvalidInputError: ``protocol`` differs from the session's on a server it did not
+                start (call :func:`nbinfer.profiling.profile` with that server's URL).
+        """
+        from nbinfer.profiling import profile
+
+        url, client_options = self.url, {**self._client_options, "protocol": self.protocol}
+        if protocol is not None and protocol != self.protocol:
+            if self._server is None:
+                raise InvalidInputError(
+                    f"this session speaks {self.protocol} to {self.url}; profile {protocol} "
+                    "with nbinfer.profiling.profile(URL, model) and that server's URL"
+                )
+            client_options["protocol"] = protocol
+            url = self._local_url(protocol)
+        return profile(url, model, inputs, client_options=client_options, **options)
+
+    def browse(self, *, models: Sequence[str] = ()) -> ModelBrowser:
+        """Open the model browser: an ipywidgets UI over this session's server.
+
+        The model list with state; for the selected model its metadata, config, statistics,
+        load / unload buttons and a "try it" form built from its inputs. What the server does
+        not offer is hidden (no repository extension: no load / unload).
+
+        Args:
+            models: Model names to list when the server offers no repository index.
+
+        Example::
+
+            session.browse()        # the last expression of a cell displays it
+        """
+        from nbinfer.notebook.widgets import ModelBrowser
+
+        return ModelBrowser(cast("Session", self), models=models)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the clients and stop the local server this session started (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = "local server" if self._server is not None else "remote"
+        state = "closed" if self._closed else self.protocol
+        return f"<Session {self.url} ({where}, {state})>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+
+        return mimebundle(self)
+
+
+def _stats_row(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of :meth:`SessionCore.stats` from a model's ``model_stats`` entry."""
+    stats = entry.get("inference_stats", {})
+
+    def mean_ms(key: str) -> float:
+        item = stats.get(key) or {}
+        count = int(item.get("count", 0))
+        return float(item.get("ns", 0)) / count / 1e6 if count else 0.0
+
+    return {
+        "name": entry.get("name", ""),
+        "version": entry.get("version", ""),
+        "inference_count": int(entry.get("inference_count", 0)),
+        "execution_count": int(entry.get("execution_count", 0)),
+        "success": int((stats.get("success") or {}).get("count", 0)),
+        "fail": int((stats.get("fail") or {}).get("count", 0)),
+        "success_ms": mean_ms("success"),
+        "queue_ms": mean_ms("queue"),
+        "compute_infer_ms": mean_ms("compute_infer"),
+        "compute_input_ms": mean_ms("compute_input"),
+        "compute_output_ms": mean_ms("compute_output"),
+    }
+
+
+def _state(state: str) -> str:
+    """A repository state as Triton spells it (MLServer's gRPC index says ``State.READY``)."""
+    return state.rsplit(".", 1)[-1] if state.startswith("State.") else state

@@ -1,0 +1,720 @@
+"""The DataFrame / inference front of a Session: infer, ainfer, classify, aclassify.
+
+Owns how what people pass becomes requests: DataFrames planned onto the model's inputs and cut
+into chunks (``interop.pandas``), the "one array, one sample" rule, ``classification=``, images
+(``interop.images``), binary tensors on servers that do not list them, and results back as
+DataFrames. The sync and async faces share one argument handling (:class:`_Call`); they differ
+only in how a request is sent.
+
+May import ``client``, ``errors``, ``protocol``, ``interop`` and the session core; never the
+server or the notebook layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from nbinfer.client import InferResult
+from nbinfer.errors import (
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    NbinferError,
+    ServerError,
+    ServerUnavailableError,
+    UnauthenticatedError,
+    UnsupportedError,
+)
+from nbinfer.protocol.columns import column_datatype
+from nbinfer.protocol.types import (
+    InferInput,
+    InferRequest,
+    InferResponse,
+    ModelMetadata,
+    RequestedOutput,
+    TensorSpec,
+)
+from nbinfer.session.core import SessionCore, checks_local_server
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbinfer.interop.pandas import FrameJob
+    from nbinfer.protocol.columns import ColumnSelection
+
+__all__ = ["FrameFront", "InputSpecs"]
+
+logger = logging.getLogger("nbinfer")
+T = TypeVar("T")
+
+#: ``inputs=`` of :meth:`Session.infer`: specs, or ``{input: datatype | (datatype, shape)}``.
+InputSpecs = Sequence[TensorSpec] | Mapping[str, str | tuple[str, Sequence[int]]]
+
+
+@dataclasses.dataclass
+class _Call:
+    """One ``infer`` / ``ainfer`` call after its arguments are read (the two faces share it).
+
+    ``job`` is the chunked plan of a DataFrame; otherwise ``data`` is what one request sends
+    and ``single`` says that a batch dim of one was added (and comes off the result again).
+    """
+
+    model: str
+    version: str
+    requested: Any
+    explicit_binary: bool | None
+    probe: bool
+    options: dict[str, Any]
+    as_frame: bool | None
+    expand: bool
+    job: FrameJob | None = None
+    index: Any = None
+    data: Any = None
+    single: bool = False
+
+    def send_options(self, binary: bool | None) -> dict[str, Any]:
+        """Keyword arguments of ``Client.infer`` / ``async_infer`` / ``AsyncClient.infer``."""
+        return dict(self.options, outputs=self.requested, model_version=self.version, binary=binary)
+
+
+class FrameFront(SessionCore):
+    """The inference half of :class:`~nbinfer.Session` (see there)."""
+
+    # -- argument handling shared by infer and ainfer ----------------------------------------
+
+    def _call(
+        self,
+        model: str,
+        data: Any,
+        *,
+        outputs: Sequence[str | RequestedOutput] | str | None,
+        model_version: str,
+        as_frame: bool | None,
+        columns: ColumnSelection | None,
+        batch_size: int | None,
+        expand: bool,
+        classification: int | None,
+        inputs: InputSpecs | None,
+        options: dict[str, Any],
+    ) -> _Call:
+        """Read one call's arguments: outputs, binary choice, and a frame plan or samples."""
+        explicit = options.pop("binary", None)
+        call = _Call(
+            model,
+            model_version,
+            self._requested(model, model_version, outputs, classification),
+            explicit,
+            self._binary_unknown(explicit),
+            options,
+            as_frame,
+            expand,
+        )
+        if _is_frame(data):
+            call.job = self._frame_job(model, model_version, data, columns, batch_size, inputs)
+            call.index = data.index
+        else:
+            call.data, call.single = self._samples(model, model_version, data)
+        return call
+
+    def _binary_now(self, call: _Call) -> bool | None:
+        """``binary=`` for a request of ``call`` that is not the probe."""
+        return self._binary_choice(call.explicit_binary)
+
+    def _probing(self, call: _Call) -> bool:
+        return call.probe and self._binary_found is None
+
+    def _finish(self, call: _Call, result: InferResult) -> Any:
+        """The answer of a call: the result, or a DataFrame (labelled columns, the index)."""
+        if call.job is not None:
+            as_frame = call.as_frame is not False
+        else:
+            as_frame = bool(call.as_frame)
+            if call.single and not as_frame:
+                result = _one_sample(result)
+        if not as_frame:
+            return result
+        from nbinfer.interop.pandas import outputs_to_dataframe
+
+        classified = [
+            r.name for r in call.requested or () if isinstance(r, RequestedOutput) and r.class_count
+        ]
+        return outputs_to_dataframe(
+            result.outputs,
+            labels=self._labels(call.model, call.version),
+            index=call.index,
+            expand=call.expand,
+            classified=classified,
+        )
+
+    def _frame_result(self, call: _Call, outs: Any) -> Any:
+        return self._finish(call, InferResult(InferResponse(call.model, outs, call.version)))
+
+    def _declared(
+        self, meta: ModelMetadata, frame: Any, columns: Any, inputs: InputSpecs | None
+    ) -> ModelMetadata:
+        """The metadata a frame is planned against: ``inputs=``, else the server's.
+
+        Gaps in the server's (no inputs, no datatypes or shapes) are filled from the frame's
+        columns, said once per model at debug level.
+        """
+        if inputs is not None:
+            return dataclasses.replace(meta, inputs=_input_specs(inputs))
+        if meta.inputs and all(s.datatype and s.shape for s in meta.inputs):
+            return meta
+        if meta.name not in self._inferred_specs:
+            self._inferred_specs.add(meta.name)
+            logger.debug(
+                "model %r declares %s: mapping DataFrame columns by name, datatypes from dtypes",
+                meta.name,
+                "no input datatypes / shapes" if meta.inputs else "no inputs",
+            )
+        return dataclasses.replace(meta, inputs=_frame_specs(meta, frame, columns))
+
+    def _frame_job(
+        self,
+        model: str,
+        version: str,
+        data: Any,
+        columns: ColumnSelection | None,
+        batch_size: int | None,
+        inputs: InputSpecs | None = None,
+    ) -> FrameJob:
+        """The chunked plan of a DataFrame: columns mapped onto the model's inputs, row ranges."""
+        from nbinfer.interop.pandas import FrameJob, chunk_rows
+        from nbinfer.protocol.columns import plan_inputs
+
+        meta = self.client.get_model_metadata(model, version)
+        plan = plan_inputs(data, self._declared(meta, data, columns, inputs), columns=columns)
+        self._labels(model, version)  # also reads max_batch_size from the config
+        rows = chunk_rows(
+            plan,
+            meta,
+            batch_size=batch_size,
+            max_batch_size=self._max_batch.get((model, version), 0),
+        )
+        return FrameJob(plan, rows)
+
+    def _requested(
+        self,
+        model: str,
+        version: str,
+        outputs: Sequence[str | RequestedOutput] | str | None,
+        classification: int | None,
+    ) -> Any:
+        """``outputs`` as sent: with ``classification=k``, every (named) output asks for top-k."""
+        if not classification:
+            return outputs
+        try:
+            count = int(classification)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"classification= takes the number of top classes, not {classification!r}",
+                model=model,
+            ) from exc
+        if outputs is None:
+            names = [o.name for o in self.client.get_model_metadata(model, version).outputs]
+        else:
+            listed = [outputs] if isinstance(outputs, str) else list(outputs)
+            names = [o if isinstance(o, str) else o.name for o in listed]
+        return [RequestedOutput(name, class_count=count) for name in names]
+
+    # -- the two faces -----------------------------------------------------------------------
+
+    @checks_local_server
+    def infer(
+        self,
+        model: str,
+        data: Any,
+        *,
+        outputs: Sequence[str | RequestedOutput] | str | None = None,
+        model_version: str = "",
+        as_frame: bool | None = None,
+        columns: ColumnSelection | None = None,
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        progress: bool | None = None,
+        expand: bool = True,
+        classification: int | None = None,
+        inputs: InputSpecs | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run inference on ``model``; a DataFrame of any size is split, pipelined and reassembled.
+
+        Args:
+            model: The model name.
+            data: A DataFrame (columns named after the inputs, the feature columns of a single
+                ``[-1, k]`` input, one column per input in the model's declared order, or as
+                mapped by ``columns=``), a dict ``{input: array}``, a list of
+                :class:`~nbinfer.InferInput` or an :class:`~nbinfer.InferRequest`.
+            outputs: Output names or :class:`~nbinfer.RequestedOutput`; default all.
+            model_version: A specific version.
+            as_frame: Return a DataFrame (default: when ``data`` is a DataFrame).
+            columns: DataFrame only: ``{input: column or [columns]}`` (or a list of columns for
+                a single-input model).
+            batch_size: DataFrame only: rows per request (default: the model's
+                ``max_batch_size``, else about 512 KiB of tensor data per request).
+            concurrency: DataFrame only: requests in flight (default 8; the sync client runs
+                at most its ``max_workers`` at once).
+            progress: DataFrame only: a progress bar (``tqdm.auto``: a widget in notebooks);
+                default on when the frame takes more than one request.
+            expand: ``[n, k]`` outputs as ``k`` columns (default) or one column of arrays.
+            classification: Ask the server for the top-k classes of each output (v2
+                classification extension); the frame gets ``label`` / ``score`` columns.
+            inputs: DataFrame only: the input specs to map the frame onto, overriding the
+                server's metadata: ``{input: datatype}``, ``{input: (datatype, shape)}`` or a
+                list of :class:`~nbinfer.TensorSpec`. Without it, a model whose metadata
+                declares no inputs (or no datatypes / shapes, common on KServe) gets one input
+                per column, named after it, its datatype from the column's dtype (arrays in
+                cells: stacked tensors of their dtype; text: BYTES).
+            **kwargs: Passed to :meth:`nbinfer.Client.infer` (request_id, parameters,
+                timeout, priority, ...).
+
+        Returns:
+            A DataFrame (one row per input row, the input's index) or an
+            :class:`~nbinfer.InferResult`.
+
+        Raises:
+            InvalidInputError: The data does not fit the model's inputs (a column that cannot be
+                coerced is named, with the model, input and dtypes).
+            ModelNotFoundError: Unknown model or version.
+            ConnectError: The server cannot be reached; for the session's own local server
+                that died, the message says so and how to go on (``session.restart()``).
+
+        Example::
+
+            frame = session.infer("iris", df)                     # any number of rows
+            top = session.infer("iris", df, classification=1)     # label / score columns
+        """
+        call = self._call(
+            model,
+            data,
+            outputs=outputs,
+            model_version=model_version,
+            as_frame=as_frame,
+            columns=columns,
+            batch_size=batch_size,
+            expand=expand,
+            classification=classification,
+            inputs=inputs,
+            options=kwargs,
+        )
+
+        def send(payload: Any, binary: bool | None) -> concurrent.futures.Future[InferResult]:
+            return self.client.async_infer(model, payload, **call.send_options(binary))
+
+        if call.job is None:
+            if call.probe:
+                return self._finish(call, self._probe_binary(lambda b: send(call.data, b)).result())
+            result = self.client.infer(
+                model, call.data, **call.send_options(self._binary_now(call))
+            )
+            return self._finish(call, result)
+        from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, infer_frame
+
+        def submit(payload: Any) -> concurrent.futures.Future[InferResult]:
+            if self._probing(call):
+                return self._probe_binary(lambda b: send(payload, b))
+            return send(payload, self._binary_now(call))
+
+        try:
+            outs = infer_frame(
+                call.job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
+            )
+        except KeyboardInterrupt:
+            self.client._abort_in_flight()  # the chunks in flight on the worker threads
+            raise
+        return self._frame_result(call, outs)
+
+    @checks_local_server
+    async def ainfer(
+        self,
+        model: str,
+        data: Any,
+        *,
+        outputs: Sequence[str | RequestedOutput] | str | None = None,
+        model_version: str = "",
+        as_frame: bool | None = None,
+        columns: ColumnSelection | None = None,
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        progress: bool | None = None,
+        expand: bool = True,
+        classification: int | None = None,
+        inputs: InputSpecs | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Like :meth:`infer`, from a coroutine (``await session.ainfer(...)``)."""
+        call = self._call(
+            model,
+            data,
+            outputs=outputs,
+            model_version=model_version,
+            as_frame=as_frame,
+            columns=columns,
+            batch_size=batch_size,
+            expand=expand,
+            classification=classification,
+            inputs=inputs,
+            options=kwargs,
+        )
+        aclient = self._aclient()
+        lock = asyncio.Lock()  # one probe per call
+
+        def send(payload: Any) -> Callable[[bool | None], Awaitable[InferResult]]:
+            def with_binary(binary: bool | None) -> Awaitable[InferResult]:
+                return aclient.infer(model, payload, **call.send_options(binary))
+
+            return with_binary
+
+        def submit(payload: Any) -> Awaitable[InferResult]:
+            if self._probing(call):
+                return self._aprobe_binary(send(payload), lock)
+            return send(payload)(self._binary_now(call))
+
+        if call.job is None:
+            return self._finish(call, await submit(call.data))
+        from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, ainfer_frame
+
+        outs = await ainfer_frame(
+            call.job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
+        )
+        return self._frame_result(call, outs)
+
+    # -- one array, one sample --------------------------------------------------------------
+
+    def _samples(self, model: str, version: str, data: Any) -> tuple[Any, bool]:
+        """``data`` as sent: one array for a one-input model, single samples batched.
+
+        The rule (docs/session.md, "One array, one sample"): a value that is not a mapping is
+        the input of a model with exactly one input; a PIL image becomes that input's pixels
+        as :meth:`classify` prepares them; a value with exactly one dim fewer than an input
+        declared ``[-1, ...]`` (the batch dim) is one sample: it is sent as a batch of one and
+        the result's batch dim is taken off again. Returns the data and whether that happened.
+
+        Raises:
+            InvalidInputError: Several inputs for one value, a sample whose dims do not match
+                the declared ones, or single samples mixed with batches.
+        """
+        if isinstance(data, InferRequest) or _is_input_list(data):
+            return data, False
+        meta = self._metadata(model, version)
+        if meta is None or not meta.inputs:
+            return data, False
+        if not isinstance(data, Mapping):
+            if len(meta.inputs) != 1:
+                names = ", ".join(s.name for s in meta.inputs)
+                raise InvalidInputError(
+                    f"model {model!r} has {len(meta.inputs)} inputs ({names}): pass "
+                    "{name: data}; a single array is the input of a one-input model",
+                    model=model,
+                )
+            data = {meta.inputs[0].name: data}
+        specs = {s.name: s for s in meta.inputs}
+        sent: dict[str, Any] = {}
+        single: list[str] = []
+        batched: list[str] = []
+        for name, value in data.items():
+            spec = specs.get(name)
+            if _is_image(value):
+                value = self._image_sample(meta, version, name, value)
+            if spec is None or len(spec.shape) < 2 or spec.shape[0] != -1:
+                sent[name] = value
+                continue
+            if isinstance(value, InferInput) or np.ndim(value) != len(spec.shape) - 1:
+                sent[name] = value
+                batched.append(name)
+                continue
+            item, got = spec.shape[1:], list(np.shape(value))
+            if any(d not in (-1, g) for d, g in zip(item, got, strict=True)):
+                raise InvalidInputError(
+                    f"input {name!r} of model {model!r} takes shape {spec.shape} (a batch of "
+                    f"{item}); one sample of shape {got} does not fit",
+                    model=model,
+                    tensor=name,
+                )
+            sent[name] = value[np.newaxis] if isinstance(value, np.ndarray) else [value]
+            single.append(name)
+        if single and batched:
+            raise InvalidInputError(
+                f"model {model!r}: {single} are single samples but {batched} are batches; "
+                "pass every input as a batch ([n, ...]) or every input as one sample",
+                model=model,
+            )
+        return sent, bool(single)
+
+    def _metadata(self, model: str, version: str) -> ModelMetadata | None:
+        """The model's metadata from the client's cache (read once); None if it has none."""
+        meta = self.client._metadata.get((model, version))  # kept fresh by load / unload
+        if meta is None:
+            try:
+                meta = self.client.get_model_metadata(model, version)
+            except ModelNotFoundError:
+                raise
+            except (ServerError, UnsupportedError) as exc:
+                logger.debug("no metadata for %s (sending the data as given): %s", model, exc)
+                return None
+        return meta
+
+    def _image_sample(self, meta: ModelMetadata, version: str, name: str, image: Any) -> Any:
+        from nbinfer.interop.images import image_sample
+
+        return image_sample(meta, self._config(meta.name, version), image, input=name)
+
+    def _config(self, model: str, version: str) -> dict[str, Any]:
+        """The model's config, or ``{}`` where the server has none to give."""
+        try:
+            return self.client.get_model_config(model, version)
+        except NbinferError:
+            return {}
+
+    # -- binary tensors on servers that do not list them ----------------------------------
+
+    def _binary_choice(self, explicit: bool | None) -> bool | None:
+        """``binary=`` for a request: explicit, else what a probe found.
+
+        ``None`` leaves the choice to the client (from the server's extensions).
+        """
+        if explicit is not None or self.client.config.binary is not None:
+            return explicit
+        return self._binary_found
+
+    def _binary_unknown(self, explicit: bool | None) -> bool:
+        """Whether the next HTTP request should probe binary tensors (once per session)."""
+        if self.protocol != "http" or self._binary_found is not None:
+            return False
+        if explicit is not None or self.client.config.binary is not None:
+            return False
+        caps = self._capabilities
+        if caps is None:
+            if self._caps_tried:
+                return False
+            self._caps_tried = True
+            caps = self.capabilities
+        return caps.error is None and caps.offers("binary_tensor_data") is None
+
+    def _learn_binary(self, found: bool) -> None:
+        self._binary_found = found
+        self.capabilities.record("binary_tensor_data", found)
+        logger.debug(
+            "%s %s binary tensor data (not listed in its extensions)",
+            self.capabilities.server,
+            "takes" if found else "refuses",
+        )
+
+    def _probe_binary(
+        self, send: Callable[[bool], concurrent.futures.Future[T]]
+    ) -> concurrent.futures.Future[T]:
+        """Send with binary tensors; if the server refuses them, resend as JSON; remember."""
+        with self._probe_lock:
+            if self._binary_found is not None:
+                return send(self._binary_found)
+            first = send(True)
+            error = first.exception()
+            if error is None:
+                self._learn_binary(True)
+                return first
+            if not _refuses_binary(error):
+                return first
+            second = send(False)
+            if second.exception() is None:
+                self._learn_binary(False)
+            return second
+
+    async def _aprobe_binary(
+        self, send: Callable[[bool | None], Awaitable[T]], lock: asyncio.Lock
+    ) -> T:
+        """Like :meth:`_probe_binary` from a coroutine (``lock``: one probe per call)."""
+        async with lock:
+            if self._binary_found is not None:
+                return await send(self._binary_found)
+            try:
+                result = await send(True)
+            except NbinferError as exc:
+                if not _refuses_binary(exc):
+                    raise
+                result = await send(False)
+                self._learn_binary(False)
+                return result
+            self._learn_binary(True)
+            return result
+
+    # -- images ----------------------------------------------------------------------------
+
+    def _image_options(self, model: str, version: str, options: dict[str, Any]) -> dict[str, Any]:
+        options.setdefault("config", self._config(model, version))
+        options.setdefault("server_labels", self._labels(model, version))
+        options.setdefault("extensions", self.client.get_server_metadata().extensions)
+        return options
+
+    @checks_local_server
+    def classify(
+        self, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
+    ) -> pd.DataFrame:
+        """Classify images: top-k classes per image as a DataFrame that displays as a grid.
+
+        Preprocessing comes from the model's metadata (size, channels, layout, datatype); see
+        :mod:`nbinfer.interop.images`. Batches follow ``max_batch_size``; the next batches
+        decode while one is in flight; a progress bar shows for more than one batch.
+
+        Args:
+            model: An image classification model.
+            images: Paths, globs (``"scans/*.png"``), directories, PIL images, arrays, encoded
+                bytes, or a list of them.
+            top_k: Classes per image.
+            model_version: A specific version.
+            **options: ``labels`` (list or labels file), ``scaling`` (``"none"``, ``"unit"``,
+                ``"inception"``, ``"vgg"`` or a function of the ``uint8`` NHWC batch),
+                ``preprocess`` (a function of one PIL image), ``size``, ``layout``,
+                ``encoded`` (send JPEG / PNG bytes as BYTES), ``input``, ``output``,
+                ``batch_size``, ``server_topk``, ``concurrency`` (requests in flight),
+                ``workers`` (decoding threads for big images), ``progress``.
+
+        Returns:
+            A DataFrame with columns ``image`` (path or position), ``rank``, ``label``,
+            ``score``, ``class``; one row per image and rank.
+
+        Raises:
+            InvalidInputError: Unreadable images or a model that does not take images.
+            ModelNotFoundError: Unknown model or version.
+
+        Example::
+
+            top = session.classify("digits", "digits/*.png", top_k=3)
+            top[top["rank"] == 1]
+        """
+        from nbinfer.interop.images import classify_images
+
+        def submit(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> Any:
+            return self.client.async_infer(
+                model, inputs, outputs=outputs, model_version=model_version
+            )
+
+        opts = self._image_options(model, model_version, dict(options, top_k=top_k))
+        metadata = self.client.get_model_metadata(model, model_version)
+        try:
+            frame: pd.DataFrame = classify_images(submit, metadata, images, **opts)
+        except KeyboardInterrupt:
+            self.client._abort_in_flight()  # the batches in flight on the worker threads
+            raise
+        return frame
+
+    @checks_local_server
+    async def aclassify(
+        self, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
+    ) -> pd.DataFrame:
+        """Like :meth:`classify`, from a coroutine (inference on the session's async client)."""
+        from nbinfer.interop.images import aclassify_images
+
+        aclient = self._aclient()
+
+        async def infer(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> InferResult:
+            return await aclient.infer(model, inputs, outputs=outputs, model_version=model_version)
+
+        opts = self._image_options(model, model_version, dict(options, top_k=top_k))
+        metadata = await aclient.get_model_metadata(model, model_version)
+        frame: pd.DataFrame = await aclassify_images(infer, metadata, images, **opts)
+        return frame
+
+
+def _input_specs(inputs: InputSpecs) -> list[TensorSpec]:
+    """``inputs=`` as tensor specs (``{name: "FP32"}`` or ``{name: ("FP32", [-1, 16])}``)."""
+    if not isinstance(inputs, Mapping):
+        return list(inputs)
+    specs = []
+    for name, spec in inputs.items():
+        datatype, shape = (spec, [-1]) if isinstance(spec, str) else (spec[0], list(spec[1]))
+        specs.append(TensorSpec(str(name), str(datatype), [int(d) for d in shape]))
+    return specs
+
+
+def _frame_specs(meta: ModelMetadata, frame: Any, columns: Any) -> list[TensorSpec]:
+    """Input specs read off a frame: one per declared input (or column, or ``columns=`` key).
+
+    Datatypes come from the column's dtype (arrays in cells: the cells' dtype; text: BYTES).
+    """
+    declared = {s.name: s for s in meta.inputs}
+    if isinstance(columns, Mapping):
+        chosen = {
+            str(k): list(v) if isinstance(v, list | tuple) else [v] for k, v in columns.items()
+        }
+    elif columns is not None and len(declared) == 1:
+        chosen = {next(iter(declared)): list(columns)}
+    elif declared:
+        chosen = {name: [name] for name in declared}
+    else:
+        chosen = {str(c): [c] for c in (columns if columns is not None else frame.columns)}
+    have = {str(c): c for c in frame.columns}
+    specs = []
+    for name, cols in chosen.items():
+        spec = declared.get(name, TensorSpec(name, "", []))
+        if str(cols[0]) not in have:
+            raise InvalidInputError(
+                f"model {meta.name!r} declares input {name!r} without a datatype or shape and "
+                f"the frame has no column {cols[0]!r} to read them from (columns: {list(have)})",
+                model=meta.name,
+                tensor=name,
+            )
+        values = np.asarray(frame[have[str(cols[0])]].to_numpy())
+        datatype = spec.datatype or column_datatype(values)
+        if spec.shape:
+            shape = list(spec.shape)
+        elif len(cols) > 1:
+            shape = [-1, len(cols)]
+        elif values.dtype.kind == "O" and len(values) and isinstance(values[0], np.ndarray | list):
+            shape = [-1, *np.shape(values[0])]
+        else:
+            shape = [-1]
+        specs.append(TensorSpec(name, datatype, shape))
+    return specs
+
+
+def _is_frame(data: Any) -> bool:
+    try:
+        import pandas
+    except ImportError:  # pragma: no cover - pandas is a runtime dependency
+        return False
+    return isinstance(data, pandas.DataFrame)
+
+
+def _is_input_list(data: Any) -> bool:
+    return isinstance(data, list | tuple) and bool(data) and isinstance(data[0], InferInput)
+
+
+def _is_image(value: Any) -> bool:
+    """A PIL image (without importing PIL when nobody has)."""
+    image = sys.modules.get("PIL.Image")
+    return image is not None and isinstance(value, image.Image)
+
+
+def _one_sample(result: InferResult) -> InferResult:
+    """``result`` with the batch dim of one (added for a single sample) taken off its outputs."""
+    outputs = [
+        dataclasses.replace(
+            out,
+            shape=out.shape[1:],
+            data=None if out.data is None else out.data.reshape(out.shape[1:]),
+        )
+        if out.shape[:1] == [1]
+        else out
+        for out in result.outputs
+    ]
+    return InferResult(dataclasses.replace(result.response, outputs=outputs), result.headers)
+
+
+def _refuses_binary(exc: BaseException) -> bool:
+    """Whether a failed binary request may be the server refusing binary tensors.
+
+    Not a missing model, a busy server or missing credentials: JSON would not change those.
+    """
+    refusal = isinstance(exc, ServerError) and not isinstance(
+        exc, ModelNotFoundError | ModelNotReadyError | ServerUnavailableError | UnauthenticatedError
+    )
+    return refusal

@@ -1,0 +1,73 @@
+"""ModelHandle: one model of a session (metadata, config, labels, statistics, infer).
+
+A view over its :class:`~nbinfer.Session`: it holds no connection of its own, so it works
+across ``session.restart()``. Must not import the rest of the session package at run time
+(the session imports it), nor the server; the notebook renderer only inside its repr hook.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbinfer.protocol.types import ModelMetadata
+    from nbinfer.session import Session
+
+__all__ = ["ModelHandle"]
+
+
+class ModelHandle:
+    """One model of a session: metadata, config, statistics and ``infer``.
+
+    Obtained with ``session.model("name")``.
+    """
+
+    def __init__(self, session: Session, name: str, version: str = "") -> None:
+        self._session = session
+        self.name = name
+        self.version = version
+
+    @property
+    def metadata(self) -> ModelMetadata:
+        """The model's metadata (inputs, outputs, versions, platform)."""
+        return self._session.client.get_model_metadata(self.name, self.version)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The model's configuration (Triton-shaped JSON)."""
+        return self._session.client.get_model_config(self.name, self.version)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the server reports the model ready."""
+        return self._session.client.is_model_ready(self.name, self.version)
+
+    @property
+    def labels(self) -> dict[str, list[str]]:
+        """Class labels per output, where the server publishes them."""
+        return self._session._labels(self.name, self.version)
+
+    def stats(self) -> pd.DataFrame:
+        """This model's inference statistics as a DataFrame."""
+        return self._session.stats(self.name)
+
+    def infer(self, data: Any, **kwargs: Any) -> Any:
+        """Run inference; see :meth:`Session.infer`."""
+        kwargs.setdefault("model_version", self.version)
+        return self._session.infer(self.name, data, **kwargs)
+
+    async def ainfer(self, data: Any, **kwargs: Any) -> Any:
+        """Run inference from a coroutine; see :meth:`Session.ainfer`."""
+        kwargs.setdefault("model_version", self.version)
+        return await self._session.ainfer(self.name, data, **kwargs)
+
+    def __repr__(self) -> str:
+        version = f" version={self.version!r}" if self.version else ""
+        return f"<ModelHandle {self.name!r}{version} at {self._session.url}>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+
+        return mimebundle(self)

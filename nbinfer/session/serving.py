@@ -1,0 +1,156 @@
+"""Serving from a Session: notebook-defined models, and load / unload in the repository.
+
+Owns ``serve()`` (a function, a ``torch.nn.Module`` or an :class:`nbinfer.Model` built into a
+model in this process and shipped to the local server over the launcher's private channel) and
+the repository calls ``load()`` / ``unload()``.
+
+May import the session core, ``errors`` and, from the server, only ``server.model`` (lazily,
+when something is served) and ``server.backends.torch`` (lazily, only for a torch module: the
+one named exception in the layering test). Never the rest of the server.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from nbinfer.errors import InvalidInputError, UnauthenticatedError
+from nbinfer.session.core import SessionCore, checks_local_server
+from nbinfer.session.handle import ModelHandle
+
+__all__ = ["Serving"]
+
+
+class Serving(SessionCore):
+    """The serving half of :class:`~nbinfer.Session` (see there)."""
+
+    @checks_local_server
+    def load(
+        self,
+        model: str,
+        *,
+        config: str | Mapping[str, Any] | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> ModelHandle:
+        """Load (or reload) ``model`` from the server's repository; returns its handle.
+
+        Raises:
+            UnauthenticatedError: The repository API is restricted; the message names the
+                header to pass (``Session(url, headers=...)``).
+        """
+        self._repository(model, lambda: self.client.load_model(model, config=config, files=files))
+        return self._handle(model)
+
+    @checks_local_server
+    def unload(self, model: str) -> None:
+        """Unload ``model`` (raises like :meth:`load`)."""
+        self._repository(model, lambda: self.client.unload_model(model))
+
+    def _repository(self, model: str, call: Callable[[], None]) -> None:
+        """A repository call, with the access header named when the API is restricted."""
+        try:
+            call()
+        except UnauthenticatedError as exc:
+            raise self.capabilities.access_error(exc, "model repository") from exc
+        self._forget_labels(model)
+
+    @checks_local_server
+    def serve(
+        self,
+        model: Any,
+        *,
+        name: str | None = None,
+        inputs: Sequence[Any] | None = None,
+        outputs: Sequence[Any] | None = None,
+        **options: Any,
+    ) -> ModelHandle:
+        """Add a notebook-defined model to the running local server.
+
+        ``model`` may be an :class:`nbinfer.Model`, a plain function (NumPy in, NumPy out;
+        specs from ``inputs`` / ``outputs``, its type hints, or ``example=``: the inputs of
+        one call, ``{parameter: array}`` or one array, whose datatypes and shapes become the
+        specs) or a ``torch.nn.Module`` (``inputs`` / ``outputs`` required). The server is
+        another process: the model is shipped over the launcher's private channel with
+        cloudpickle — never through the network API. :meth:`restart` serves it again.
+
+        Raises:
+            InvalidInputError: This session has no local server, or the model cannot be built.
+        """
+        if self._server is None:
+            raise InvalidInputError(
+                "session.serve() needs the embedded local server (Session() or Session.local()); "
+                f"this session talks to {self.url}"
+            )
+        built = _as_model(model, name=name, inputs=inputs, outputs=outputs, **options)
+        self._server.add_model(built)
+        self._served[built.name] = built
+        self.client.get_model_metadata(built.name)  # refresh the client's metadata cache
+        self._forget_labels(built.name)
+        return self._handle(built.name)
+
+
+def _as_model(
+    model: Any,
+    *,
+    name: str | None,
+    inputs: Sequence[Any] | None,
+    outputs: Sequence[Any] | None,
+    **options: Any,
+) -> Any:
+    """Turn a function, torch module or Model into an nbinfer Model (in this process).
+
+    Raises:
+        InvalidInputError: Not something that can serve, or options the model does not take
+            (a builder's own ``TypeError`` / ``ValueError`` becomes this, as its cause).
+    """
+    from nbinfer.server.model import FunctionModel, Model
+
+    if isinstance(model, Model):
+        if name is not None:
+            model.name = name
+        return model
+    module_type = _torch_module_type()
+    if module_type is not None and isinstance(model, module_type):
+        from nbinfer.server.backends.torch import TorchModel
+
+        if inputs is None or outputs is None:
+            raise InvalidInputError("serving a torch module needs inputs= and outputs= specs")
+        return _build(
+            TorchModel,
+            model,
+            name=name or type(model).__name__.lower(),
+            inputs=list(inputs),
+            outputs=list(outputs),
+            **options,
+        )
+    if callable(model):
+        fn: Callable[..., Any] = model
+        kwargs: dict[str, Any] = dict(options)
+        if inputs is not None:
+            kwargs["inputs"] = list(inputs)
+        if outputs is not None:
+            kwargs["outputs"] = list(outputs)
+        return _build(
+            FunctionModel, fn, name=name or str(getattr(fn, "__name__", "model")), **kwargs
+        )
+    raise InvalidInputError(
+        f"cannot serve {type(model).__name__}: pass an nbinfer.Model, a function or a "
+        "torch.nn.Module"
+    )
+
+
+def _build(kind: Callable[..., Any], model: Any, *, name: str, **options: Any) -> Any:
+    """``kind(model, name=..., **options)`` with a bad option reported in the error tree."""
+    try:
+        return kind(model, name=name, **options)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"cannot serve {name!r} as {getattr(kind, '__name__', kind)}: {exc}", model=name
+        ) from exc
+
+
+def _torch_module_type() -> type | None:
+    torch = sys.modules.get("torch")  # only if the user already imported torch
+    module: type | None = None if torch is None else torch.nn.Module
+    return module
