@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 import pytest
@@ -47,13 +48,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "nbinfer.interop",
         "nbinfer.compat",
     ),
+    # From the server only its launcher (the local server) and its model module (serve()).
     "nbinfer.session": (
         *_BASE,
         "nbinfer.transports",
         "nbinfer.client",
         "nbinfer.interop",
-        "nbinfer.server",
+        "nbinfer.server.launcher",
+        "nbinfer.server.model",
         "nbinfer.capabilities",
+        "nbinfer.session",
         # Lazy, inside Session.browse() only: the model browser is a view over the session.
         "nbinfer.notebook.widgets",
         # Lazy, inside Session.profile() only: the load profiler (a thin front).
@@ -71,7 +75,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 
 # Named lazy edges outside the table: (importing module, imported module), each inside one method.
 # InferResult.to_dataframe builds its frame with interop.pandas (interop only imports protocol).
-LAZY_EDGES: set[tuple[str, str]] = {("nbinfer.client.results", "nbinfer.interop.pandas")}
+# Session.serve() of a torch.nn.Module builds the torch backend's model (torch already imported).
+LAZY_EDGES: set[tuple[str, str]] = {
+    ("nbinfer.client.results", "nbinfer.interop.pandas"),
+    ("nbinfer.session.serving", "nbinfer.server.backends.torch"),
+}
 
 # Third-party modules each area must never import (even lazily).
 FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
@@ -105,23 +113,41 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _package_of(path: Path) -> list[str]:
+    package = _module_name(path).split(".")
+    return package if path.name == "__init__.py" else package[:-1]
+
+
+def _targets(node: ast.Import | ast.ImportFrom, package: list[str]) -> list[str]:
+    """The modules one import statement names (relative ones resolved).
+
+    ``from pkg import name`` names ``pkg`` (its ``__init__`` runs) and, when ``name`` is a
+    module of the package, ``pkg.name`` as well.
+    """
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        parent = package[: len(package) - node.level + 1]
+        base = ".".join([*parent, node.module] if node.module else parent)
+    return [base, *(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES)]
+
+
 def _imports(path: Path) -> list[str]:
     """Absolute names of every module ``path`` imports (relative imports resolved)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    package = _module_name(path).split(".")
-    if path.name != "__init__.py":
-        package = package[:-1]
+    package = _package_of(path)
     found: list[str] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level == 0:
-                found.append(node.module or "")
-            else:
-                base = package[: len(package) - node.level + 1]
-                found.append(".".join([*base, node.module] if node.module else base))
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.extend(_targets(node, package))
     return found
+
+
+def _within(module: str, prefix: str) -> bool:
+    """``module`` is ``prefix`` or inside it (``nbinfer.server.modelio`` is not in ``.model``)."""
+    return module == prefix or module.startswith(prefix + ".")
 
 
 def _area(module: str, table: dict[str, tuple[str, ...]]) -> str | None:
@@ -132,6 +158,8 @@ def _area(module: str, table: dict[str, tuple[str, ...]]) -> str | None:
 
 
 SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if "_generated" not in p.parts)
+#: Every module of the package by name, generated stubs included (to resolve imports).
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -146,7 +174,7 @@ def test_module_respects_layering(path: Path) -> None:
         bad = [
             m
             for m in internal
-            if not any(m.startswith(a) for a in ALLOWED[area]) and (module, m) not in LAZY_EDGES
+            if not any(_within(m, a) for a in ALLOWED[area]) and (module, m) not in LAZY_EDGES
         ]
         assert bad == [], f"{module} may not import {bad} (allowed: {ALLOWED[area]})"
     forbidden = FORBIDDEN_THIRD_PARTY.get(_area(module, FORBIDDEN_THIRD_PARTY) or "", ())
@@ -156,15 +184,182 @@ def test_module_respects_layering(path: Path) -> None:
     assert bad3 == [], f"{module} may not import {bad3}"
 
 
+GENERATED = "nbinfer.protocol._generated"
+STUB_CODEC = "nbinfer.protocol.grpc"
+
+
+def _stub_names() -> set[str]:
+    """The names under which ``protocol/grpc.py`` holds generated stub modules (``pb`` ...)."""
+    tree = ast.parse(MODULES[STUB_CODEC].read_text())
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if any(_within(t, GENERATED) for t in _targets(node, ["nbinfer", "protocol"])):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign) and ast.unparse(node.value) in names:
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _stub_uses(path: Path, stubs: set[str]) -> list[str]:
+    """Where ``path`` reaches generated stubs: directly, or re-exported by the gRPC codec."""
+    tree = ast.parse(path.read_text())
+    package = _package_of(path)
+    codec_aliases: set[str] = set()  # local names bound to the nbinfer.protocol.grpc module
+    uses: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        targets = _targets(node, package)
+        if any(_within(t, GENERATED) for t in targets):
+            uses.append(f"line {node.lineno}: imports {GENERATED}")
+        if isinstance(node, ast.ImportFrom) and targets[0] == STUB_CODEC:
+            reexported = sorted(a.name for a in node.names if a.name in stubs)
+            if reexported:
+                uses.append(f"line {node.lineno}: imports {reexported} from {STUB_CODEC}")
+        for alias in node.names:
+            module = alias.name if isinstance(node, ast.Import) else f"{targets[0]}.{alias.name}"
+            if module == STUB_CODEC:
+                codec_aliases.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in stubs:
+            owner = ast.unparse(node.value)
+            if owner in codec_aliases:
+                uses.append(f"line {node.lineno}: {owner}.{node.attr}")
+    return sorted(uses, key=lambda use: int(use.split(":")[0].removeprefix("line ")))
+
+
 def test_protocol_grpc_is_the_only_user_of_generated_stubs() -> None:
-    users = [
-        _module_name(p)
-        for p in SOURCES
-        if any("_generated" in m for m in _imports(p))
-        or "from nbinfer.protocol._generated" in p.read_text()
-        or "from ._generated" in p.read_text()
+    # ARCHITECTURE: protocol/grpc.py is the only module touching generated stubs, so nothing
+    # else reaches them either directly or through a name it re-exports (``grpc.pb``).
+    stubs = _stub_names()
+    assert stubs, f"{STUB_CODEC} no longer imports the stubs: update this test"
+    users = {
+        _module_name(path): uses
+        for path in SOURCES
+        if _module_name(path) != STUB_CODEC and (uses := _stub_uses(path, stubs))
+    }
+    assert users == {}, f"only {STUB_CODEC} may use the generated gRPC stubs: {users}"
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return ast.unparse(node.test) in (
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+        "_typing.TYPE_CHECKING",
+    )
+
+
+def _runtime_edges(path: Path) -> dict[str, int]:
+    """``imported module -> line`` for what ``path`` imports when it runs, lazy imports included.
+
+    Left out: ``if TYPE_CHECKING:`` blocks (never run), and the top floor's lazy doors: an
+    import of an ``nbinfer.notebook`` module from outside the notebook layer inside a function
+    (repr hooks, ``Session.browse``, ``load_ipython_extension``); the layering table names
+    each, and at module level such an import still counts.
+    """
+    module = _module_name(path)
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not _within(
+            module, "nbinfer.notebook"
+        ):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom | ast.Import) and all(
+                    _within(t, "nbinfer.notebook") for t in _targets(inner, _package_of(path))
+                ):
+                    skipped.add(id(inner))
+    edges: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skipped:
+            for target in _targets(node, _package_of(path)):
+                while target and target not in MODULES:  # the deepest module it names
+                    target = target.rpartition(".")[0]
+                if target and target != module:
+                    edges.setdefault(target, node.lineno)
+    return edges
+
+
+def _components(graph: dict[str, dict[str, int]]) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return components
+
+
+def _shortest_loop(graph: dict[str, dict[str, int]], component: set[str]) -> list[str]:
+    """The shortest way round a component from its first module: ``[a, b, ..., a]``."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        step = []
+        for v in frontier:
+            for w in sorted(set(graph[v]) & component):
+                if w == start:
+                    return [*paths[v], start]
+                if w not in paths:
+                    paths[w] = [*paths[v], w]
+                    step.append(w)
+        frontier = step
+    raise AssertionError(f"{sorted(component)} is not a loop")
+
+
+def _loops(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One import loop per strongly connected component, as ``[a, b, ..., a]``."""
+    return sorted(_shortest_loop(graph, c) for c in _components(graph))
+
+
+def test_the_loop_finder_names_each_loop() -> None:
+    graph = {
+        "a": {"b": 1},
+        "b": {"c": 2},
+        "c": {"a": 3, "d": 4},
+        "d": {},
+        "x": {"y": 5},
+        "y": {"x": 6},
+    }
+    assert _loops(graph) == [["a", "b", "c", "a"], ["x", "y", "x"]]
+    assert _loops({"a": {"b": 1}, "b": {}}) == []
+
+
+def test_no_import_loop_anywhere_in_the_package() -> None:
+    # ARCHITECTURE: no import loops anywhere, lazy (in-function) imports included.
+    graph = {name: _runtime_edges(path) for name, path in MODULES.items() if GENERATED not in name}
+    named = [
+        " -> ".join(f"{a} (line {graph[a][b]})" for a, b in itertools.pairwise(loop))
+        + f" -> {loop[-1]}"
+        for loop in _loops(graph)
     ]
-    assert set(users) <= {"nbinfer.protocol.grpc"}, users
+    assert named == [], "import loops:\n" + "\n".join(named)
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -176,3 +176,149 @@ def test_serve_torch_module(session: Session) -> None:
     )
     x = np.array([[1, 2, 3]], dtype=np.float32)
     np.testing.assert_allclose(session.infer("linear", {"x": x}).as_numpy("y"), [[1, 5]])
+
+
+# -- nothing outside the error tree escapes the public API -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"url": "http://127.0.0.1:9", "token": "a", "auth": "b"}, "token="),
+        ({"url": "http://127.0.0.1:9", "model_repository": "repo"}, "local server"),
+        ({"url": "http://127.0.0.1:9", "bogus": 1}, "bogus"),
+        ({"url": "http://127.0.0.1:9", "timeout": "soon"}, "soon"),
+    ],
+    ids=["token-and-auth", "repository-for-remote", "unknown-option", "timeout-not-a-number"],
+)
+def test_session_options_that_do_not_fit_raise_invalid_input(
+    options: dict[str, object], words: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=words) as caught:
+        Session(**options)  # type: ignore[arg-type]
+    cause = caught.value.__cause__
+    assert cause is None or isinstance(cause, TypeError | ValueError)  # raise ... from exc
+
+
+def _ragged(session: Session) -> object:
+    return session.infer("iris", [[1.0, 2.0], [3.0]])
+
+
+def _bad_files(session: Session) -> object:
+    return session.load("iris", files={"config.pbtxt": "text, not bytes"})  # type: ignore[dict-item]
+
+
+BAD_CALLS = {
+    "infer-classification-not-a-number": (
+        lambda s: s.infer("iris", IRIS_ROWS, classification="top"),
+        "classification=",
+    ),
+    "infer-batch-size-not-a-number": (
+        lambda s: s.infer("iris", IRIS_ROWS, batch_size="x"),
+        "batch_size=",
+    ),
+    "infer-concurrency-not-a-number": (
+        lambda s: s.infer("iris", IRIS_ROWS, concurrency="x"),
+        "concurrency=",
+    ),
+    "infer-columns-not-columns": (lambda s: s.infer("iris", IRIS_ROWS, columns=5), "infer"),
+    "infer-outputs-not-names": (lambda s: s.infer("iris", IRIS_ROWS, outputs=5), "infer"),
+    "infer-unknown-option": (lambda s: s.infer("iris", IRIS_ROWS, bogus=1), "bogus"),
+    "infer-ragged-list": (_ragged, "infer"),
+    "ainfer-unknown-option": (
+        lambda s: asyncio.run(s.ainfer("iris", IRIS_ROWS, bogus=1)),
+        "ainfer.*bogus",
+    ),
+    "handle-infer-unknown-option": (lambda s: s.model("iris").infer(IRIS_ROWS, bogus=1), "bogus"),
+    "model-name-not-text": (lambda s: s.model(5), "model"),
+    "load-files-not-bytes": (_bad_files, "load"),
+    "serve-unknown-option": (lambda s: s.serve(lambda x: x, bogus=1), "bogus"),
+    "serve-inputs-not-specs": (lambda s: s.serve(lambda x: x, inputs=5), "serve"),
+    "classify-top-k-not-a-number": (
+        lambda s: s.classify("digits", np.zeros((8, 8), np.float32), top_k="x"),
+        "classify",
+    ),
+    "profile-unknown-option": (lambda s: s.profile("add_sub", bogus=1), "bogus"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CALLS))
+def test_bad_arguments_raise_invalid_input_with_the_cause(session: Session, case: str) -> None:
+    call, words = BAD_CALLS[case]
+    with pytest.raises(InvalidInputError, match=words) as caught:
+        call(session)
+    cause = caught.value.__cause__
+    assert cause is None or isinstance(cause, TypeError | ValueError)
+    assert not caught.value.__suppress_context__ or cause is not None  # never `from None`
+    assert session.infer("iris", IRIS_ROWS).shape == (2, 3)  # the session still works
+
+
+# -- a local server that died --------------------------------------------------------------
+
+
+def _killed(session: Session) -> None:
+    import os
+    import signal
+    import time
+
+    assert session.server is not None and session.server.pid is not None
+    os.kill(session.server.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while session.server.running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not session.server.running
+
+
+def test_a_killed_local_server_is_named_and_restart_brings_it_back_with_served_models() -> None:
+    from nbinfer.errors import ConnectError
+
+    def double(x):  # type: ignore[no-untyped-def]
+        return 2 * x
+
+    with Session(device="cpu") as s:
+        s.serve(double, inputs=[("x", "FP32", [-1])], outputs=[("y", "FP32", [-1])])
+        _killed(s)
+        with pytest.raises(ConnectError, match=r"SIGKILL.*session\.restart\(\)"):
+            s.infer("iris", IRIS_ROWS)
+        with pytest.raises(ConnectError, match="is gone"):
+            asyncio.run(s.ainfer("iris", IRIS_ROWS))
+        with pytest.raises(ConnectError, match="is gone"):
+            s.models  # noqa: B018
+        s.restart()
+        assert s.server is not None and s.server.running
+        assert s.url == s.server.http_url  # new ports: the session follows
+        assert s.infer("iris", IRIS_ROWS).shape == (2, 3)
+        assert asyncio.run(s.ainfer("iris", IRIS_ROWS)).shape == (2, 3)
+        x = np.array([1, 2], dtype=np.float32)
+        np.testing.assert_array_equal(s.infer("double", {"x": x}).as_numpy("y"), [2, 4])
+
+
+def test_a_server_that_dies_during_a_call_is_named_too() -> None:
+    from nbinfer.errors import ConnectError
+
+    with Session(device="cpu", demo=False) as s:
+        s.serve(_sleep_then_echo, inputs=[("x", "FP32", [-1])], outputs=[("y", "FP32", [-1])])
+        assert s.server is not None and s.server.pid is not None
+        import os
+        import signal
+        import threading
+
+        threading.Timer(0.5, os.kill, (s.server.pid, signal.SIGKILL)).start()
+        with pytest.raises(ConnectError, match="is gone") as caught:
+            s.infer("_sleep_then_echo", {"x": np.ones(2, np.float32)})
+        assert caught.value.__cause__ is not None  # the transport's own error
+
+
+def _sleep_then_echo(x):  # type: ignore[no-untyped-def]
+    import time
+
+    time.sleep(5)
+    return x
+
+
+def test_restart_refuses_a_server_the_session_did_not_start(session: Session) -> None:
+    from nbinfer.errors import UnsupportedError
+
+    assert session.server is not None
+    with Session(session.server.http_url) as remote, pytest.raises(UnsupportedError):
+        remote.restart()

@@ -37,8 +37,8 @@ from nbinfer.errors import (
     UnauthenticatedError,
     UnsupportedError,
 )
-from nbinfer.session import registry
 from nbinfer.session.handle import ModelHandle
+from nbinfer.session.registry import Resources, register, shared_session
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from nbinfer.server.launcher import LocalServer
     from nbinfer.session import Session
 
-__all__ = ["LABELS_PARAMETER", "SessionCore", "checks_local_server"]
+__all__ = ["LABELS_PARAMETER", "SessionCore", "public"]
 
 logger = logging.getLogger("nbinfer")
 T = TypeVar("T")
@@ -84,13 +84,17 @@ _STATS_COLUMNS = [
 LABELS_PARAMETER = "nbinfer.labels."
 
 
-def checks_local_server(method: _F) -> _F:
-    """Make a public method say so when the session's local server has died.
+def public(method: _F) -> _F:
+    """The boundary of a public Session method: what escapes it belongs to the error tree.
 
-    Checked before the call (so a dead server does not cost the client's connect retries) and
-    after a transport error (the server died during the call): either way the caller gets a
-    :class:`~nbinfer.errors.ConnectError` naming the exit and ``session.restart()``.
+    A ``ValueError`` / ``TypeError`` raised under the method (a bad argument, found wherever
+    it is first used) becomes :class:`~nbinfer.errors.InvalidInputError` naming the method,
+    with the original as its cause. When the session's local server has died the caller gets
+    a :class:`~nbinfer.errors.ConnectError` that says so and names ``session.restart()``:
+    checked before the call (a dead server should not cost the client's connect retries) and
+    after a transport error (it died during the call).
     """
+    name = method.__name__
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
@@ -98,9 +102,11 @@ def checks_local_server(method: _F) -> _F:
             self._check_local_server()
             try:
                 return await method(self, *args, **kwargs)
-            except TransportError as exc:
-                self._check_local_server(exc)
-                raise
+            except (TransportError, TypeError, ValueError) as exc:
+                error = self._boundary_error(name, exc)
+                if error is None:
+                    raise
+                raise error from exc
 
         return cast(_F, acall)
 
@@ -109,9 +115,11 @@ def checks_local_server(method: _F) -> _F:
         self._check_local_server()
         try:
             return method(self, *args, **kwargs)
-        except TransportError as exc:
-            self._check_local_server(exc)
-            raise
+        except (TransportError, TypeError, ValueError) as exc:
+            error = self._boundary_error(name, exc)
+            if error is None:
+                raise
+            raise error from exc
 
     return cast(_F, call)
 
@@ -165,9 +173,11 @@ class SessionCore:
         self._client_options = dict(client_options)
         try:
             self.client = Client(url, protocol=protocol, **client_options)
-        except BaseException:
+        except BaseException as exc:
             if self._server is not None:
                 self._server.stop()
+            if isinstance(exc, TypeError | ValueError):  # a client option it does not take
+                raise InvalidInputError(f"Session(): {exc}") from exc
             raise
         self.protocol = self.client.protocol
         self._labels_cache: dict[tuple[str, str], dict[str, list[str]]] = {}
@@ -182,11 +192,11 @@ class SessionCore:
         #: Models added with serve(), by name: restart() serves them again.
         self._served: dict[str, Any] = {}
         self._closed = False
-        self._resources = registry.Resources(self.client, self._server, f"session {url}")
+        self._resources = Resources(self.client, self._server, f"session {url}")
         # Not __del__: a finalizer stops the local server of a session nobody references any
         # more (a re-run `session = Session()` cell), at once in CPython, and at exit.
         self._finalizer = weakref.finalize(self, self._resources.release)
-        registry.register(self)
+        register(self)
 
     def _local_url(self, protocol: str | None) -> str:
         assert self._server is not None
@@ -252,7 +262,7 @@ class SessionCore:
             protocol=protocol,
         )
         key = tuple(sorted((name, repr(value)) for name, value in options.items()))
-        return registry.shared(key, lambda: cls(None, **options))
+        return shared_session(key, lambda: cls(None, **options))
 
     # -- the local server --------------------------------------------------------------------
 
@@ -261,11 +271,24 @@ class SessionCore:
         """The embedded server this session started, if any."""
         return self._server
 
-    def _check_local_server(self, cause: BaseException | None = None) -> None:
-        """Raise a ConnectError that says how to go on if this session's local server died."""
+    def _check_local_server(self) -> None:
+        """Raise the error :meth:`_dead_server_error` describes, if there is one."""
+        error = self._dead_server_error()
+        if error is not None:
+            raise error
+
+    def _dead_server_error(self, grace: float = 0.0) -> ConnectError | None:
+        """A ConnectError that says how to go on if this session's local server died.
+
+        ``grace``: seconds to let a dying server finish dying (a call's connection can break
+        a moment before the process is gone).
+        """
         server = self._server
-        if server is None or self._closed or server.running:
-            return
+        if server is None or self._closed:
+            return None
+        code = server.wait(grace) if grace else None
+        if code is None and server.running:
+            return None
         code = server.wait(0)
         if code is not None and code < 0:
             try:
@@ -275,16 +298,19 @@ class SessionCore:
         else:
             how = "stopped" if code is None else f"exit code {code}"
         tail = server.logs(tail=10).rstrip()
-        error = ConnectError(
+        return ConnectError(
             f"the local server of this session (pid {server.pid}) is gone ({how}); "
             "session.restart() starts a new one and serves this session's notebook models "
             "(session.serve()) again" + (f"\n--- server log (tail) ---\n{tail}" if tail else ""),
             pid=server.pid,
             exit_code=code,
         )
-        if cause is None:
-            raise error
-        raise error from cause
+
+    def _boundary_error(self, method: str, exc: Exception) -> NbinferError | None:
+        """What a public method raises for ``exc`` (``None``: ``exc`` itself)."""
+        if isinstance(exc, NbinferError):
+            return self._dead_server_error(0.25) if isinstance(exc, TransportError) else None
+        return InvalidInputError(f"session.{method}(): {exc}", method=method)
 
     def restart(self) -> None:
         """Start the local server again and reconnect: after it died, or to reset it.
@@ -389,7 +415,7 @@ class SessionCore:
     # -- what the server holds -------------------------------------------------------------
 
     @property
-    @checks_local_server
+    @public
     def models(self) -> pd.DataFrame:
         """The server's models as a DataFrame, from whatever listing the server offers.
 
@@ -422,7 +448,7 @@ class SessionCore:
             columns=["name", "version", "state", "reason"],
         )
 
-    @checks_local_server
+    @public
     def model(self, name: str, version: str = "") -> ModelHandle:
         """A handle on one model (metadata, config, stats, infer).
 
@@ -464,7 +490,7 @@ class SessionCore:
         self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
         self._max_batch = {k: v for k, v in self._max_batch.items() if k[0] != model}
 
-    @checks_local_server
+    @public
     def stats(self, model: str = "") -> pd.DataFrame:
         """Inference statistics as a DataFrame: one row per model version.
 
@@ -476,7 +502,6 @@ class SessionCore:
             UnsupportedError: The server has no statistics extension (KServe, MLServer).
             UnauthenticatedError: Statistics are restricted; the message names the header.
             ModelNotFoundError: Unknown model.
-            InvalidInputError: The server answered statistics that are not numbers.
         """
         raw = self._ask(
             "statistics",
@@ -484,16 +509,12 @@ class SessionCore:
             lambda: self.client.get_inference_statistics(model),
             model=model,
         )
-        try:
-            rows = [_stats_row(entry) for entry in raw.get("model_stats", [])]
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(
-                f"{self.url} answered statistics this session cannot read: {exc}", model=model
-            ) from exc
+        rows = [_stats_row(entry) for entry in raw.get("model_stats", [])]
         from nbinfer.interop.stats import StatsFrame  # a DataFrame that draws a latency chart
 
         return StatsFrame(rows, columns=_STATS_COLUMNS)
 
+    @public
     def profile(
         self, model: str, inputs: Any = None, *, protocol: str | None = None, **options: Any
     ) -> ProfileFrame:

@@ -42,7 +42,7 @@ from nbinfer.protocol.types import (
     RequestedOutput,
     TensorSpec,
 )
-from nbinfer.session.core import SessionCore, checks_local_server
+from nbinfer.session.core import SessionCore, public
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,6 +75,7 @@ class _Call:
     options: dict[str, Any]
     as_frame: bool | None
     expand: bool
+    concurrency: int | None = None
     job: FrameJob | None = None
     index: Any = None
     data: Any = None
@@ -100,6 +101,7 @@ class FrameFront(SessionCore):
         as_frame: bool | None,
         columns: ColumnSelection | None,
         batch_size: int | None,
+        concurrency: int | None,
         expand: bool,
         classification: int | None,
         inputs: InputSpecs | None,
@@ -116,9 +118,11 @@ class FrameFront(SessionCore):
             options,
             as_frame,
             expand,
+            _count("concurrency", concurrency),
         )
         if _is_frame(data):
-            call.job = self._frame_job(model, model_version, data, columns, batch_size, inputs)
+            rows = _count("batch_size", batch_size)
+            call.job = self._frame_job(model, model_version, data, columns, rows, inputs)
             call.index = data.index
         else:
             call.data, call.single = self._samples(model, model_version, data)
@@ -228,7 +232,7 @@ class FrameFront(SessionCore):
 
     # -- the two faces -----------------------------------------------------------------------
 
-    @checks_local_server
+    @public
     def infer(
         self,
         model: str,
@@ -301,6 +305,7 @@ class FrameFront(SessionCore):
             as_frame=as_frame,
             columns=columns,
             batch_size=batch_size,
+            concurrency=concurrency,
             expand=expand,
             classification=classification,
             inputs=inputs,
@@ -326,14 +331,17 @@ class FrameFront(SessionCore):
 
         try:
             outs = infer_frame(
-                call.job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
+                call.job,
+                submit,
+                concurrency=call.concurrency or DEFAULT_CONCURRENCY,
+                progress=progress,
             )
         except KeyboardInterrupt:
             self.client._abort_in_flight()  # the chunks in flight on the worker threads
             raise
         return self._frame_result(call, outs)
 
-    @checks_local_server
+    @public
     async def ainfer(
         self,
         model: str,
@@ -360,6 +368,7 @@ class FrameFront(SessionCore):
             as_frame=as_frame,
             columns=columns,
             batch_size=batch_size,
+            concurrency=concurrency,
             expand=expand,
             classification=classification,
             inputs=inputs,
@@ -384,7 +393,7 @@ class FrameFront(SessionCore):
         from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, ainfer_frame
 
         outs = await ainfer_frame(
-            call.job, submit, concurrency=concurrency or DEFAULT_CONCURRENCY, progress=progress
+            call.job, submit, concurrency=call.concurrency or DEFAULT_CONCURRENCY, progress=progress
         )
         return self._frame_result(call, outs)
 
@@ -554,7 +563,7 @@ class FrameFront(SessionCore):
         options.setdefault("extensions", self.client.get_server_metadata().extensions)
         return options
 
-    @checks_local_server
+    @public
     def classify(
         self, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
     ) -> pd.DataFrame:
@@ -606,7 +615,7 @@ class FrameFront(SessionCore):
             raise
         return frame
 
-    @checks_local_server
+    @public
     async def aclassify(
         self, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
     ) -> pd.DataFrame:
@@ -674,6 +683,15 @@ def _frame_specs(meta: ModelMetadata, frame: Any, columns: Any) -> list[TensorSp
             shape = [-1]
         specs.append(TensorSpec(name, datatype, shape))
     return specs
+
+
+def _count(option: str, value: Any) -> int | None:
+    """A whole-number option as given (``None``: its default); the range is checked later."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidInputError(f"{option}= takes a whole number, not {value!r}")
+    return int(value)
 
 
 def _is_frame(data: Any) -> bool:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from nbinfer.session import Session
     from nbinfer.session.core import SessionCore
 
-__all__ = ["Resources", "close_async_client", "register", "sessions", "shared"]
+__all__ = ["Resources", "close_async_client", "register", "sessions", "shared_session"]
 
 logger = logging.getLogger("nbinfer")
 _S = TypeVar("_S", bound="SessionCore")
@@ -62,7 +62,7 @@ def register(session: SessionCore) -> None:
             _ATEXIT_DONE = True
 
 
-def shared(key: tuple[tuple[str, str], ...], start: Callable[[], _S]) -> _S:
+def shared_session(key: tuple[tuple[str, str], ...], start: Callable[[], _S]) -> _S:
     """The shared session for ``key``, started by ``start()`` when none is open and running."""
     with _SHARED_LOCK:
         session = _SHARED.get(key)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nbinfer.errors import InvalidInputError, UnauthenticatedError
-from nbinfer.session.core import SessionCore, checks_local_server
+from nbinfer.session.core import SessionCore, public
 from nbinfer.session.handle import ModelHandle
 
 __all__ = ["Serving"]
@@ -25,7 +25,7 @@ __all__ = ["Serving"]
 class Serving(SessionCore):
     """The serving half of :class:`~nbinfer.Session` (see there)."""
 
-    @checks_local_server
+    @public
     def load(
         self,
         model: str,
@@ -42,7 +42,7 @@ class Serving(SessionCore):
         self._repository(model, lambda: self.client.load_model(model, config=config, files=files))
         return self._handle(model)
 
-    @checks_local_server
+    @public
     def unload(self, model: str) -> None:
         """Unload ``model`` (raises like :meth:`load`)."""
         self._repository(model, lambda: self.client.unload_model(model))
@@ -55,7 +55,7 @@ class Serving(SessionCore):
             raise self.capabilities.access_error(exc, "model repository") from exc
         self._forget_labels(model)
 
-    @checks_local_server
+    @public
     def serve(
         self,
         model: Any,
