@@ -52,7 +52,8 @@ __all__ = ["LABELS_PARAMETER", "SessionCore", "public"]
 
 logger = logging.getLogger("nbinfer")
 T = TypeVar("T")
-_S = TypeVar("_S", bound="SessionCore")
+#: The class a constructor is called on (typing.Self, which Python 3.10 lacks).
+Self = TypeVar("Self", bound="SessionCore")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 #: What :meth:`Session.models` / :meth:`Session.stats` say when a server offers neither.
@@ -204,7 +205,7 @@ class SessionCore:
 
     @classmethod
     def local(
-        cls: type[_S],
+        cls: type[Self],
         *,
         model_repository: str | None = None,
         device: str = "auto",
@@ -212,7 +213,7 @@ class SessionCore:
         protocol: str = "http",
         auth_token: str | None = None,
         **client_options: Any,
-    ) -> _S:
+    ) -> Self:
         """Start the embedded local server and connect to it.
 
         Args:
@@ -235,14 +236,14 @@ class SessionCore:
 
     @classmethod
     def shared(
-        cls: type[_S],
+        cls: type[Self],
         *,
         model_repository: str | None = None,
         device: str = "auto",
         demo: bool = True,
         protocol: str = "http",
         **client_options: Any,
-    ) -> _S:
+    ) -> Self:
         """The one local-server session of this process for these options (re-run safe).
 
         The first call starts the local server; later calls with the same options return the
@@ -323,6 +324,7 @@ class SessionCore:
             UnsupportedError: This session did not start a server (a remote server restarts
                 on its own side).
             ServerStartError: The new server did not start (with its log).
+            InvalidInputError: The session is closed.
 
         Example::
 
@@ -572,7 +574,7 @@ class SessionCore:
         self._closed = True
         self._finalizer()
 
-    def __enter__(self: _S) -> _S:
+    def __enter__(self: Self) -> Self:
         return self
 
     def __exit__(
