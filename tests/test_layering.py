@@ -152,7 +152,7 @@ def _within(module: str, prefix: str) -> bool:
 
 def _area(module: str, table: dict[str, tuple[str, ...]]) -> str | None:
     for area in table:
-        if module == area or module.startswith(area + "."):
+        if _within(module, area):
             return area
     return None
 
