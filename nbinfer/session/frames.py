@@ -317,10 +317,10 @@ class FrameFront(SessionCore):
 
         if call.job is None:
             if call.probe:
-                return self._finish(call, self._probe_binary(lambda b: send(call.data, b)).result())
-            result = self.client.infer(
-                model, call.data, **call.send_options(self._binary_now(call))
-            )
+                result = self._probe_binary(lambda b: send(call.data, b)).result()
+            else:  # the sync client's own path: no worker thread for one request
+                options = call.send_options(self._binary_now(call))
+                result = self.client.infer(model, call.data, **options)
             return self._finish(call, result)
         from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, infer_frame
 
