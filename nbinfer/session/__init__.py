@@ -24,7 +24,9 @@ The package, by what each part does (each module says what it may import):
 - ``registry``: :func:`sessions`, ``Session.shared()``'s table, the finalizer and ``atexit``.
 
 This module joins them into :class:`Session`. From the server, the package imports only
-``server.launcher`` and ``server.model`` (and ``server.backends.torch`` to serve a torch module).
+``server.launcher`` and ``server.model`` (and ``server.backends.torch`` to serve a torch module),
+and only when a server feature is used: ``import nbinfer`` imports this package, so nothing here
+may import the server, IPython or the notebook layer at import time.
 """
 
 from __future__ import annotations
