@@ -118,20 +118,26 @@ def _package_of(path: Path) -> list[str]:
     return package if path.name == "__init__.py" else package[:-1]
 
 
-def _targets(node: ast.Import | ast.ImportFrom, package: list[str]) -> list[str]:
-    """The modules one import statement names (relative ones resolved).
+def _from_base(node: ast.ImportFrom, package: list[str]) -> str:
+    """The module a ``from ... import`` statement imports from (relative ones resolved)."""
+    if node.level == 0:
+        return node.module or ""
+    parent = package[: len(package) - node.level + 1]
+    return ".".join([*parent, node.module] if node.module else parent)
 
-    ``from pkg import name`` names ``pkg`` (its ``__init__`` runs) and, when ``name`` is a
-    module of the package, ``pkg.name`` as well.
+
+def _targets(node: ast.Import | ast.ImportFrom, package: list[str]) -> list[str]:
+    """The modules one import statement names.
+
+    ``from pkg import name`` names ``pkg.name`` when that is a module of the package (like
+    ``import pkg.name``: either way ``pkg/__init__`` runs first, as for every submodule), else
+    ``pkg``.
     """
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
-    if node.level == 0:
-        base = node.module or ""
-    else:
-        parent = package[: len(package) - node.level + 1]
-        base = ".".join([*parent, node.module] if node.module else parent)
-    return [base, *(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES)]
+    base = _from_base(node, package)
+    named = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+    return list(dict.fromkeys(named))
 
 
 def _imports(path: Path) -> list[str]:
@@ -210,15 +216,15 @@ def _stub_uses(path: Path, stubs: set[str]) -> list[str]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.Import | ast.ImportFrom):
             continue
-        targets = _targets(node, package)
-        if any(_within(t, GENERATED) for t in targets):
+        if any(_within(t, GENERATED) for t in _targets(node, package)):
             uses.append(f"line {node.lineno}: imports {GENERATED}")
-        if isinstance(node, ast.ImportFrom) and targets[0] == STUB_CODEC:
+        base = _from_base(node, package) if isinstance(node, ast.ImportFrom) else None
+        if base == STUB_CODEC:
             reexported = sorted(a.name for a in node.names if a.name in stubs)
             if reexported:
                 uses.append(f"line {node.lineno}: imports {reexported} from {STUB_CODEC}")
         for alias in node.names:
-            module = alias.name if isinstance(node, ast.Import) else f"{targets[0]}.{alias.name}"
+            module = alias.name if base is None else f"{base}.{alias.name}"
             if module == STUB_CODEC:
                 codec_aliases.add(alias.asname or alias.name)
     for node in ast.walk(tree):

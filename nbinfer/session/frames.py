@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import functools
+import inspect
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from nbinfer.client import InferResult
+from nbinfer.client import Client, InferResult
 from nbinfer.errors import (
     InvalidInputError,
     ModelNotFoundError,
@@ -108,6 +110,13 @@ class FrameFront(SessionCore):
         options: dict[str, Any],
     ) -> _Call:
         """Read one call's arguments: outputs, binary choice, and a frame plan or samples."""
+        unknown = sorted(set(options) - _client_options())
+        if unknown:  # said here, before a chunk is sent (a worker thread would wrap it)
+            raise InvalidInputError(
+                f"unknown option(s) {unknown}; besides its own, inference takes those of "
+                f"Client.infer: {sorted(_client_options() - {'outputs', 'model_version'})}",
+                model=model,
+            )
         explicit = options.pop("binary", None)
         call = _Call(
             model,
@@ -215,7 +224,7 @@ class FrameFront(SessionCore):
     ) -> Any:
         """``outputs`` as sent: with ``classification=k``, every (named) output asks for top-k."""
         if not classification:
-            return outputs
+            return outputs if outputs is None else _output_list(outputs)
         try:
             count = int(classification)
         except (TypeError, ValueError) as exc:
@@ -226,8 +235,7 @@ class FrameFront(SessionCore):
         if outputs is None:
             names = [o.name for o in self.client.get_model_metadata(model, version).outputs]
         else:
-            listed = [outputs] if isinstance(outputs, str) else list(outputs)
-            names = [o if isinstance(o, str) else o.name for o in listed]
+            names = [o if isinstance(o, str) else o.name for o in _output_list(outputs)]
         return [RequestedOutput(name, class_count=count) for name in names]
 
     # -- the two faces -----------------------------------------------------------------------
@@ -683,6 +691,25 @@ def _frame_specs(meta: ModelMetadata, frame: Any, columns: Any) -> list[TensorSp
             shape = [-1]
         specs.append(TensorSpec(name, datatype, shape))
     return specs
+
+
+@functools.cache
+def _client_options() -> frozenset[str]:
+    """The keyword options of ``Client.infer`` (``AsyncClient.infer`` takes the same)."""
+    parameters = inspect.signature(Client.infer).parameters.values()
+    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def _output_list(outputs: Sequence[str | RequestedOutput] | str) -> list[str | RequestedOutput]:
+    """``outputs=`` as a list of names / RequestedOutput (one name may stand alone)."""
+    listed = [outputs] if isinstance(outputs, str | RequestedOutput) else outputs
+    if not isinstance(listed, Sequence) or not all(
+        isinstance(o, str | RequestedOutput) for o in listed
+    ):
+        raise InvalidInputError(
+            f"outputs= takes output names or RequestedOutput (or a list of them), not {outputs!r}"
+        )
+    return list(listed)
 
 
 def _count(option: str, value: Any) -> int | None:
