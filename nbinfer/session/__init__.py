@@ -18,7 +18,8 @@ The package, by what each part does (each module says what it may import):
 
 - ``core``: connection, clients, capabilities, the local server, ``restart()``, ``close()``,
   the model listing and statistics;
-- ``frames``: the DataFrame / inference front (``infer`` / ``ainfer`` / ``classify``);
+- ``frames``: the DataFrame / inference front (``infer`` / ``ainfer`` / ``classify``), over
+  ``binary`` (binary tensors on servers that do not list them);
 - ``serving``: ``serve()`` / ``load()`` / ``unload()``;
 - ``handle``: :class:`ModelHandle`;
 - ``registry``: :func:`sessions`, ``Session.shared()``'s table, the finalizer and ``atexit``.

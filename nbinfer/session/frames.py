@@ -2,12 +2,12 @@
 
 Owns how what people pass becomes requests: DataFrames planned onto the model's inputs and cut
 into chunks (``interop.pandas``), the "one array, one sample" rule, ``classification=``, images
-(``interop.images``), binary tensors on servers that do not list them, and results back as
-DataFrames. The sync and async faces share one argument handling (:class:`_Call`); they differ
-only in how a request is sent.
+(``interop.images``), and results back as DataFrames; it builds on ``binary`` (whether requests
+go as binary tensors). The sync and async faces share one argument handling (:class:`_Call`);
+they differ only in how a request is sent.
 
-May import ``client``, ``errors``, ``protocol``, ``interop`` and the session core; never the
-server or the notebook layer.
+May import ``client``, ``errors``, ``protocol``, ``interop`` and the session's core and binary
+probe; never the server or the notebook layer.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import inspect
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,11 +28,8 @@ from nbinfer.client import Client, InferResult
 from nbinfer.errors import (
     InvalidInputError,
     ModelNotFoundError,
-    ModelNotReadyError,
     NbinferError,
     ServerError,
-    ServerUnavailableError,
-    UnauthenticatedError,
     UnsupportedError,
 )
 from nbinfer.protocol.columns import column_datatype
@@ -44,7 +41,8 @@ from nbinfer.protocol.types import (
     RequestedOutput,
     TensorSpec,
 )
-from nbinfer.session.core import SessionCore, public
+from nbinfer.session.binary import BinaryProbe
+from nbinfer.session.core import public
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["FrameFront", "InputSpecs"]
 
 logger = logging.getLogger("nbinfer")
-T = TypeVar("T")
 
 #: ``inputs=`` of :meth:`Session.infer`: specs, or ``{input: datatype | (datatype, shape)}``.
 InputSpecs = Sequence[TensorSpec] | Mapping[str, str | tuple[str, Sequence[int]]]
@@ -88,7 +85,7 @@ class _Call:
         return dict(self.options, outputs=self.requested, model_version=self.version, binary=binary)
 
 
-class FrameFront(SessionCore):
+class FrameFront(BinaryProbe):
     """The inference half of :class:`~nbinfer.Session` (see there)."""
 
     # -- argument handling shared by infer and ainfer ----------------------------------------
@@ -492,77 +489,6 @@ class FrameFront(SessionCore):
         except NbinferError:
             return {}
 
-    # -- binary tensors on servers that do not list them ----------------------------------
-
-    def _binary_choice(self, explicit: bool | None) -> bool | None:
-        """``binary=`` for a request: explicit, else what a probe found.
-
-        ``None`` leaves the choice to the client (from the server's extensions).
-        """
-        if explicit is not None or self.client.config.binary is not None:
-            return explicit
-        return self._binary_found
-
-    def _binary_unknown(self, explicit: bool | None) -> bool:
-        """Whether the next HTTP request should probe binary tensors (once per session)."""
-        if self.protocol != "http" or self._binary_found is not None:
-            return False
-        if explicit is not None or self.client.config.binary is not None:
-            return False
-        caps = self._capabilities
-        if caps is None:
-            if self._caps_tried:
-                return False
-            self._caps_tried = True
-            caps = self.capabilities
-        return caps.error is None and caps.offers("binary_tensor_data") is None
-
-    def _learn_binary(self, found: bool) -> None:
-        self._binary_found = found
-        self.capabilities.record("binary_tensor_data", found)
-        logger.debug(
-            "%s %s binary tensor data (not listed in its extensions)",
-            self.capabilities.server,
-            "takes" if found else "refuses",
-        )
-
-    def _probe_binary(
-        self, send: Callable[[bool], concurrent.futures.Future[T]]
-    ) -> concurrent.futures.Future[T]:
-        """Send with binary tensors; if the server refuses them, resend as JSON; remember."""
-        with self._probe_lock:
-            if self._binary_found is not None:
-                return send(self._binary_found)
-            first = send(True)
-            error = first.exception()
-            if error is None:
-                self._learn_binary(True)
-                return first
-            if not _refuses_binary(error):
-                return first
-            second = send(False)
-            if second.exception() is None:
-                self._learn_binary(False)
-            return second
-
-    async def _aprobe_binary(
-        self, send: Callable[[bool | None], Awaitable[T]], lock: asyncio.Lock
-    ) -> T:
-        """Like :meth:`_probe_binary` from a coroutine (``lock``: one probe per call)."""
-        async with lock:
-            if self._binary_found is not None:
-                return await send(self._binary_found)
-            try:
-                result = await send(True)
-            except NbinferError as exc:
-                if not _refuses_binary(exc):
-                    raise
-                result = await send(False)
-                self._learn_binary(False)
-                return result
-            self._learn_binary(True)
-            return result
-
     # -- images ----------------------------------------------------------------------------
 
     def _image_options(self, model: str, version: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -752,14 +678,3 @@ def _one_sample(result: InferResult) -> InferResult:
         for out in result.outputs
     ]
     return InferResult(dataclasses.replace(result.response, outputs=outputs), result.headers)
-
-
-def _refuses_binary(exc: BaseException) -> bool:
-    """Whether a failed binary request may be the server refusing binary tensors.
-
-    Not a missing model, a busy server or missing credentials: JSON would not change those.
-    """
-    refusal = isinstance(exc, ServerError) and not isinstance(
-        exc, ModelNotFoundError | ModelNotReadyError | ServerUnavailableError | UnauthenticatedError
-    )
-    return refusal
