@@ -40,6 +40,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # What a server offers (Session.capabilities): reads metadata through a client, no I/O
     # of its own; the session and the notebook layer build on it.
     "nbinfer.capabilities": ("nbinfer.errors", "nbinfer.client"),
+    # The offline test transport (MockTransport): an engine like the real ones, below the client.
+    "nbinfer.testing": (*_BASE, "nbinfer.transports"),
     # Ported tritonclient / KServe code (issue 17): faces over the client and protocol layers,
     # never the server or the session.
     "nbinfer.compat": (

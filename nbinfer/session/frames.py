@@ -516,7 +516,8 @@ class FrameFront(BinaryProbe):
             **options: ``labels`` (list or labels file), ``scaling`` (``"none"``, ``"unit"``,
                 ``"inception"``, ``"vgg"`` or a function of the ``uint8`` NHWC batch),
                 ``preprocess`` (a function of one PIL image), ``size``, ``layout``,
-                ``encoded`` (send JPEG / PNG bytes as BYTES), ``input``, ``output``,
+                ``encoded`` (send JPEG / PNG bytes as BYTES; ``"ovms"``: in OpenVINO Model
+                Server's form), ``input``, ``output``,
                 ``batch_size``, ``server_topk``, ``concurrency`` (requests in flight),
                 ``workers`` (decoding threads for big images), ``progress``.
 
