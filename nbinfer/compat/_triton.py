@@ -120,6 +120,14 @@ def triton_to_np_dtype(dtype: str) -> Any:
         return None
 
 
+def _set_shared_memory(parameters: Parameters, region: str, byte_size: int, offset: int) -> None:
+    """The v2 parameters naming a tensor's shared-memory place (inputs and outputs alike)."""
+    parameters["shared_memory_region"] = region
+    parameters["shared_memory_byte_size"] = int(byte_size)
+    if offset:
+        parameters["shared_memory_offset"] = int(offset)
+
+
 class InferInput:
     """An input tensor: ``InferInput(name, shape, datatype)`` then ``set_data_from_numpy``."""
 
@@ -177,10 +185,7 @@ class InferInput:
     def set_shared_memory(self, region_name: str, byte_size: int, offset: int = 0) -> InferInput:
         """Read the data from a registered shared-memory region instead."""
         self._data = None
-        self._parameters["shared_memory_region"] = region_name
-        self._parameters["shared_memory_byte_size"] = int(byte_size)
-        if offset:
-            self._parameters["shared_memory_offset"] = int(offset)
+        _set_shared_memory(self._parameters, region_name, byte_size, offset)
         return self
 
     def _to_nbinfer(self) -> _Input:
@@ -206,10 +211,7 @@ class InferRequestedOutput:
 
     def set_shared_memory(self, region_name: str, byte_size: int, offset: int = 0) -> None:
         """Have the server write this output into a registered shared-memory region."""
-        self._parameters["shared_memory_region"] = region_name
-        self._parameters["shared_memory_byte_size"] = int(byte_size)
-        if offset:
-            self._parameters["shared_memory_offset"] = int(offset)
+        _set_shared_memory(self._parameters, region_name, byte_size, offset)
 
     def unset_shared_memory(self) -> None:
         """Return the output in the response again."""
@@ -339,33 +341,29 @@ class TritonClient:
         except NbinferError as exc:
             raise _mapped(exc, self._protocol) from exc
 
-    def _infer_kwargs(
-        self,
-        inputs: Sequence[InferInput],
-        outputs: Sequence[InferRequestedOutput] | None,
-        *,
-        model_version: str,
-        request_id: str,
-        sequence_id: int | str,
-        sequence_start: bool,
-        sequence_end: bool,
-        priority: int,
-        parameters: Mapping[str, Any] | None,
-        headers: Mapping[str, str] | None,
-    ) -> tuple[list[_Input], dict[str, Any]]:
+    def _submit(self, fn: Callable[..., Any], args: Mapping[str, Any], **extra: Any) -> Any:
+        """Call an nbinfer infer method with the arguments of a tritonclient-shaped one.
+
+        ``infer``, ``async_infer`` and ``async_stream_infer`` keep tritonclient's signatures
+        (ported code passes them by keyword, in tritonclient's order); each hands its
+        ``locals()`` here, so their translation to nbinfer's arguments is written once.
+        """
+        inputs: Sequence[InferInput] = args["inputs"]
         items = self._call(lambda: [i._to_nbinfer() for i in inputs])
+        headers = args.get("headers")
+        parameters = args["parameters"]
         kwargs: dict[str, Any] = {
-            "outputs": [o._to_nbinfer() for o in outputs or ()] or None,
-            "model_version": model_version,
-            "request_id": request_id,
+            "outputs": [o._to_nbinfer() for o in args["outputs"] or ()] or None,
+            "model_version": args["model_version"],
+            "request_id": args["request_id"],
             "parameters": dict(parameters) if parameters else None,
             "headers": dict(headers) if headers else None,
-            "priority": priority or None,
-            **_sequence(sequence_id, sequence_start, sequence_end),
+            "priority": args["priority"] or None,
+            **_sequence(args["sequence_id"], args["sequence_start"], args["sequence_end"]),
         }
         if self._protocol == "http" and inputs and not any(i._binary for i in inputs):
             kwargs["binary"] = False
-        return items, kwargs
+        return self._call(fn, args["model_name"], items, **extra, **kwargs)
 
     def _wrap(self, result: _Result) -> InferResult:
         return InferResult(result, self._protocol)
@@ -508,33 +506,26 @@ class TritonClient:
         Raises:
             InferenceServerException: The call failed (the nbinfer error is its ``__cause__``).
         """
-        items, kwargs = self._infer_kwargs(
-            inputs,
-            outputs,
-            model_version=model_version,
-            request_id=request_id,
-            sequence_id=sequence_id,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
-            priority=priority,
-            parameters=parameters,
-            headers=headers,
-        )
-        result = self._call(self.client.infer, model_name, items, timeout=client_timeout, **kwargs)
-        return self._wrap(result)
+        return self._wrap(self._submit(self.client.infer, locals(), timeout=client_timeout))
 
     # -- metadata, configuration, statistics, settings -------------------------------------
 
-    def _render(self, kind: str, value: Any, as_json: bool) -> Any:
-        """An answer as this face returns it (HTTP: JSON; gRPC: a message unless ``as_json``)."""
+    def _render(self, method: str, value: Any, as_json: bool) -> Any:
+        """``method``'s answer as this face returns it (HTTP: JSON; gRPC: a message)."""
         return value
+
+    def _answer(
+        self, method: str, *args: Any, headers: Mapping[str, str] | None, as_json: bool
+    ) -> Any:
+        """The nbinfer client's ``method`` answer, rendered as this face returns it."""
+        value = self._call(getattr(self.client, method), *args, headers=headers)
+        return self._render(method, value, as_json)
 
     def get_server_metadata(
         self, headers: Mapping[str, str] | None = None, as_json: bool = False, **_: Any
     ) -> Any:
         """Server name, version and extensions."""
-        meta = self._call(self.client.get_server_metadata, headers=headers)
-        return self._render("server_metadata", meta, as_json)
+        return self._answer("get_server_metadata", headers=headers, as_json=as_json)
 
     def get_model_metadata(
         self,
@@ -545,10 +536,9 @@ class TritonClient:
         **_: Any,
     ) -> Any:
         """The model's metadata."""
-        meta = self._call(
-            self.client.get_model_metadata, model_name, model_version, headers=headers
+        return self._answer(
+            "get_model_metadata", model_name, model_version, headers=headers, as_json=as_json
         )
-        return self._render("model_metadata", meta, as_json)
 
     def get_model_config(
         self,
@@ -559,17 +549,15 @@ class TritonClient:
         **_: Any,
     ) -> Any:
         """The model configuration."""
-        config = self._call(
-            self.client.get_model_config, model_name, model_version, headers=headers
+        return self._answer(
+            "get_model_config", model_name, model_version, headers=headers, as_json=as_json
         )
-        return self._render("model_config", config, as_json)
 
     def get_model_repository_index(
         self, headers: Mapping[str, str] | None = None, as_json: bool = False, **_: Any
     ) -> Any:
         """The repository's models with their state."""
-        index = self._call(self.client.get_model_repository_index, headers=headers)
-        return self._render("repository_index", index, as_json)
+        return self._answer("get_model_repository_index", headers=headers, as_json=as_json)
 
     def get_inference_statistics(
         self,
@@ -580,10 +568,9 @@ class TritonClient:
         **_: Any,
     ) -> Any:
         """Statistics of one model (all models when no name)."""
-        stats = self._call(
-            self.client.get_inference_statistics, model_name, model_version, headers=headers
+        return self._answer(
+            "get_inference_statistics", model_name, model_version, headers=headers, as_json=as_json
         )
-        return self._render("statistics", stats, as_json)
 
     def get_system_shared_memory_status(
         self,
@@ -593,10 +580,9 @@ class TritonClient:
         **_: Any,
     ) -> Any:
         """Registered system shared-memory regions."""
-        status = self._call(
-            self.client.get_system_shared_memory_status, region_name, headers=headers
+        return self._answer(
+            "get_system_shared_memory_status", region_name, headers=headers, as_json=as_json
         )
-        return self._render("system_shm", status, as_json)
 
     def get_cuda_shared_memory_status(
         self,
@@ -606,8 +592,9 @@ class TritonClient:
         **_: Any,
     ) -> Any:
         """Registered CUDA shared-memory regions."""
-        status = self._call(self.client.get_cuda_shared_memory_status, region_name, headers=headers)
-        return self._render("cuda_shm", status, as_json)
+        return self._answer(
+            "get_cuda_shared_memory_status", region_name, headers=headers, as_json=as_json
+        )
 
     def get_trace_settings(
         self,

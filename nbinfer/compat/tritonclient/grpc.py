@@ -73,15 +73,21 @@ def _shm_status(regions: list[dict[str, Any]], message: Any) -> Any:
 
 
 _TO_PROTO: dict[str, Callable[[Any], Any]] = {
-    "server_metadata": _grpc.server_metadata_to_proto,
-    "model_metadata": _grpc.model_metadata_to_proto,
-    "model_config": lambda c: _grpc.pb.ModelConfigResponse(
+    "get_server_metadata": _grpc.server_metadata_to_proto,
+    "get_model_metadata": _grpc.model_metadata_to_proto,
+    "get_model_config": lambda c: _grpc.pb.ModelConfigResponse(
         config=_grpc.config_json_to_proto(c, ignore_unknown_fields=True)
     ),
-    "repository_index": _grpc.repository_index_to_proto,
-    "statistics": lambda s: _grpc.statistics_json_to_proto(s, ignore_unknown_fields=True),
-    "system_shm": lambda r: _shm_status(r, _grpc.pb.SystemSharedMemoryStatusResponse()),
-    "cuda_shm": lambda r: _shm_status(r, _grpc.pb.CudaSharedMemoryStatusResponse()),
+    "get_model_repository_index": _grpc.repository_index_to_proto,
+    "get_inference_statistics": lambda s: _grpc.statistics_json_to_proto(
+        s, ignore_unknown_fields=True
+    ),
+    "get_system_shared_memory_status": lambda r: _shm_status(
+        r, _grpc.pb.SystemSharedMemoryStatusResponse()
+    ),
+    "get_cuda_shared_memory_status": lambda r: _shm_status(
+        r, _grpc.pb.CudaSharedMemoryStatusResponse()
+    ),
 }
 
 
@@ -130,8 +136,8 @@ class InferenceServerClient(TritonClient):
         )
         super().__init__(client)
 
-    def _render(self, kind: str, value: Any, as_json: bool) -> Any:
-        to_proto = _TO_PROTO.get(kind)
+    def _render(self, method: str, value: Any, as_json: bool) -> Any:
+        to_proto = _TO_PROTO.get(method)
         if to_proto is None:
             return value
         message = to_proto(value)
@@ -165,25 +171,11 @@ class InferenceServerClient(TritonClient):
         **_: Any,
     ) -> None:
         """Start an inference; ``callback(result, error)`` gets the answer."""
-        items, kwargs = self._infer_kwargs(
-            inputs,
-            outputs,
-            model_version=model_version,
-            request_id=request_id,
-            sequence_id=sequence_id,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
-            priority=priority,
-            parameters=parameters,
-            headers=headers,
-        )
-        self._call(
+        self._submit(
             self.client.async_infer,
-            model_name,
-            items,
+            locals(),
             callback=self._deliver(callback),
             timeout=client_timeout,
-            **kwargs,
         )
 
     def start_stream(
@@ -216,19 +208,7 @@ class InferenceServerClient(TritonClient):
         **_: Any,
     ) -> None:
         """Send one request on the open stream."""
-        items, kwargs = self._infer_kwargs(
-            inputs,
-            outputs,
-            model_version=model_version,
-            request_id=request_id,
-            sequence_id=sequence_id,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
-            priority=priority,
-            parameters=parameters,
-            headers=None,
-        )
-        self._call(self.client.stream_infer, model_name, items, **kwargs)
+        self._submit(self.client.stream_infer, locals())
 
     def stop_stream(self, cancel_requests: bool = False) -> None:
         """Close the stream (waiting for outstanding replies unless ``cancel_requests``)."""

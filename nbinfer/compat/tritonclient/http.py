@@ -50,9 +50,9 @@ __all__ = [
 ]
 
 _TO_JSON: dict[str, Callable[[Any], Any]] = {
-    "server_metadata": _rest.server_metadata_to_json,
-    "model_metadata": _rest.model_metadata_to_json,
-    "repository_index": _rest.repository_index_to_json,
+    "get_server_metadata": _rest.server_metadata_to_json,
+    "get_model_metadata": _rest.model_metadata_to_json,
+    "get_model_repository_index": _rest.repository_index_to_json,
 }
 
 
@@ -104,8 +104,8 @@ class InferenceServerClient(TritonClient):
         )
         super().__init__(client)
 
-    def _render(self, kind: str, value: Any, as_json: bool) -> Any:
-        to_json = _TO_JSON.get(kind)
+    def _render(self, method: str, value: Any, as_json: bool) -> Any:
+        to_json = _TO_JSON.get(method)
         return to_json(value) if to_json is not None else value
 
     def async_infer(
@@ -125,17 +125,4 @@ class InferenceServerClient(TritonClient):
         **_: Any,
     ) -> InferAsyncRequest:
         """Start an inference; ``.get_result()`` on the handle waits for it."""
-        items, kwargs = self._infer_kwargs(
-            inputs,
-            outputs,
-            model_version=model_version,
-            request_id=request_id,
-            sequence_id=sequence_id,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
-            priority=priority,
-            parameters=parameters,
-            headers=headers,
-        )
-        future = self._call(self.client.async_infer, model_name, items, **kwargs)
-        return InferAsyncRequest(future, self._protocol)
+        return InferAsyncRequest(self._submit(self.client.async_infer, locals()), self._protocol)
