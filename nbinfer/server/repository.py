@@ -17,14 +17,10 @@ Imports neither the dataplane nor the frontends (they import this module).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import itertools
 import json
 import logging
 import os
-import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +36,7 @@ from nbinfer.errors import (
 )
 from nbinfer.protocol.types import RepositoryModel
 from nbinfer.server.backends import model_from_repository_entry
+from nbinfer.server.backends.scripts import import_script
 from nbinfer.server.model import Model
 from nbinfer.server.model_config import apply_config, model_config_json, read_config
 from nbinfer.server.paths import ModelFiles, check_model_name, check_relative_path, upload_plan
@@ -61,8 +58,6 @@ READY = "READY"
 UNAVAILABLE = "UNAVAILABLE"
 LOADING = "LOADING"
 UNLOADING = "UNLOADING"
-
-_module_counter = itertools.count(1)
 
 
 def _version_key(version: str) -> tuple[int, int | str]:
@@ -119,18 +114,8 @@ def _select_versions(config: Mapping[str, Any], available: list[str]) -> list[st
 
 
 def _import_model(path: Path, name: str, version: str, config: Mapping[str, Any]) -> Model:
-    safe = re.sub(r"\W", "_", name)
-    mod_name = f"nbinfer_model_{safe}_v{version}_{next(_module_counter)}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise InvalidInputError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException as exc:
-        sys.modules.pop(mod_name, None)
-        raise InvalidInputError(f"failed to import {path}: {type(exc).__name__}: {exc}") from exc
+    module = import_script(path, "nbinfer_model", name, version)
+    mod_name = module.__name__
     wanted_class = string_params(config).get("model_class")
     classes = [
         obj

@@ -71,15 +71,38 @@ def _kind(config: Mapping[str, Any], version_dir: Path) -> str | None:
     return None
 
 
+# Backends that read one model file: its default name, whether loading it runs code (the
+# upload gate applies) and the platform the missing-file error names.
+_MODEL_FILES = {
+    "onnx": ("model.onnx", False, "onnxruntime_onnx"),
+    "torch": ("model.pt", True, "pytorch_libtorch"),
+}
+
+
 def _model_file(
-    files: ModelFiles, version: str, config: Mapping[str, Any], fallback: str, *, code: bool
+    files: ModelFiles, version_dir: Path, config: Mapping[str, Any], kind: str, model: str
 ) -> Path:
-    """The version's model file: ``default_model_filename`` (confined to the model directory)."""
+    """The version's model file: ``default_model_filename`` (confined to the model directory).
+
+    Raises:
+        InvalidInputError: the file is not there.
+    """
+    fallback, code, platform = _MODEL_FILES[kind]
+    version = version_dir.name
     name = config.get("default_model_filename")
     rel = str(name) if name else fallback
     if code:
-        return files.code_file(rel, base=version, what="default_model_filename")
-    return files.file(rel, base=version, what="default_model_filename")
+        path = files.code_file(rel, base=version, what="default_model_filename")
+        found = path.is_file()
+    else:
+        path = files.file(rel, base=version, what="default_model_filename")
+        found = path.exists()
+    if not found:
+        raise InvalidInputError(
+            f"model {model!r} version {version}: no {path.name} in {version_dir} "
+            f"(platform {platform})"
+        )
+    return path
 
 
 def model_from_repository_entry(
@@ -121,22 +144,12 @@ def model_from_repository_entry(
     if kind == "onnx":
         from nbinfer.server.backends.onnx import OnnxModel
 
-        path = _model_file(files, version, config, "model.onnx", code=False)
-        if not path.exists():
-            raise InvalidInputError(
-                f"model {name!r} version {version}: no {path.name} in {version_dir} "
-                "(platform onnxruntime_onnx)"
-            )
+        path = _model_file(files, version_dir, config, kind, name)
         return OnnxModel.from_config(path, config, name=name, version=version)
     if kind == "torch":
         from nbinfer.server.backends.torch import TorchModel
 
-        path = _model_file(files, version, config, "model.pt", code=True)
-        if not path.is_file():
-            raise InvalidInputError(
-                f"model {name!r} version {version}: no {path.name} in {version_dir} "
-                "(platform pytorch_libtorch)"
-            )
+        path = _model_file(files, version_dir, config, kind, name)
         return TorchModel.from_config(path, config, name=name, version=version)
     from nbinfer.server.backends.python_backend import TritonPythonBackendModel
 

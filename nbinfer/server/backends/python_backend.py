@@ -11,15 +11,10 @@ passed to ``execute([request])``; an error response (or an exception) becomes an
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib.util
 import inspect
-import itertools
 import json
 import logging
 import queue
-import re
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -27,6 +22,7 @@ from typing import Any
 
 import nbinfer.server.backends.triton_utils as pb_utils
 from nbinfer.errors import InferenceError, InvalidInputError
+from nbinfer.server.backends.scripts import SysPath, import_script
 from nbinfer.server.model import InferContext, Model
 from nbinfer.server.model_config import config_tensor_defs
 from nbinfer.server.pbtxt import config_device
@@ -35,27 +31,8 @@ __all__ = ["TritonPythonBackendModel", "import_triton_model"]
 
 logger = logging.getLogger("nbinfer")
 
-_counter = itertools.count(1)
 # How often a decoupled model's stream checks whether its client gave up.
 _POLL_SECONDS = 0.25
-
-
-class _SysPath:
-    """Put a directory first on ``sys.path`` for a while (model-local imports, as in Triton)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-        self.added = False
-
-    def __enter__(self) -> None:
-        if self.path not in sys.path:
-            sys.path.insert(0, self.path)
-            self.added = True
-
-    def __exit__(self, *exc: object) -> None:
-        if self.added:
-            with contextlib.suppress(ValueError):
-                sys.path.remove(self.path)
 
 
 def import_triton_model(script: Path, name: str, version: str) -> type[Any]:
@@ -65,19 +42,7 @@ def import_triton_model(script: Path, name: str, version: str) -> type[Any]:
         InvalidInputError: the import fails or the file defines no ``TritonPythonModel``.
     """
     pb_utils.install()
-    safe = re.sub(r"\W", "_", name)
-    mod_name = f"nbinfer_triton_model_{safe}_v{version}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(mod_name, script)
-    if spec is None or spec.loader is None:
-        raise InvalidInputError(f"cannot import {script}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    try:
-        with _SysPath(script.parent):
-            spec.loader.exec_module(module)
-    except BaseException as exc:
-        sys.modules.pop(mod_name, None)
-        raise InvalidInputError(f"failed to import {script}: {type(exc).__name__}: {exc}") from exc
+    module = import_script(script, "nbinfer_triton_model", name, version, search=script.parent)
     cls = getattr(module, "TritonPythonModel", None)
     if not isinstance(cls, type):
         raise InvalidInputError(f"{script} defines no class TritonPythonModel")
@@ -206,7 +171,7 @@ class TritonPythonBackendModel(Model):
         instance = self.model_class()
         init = getattr(instance, "initialize", None)
         if callable(init):
-            with _SysPath(self.model_dir / str(self.version)):
+            with SysPath(self.model_dir / str(self.version)):
                 init(args)
         self.instance = instance
 
