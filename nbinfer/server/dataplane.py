@@ -34,6 +34,7 @@ from nbinfer.errors import (
     ServerUnavailableError,
 )
 from nbinfer.protocol.types import (
+    InferOutput,
     InferRequest,
     InferResponse,
     ModelMetadata,
@@ -273,7 +274,7 @@ class DataPlane:
                 "request); use the gRPC stream (ModelStreamInfer)",
                 model=served.model.name,
             )
-        mv, io, model = served.version, served.io, served.model
+        mv, io = served.version, served.io
         mv.inflight += 1
         ctx: InferContext | None = None
         try:
@@ -311,13 +312,7 @@ class DataPlane:
             _count_success(served, batch, time.perf_counter_ns() - t0, t, scheduler is None)
         finally:
             mv.inflight -= 1
-        return InferResponse(
-            model_name=model.name,
-            outputs=outputs,
-            model_version=mv.version,
-            id=request.id,
-            parameters=dict(ctx.response_parameters),
-        )
+        return _response(served, request, ctx, outputs)
 
     async def infer_stream(
         self, request: InferRequest, *, headers: Mapping[str, str] | None = None
@@ -334,7 +329,7 @@ class DataPlane:
         if not served.decoupled:
             yield await self.infer(request, headers=headers)
             return
-        mv, io, model = served.version, served.io, served.model
+        mv, io = served.version, served.io
         t0 = time.perf_counter_ns()
         mv.inflight += 1
         t = Timings()
@@ -349,13 +344,7 @@ class DataPlane:
                     out_start = time.perf_counter_ns()
                     outputs = io.outputs(item, wanted, request, batch)
                     t.output += time.perf_counter_ns() - out_start
-                    yield InferResponse(
-                        model_name=model.name,
-                        outputs=outputs,
-                        model_version=mv.version,
-                        id=request.id,
-                        parameters=dict(ctx.response_parameters),
-                    )
+                    yield _response(served, request, ctx, outputs)
             finally:
                 if slot is not None:
                     self._leave_sequence(slot, ctx)
@@ -641,6 +630,19 @@ class DataPlane:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+
+
+def _response(
+    served: Served, request: InferRequest, ctx: InferContext, outputs: list[InferOutput]
+) -> InferResponse:
+    """The response to ``request``: its id, the served version and what the model set on ``ctx``."""
+    return InferResponse(
+        model_name=served.model.name,
+        outputs=outputs,
+        model_version=served.version.version,
+        id=request.id,
+        parameters=dict(ctx.response_parameters),
+    )
 
 
 def _count_success(served: Served, batch: int, total: int, t: Timings, executed: bool) -> None:
