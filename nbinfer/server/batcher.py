@@ -70,6 +70,7 @@ __all__ = [
     "SchedulingPolicy",
     "batch_key",
     "concat_inputs",
+    "non_negative_int",
     "scheduling_policy",
     "split_rows",
 ]
@@ -173,7 +174,12 @@ class SchedulingPolicy:
         return cfg
 
 
-def _uint(value: Any, what: str) -> int:
+def non_negative_int(value: Any, what: str) -> int:
+    """``value`` as an int (config numbers arrive as text from pbtxt / JSON).
+
+    Raises:
+        InvalidInputError: not an integer, or negative (``what`` names it).
+    """
     try:
         number = int(value)
     except (TypeError, ValueError) as exc:
@@ -196,10 +202,10 @@ def _queue_policy(raw: Any, what: str, base: QueuePolicy | None = None) -> Queue
     if isinstance(override, str):
         override = override.strip().lower() == "true"
     return QueuePolicy(
-        max_queue_size=_uint(
+        max_queue_size=non_negative_int(
             raw.get("max_queue_size", base.max_queue_size), f"{what}.max_queue_size"
         ),
-        default_timeout_us=_uint(
+        default_timeout_us=non_negative_int(
             raw.get("default_timeout_microseconds", base.default_timeout_us),
             f"{what}.default_timeout_microseconds",
         ),
@@ -225,7 +231,7 @@ def _priority_policies(raw: Any, what: str, levels: int) -> dict[int, QueuePolic
         raise InvalidInputError(f"{what} must be a map from priority level to a queue policy")
     out: dict[int, QueuePolicy] = {}
     for key, value in pairs:
-        level = _uint(key, f"{what} key")
+        level = non_negative_int(key, f"{what} key")
         if not 1 <= level <= max(levels, 1):
             raise InvalidInputError(f"{what}: level {level} is outside 1..{levels}")
         out[level] = _queue_policy(value, f"{what}[{level}]")  # replaces the default (Triton)
@@ -281,7 +287,7 @@ def scheduling_policy(
     base = _queue_policy(raw.get("default_queue_policy"), f"{what}.default_queue_policy")
     if max_queue_size is not None and not base.max_queue_size:
         base = QueuePolicy(
-            max_queue_size=_uint(max_queue_size, f"model {model_name!r} max_queue_size"),
+            max_queue_size=non_negative_int(max_queue_size, f"model {model_name!r} max_queue_size"),
             default_timeout_us=base.default_timeout_us,
             allow_timeout_override=base.allow_timeout_override,
             timeout_action=base.timeout_action,
@@ -291,15 +297,17 @@ def scheduling_policy(
         preferred_raw = [preferred_raw]
     preferred: list[int] = []
     for p in preferred_raw:
-        size = _uint(p, f"{what}.preferred_batch_size")
+        size = non_negative_int(p, f"{what}.preferred_batch_size")
         if batching and not 1 <= size <= max_batch_size:
             raise InvalidInputError(
                 f"{what}.preferred_batch_size {size} is outside 1..{max_batch_size} "
                 f"(max_batch_size {max_batch_size})"
             )
         preferred.append(size)
-    levels = _uint(raw.get("priority_levels", 0), f"{what}.priority_levels")
-    default_level = _uint(raw.get("default_priority_level", 0), f"{what}.default_priority_level")
+    levels = non_negative_int(raw.get("priority_levels", 0), f"{what}.priority_levels")
+    default_level = non_negative_int(
+        raw.get("default_priority_level", 0), f"{what}.default_priority_level"
+    )
     if levels and not 1 <= default_level <= levels:
         if default_level:
             raise InvalidInputError(
@@ -314,7 +322,7 @@ def scheduling_policy(
         batching=batching,
         max_batch_size=max_batch_size if batching else 0,
         preferred_batch_sizes=tuple(sorted(set(preferred))),
-        max_queue_delay_us=_uint(
+        max_queue_delay_us=non_negative_int(
             raw.get("max_queue_delay_microseconds", 0), f"{what}.max_queue_delay_microseconds"
         ),
         instances=count,

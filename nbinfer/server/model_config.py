@@ -8,8 +8,8 @@ Owns what the repository, the backends and the export share about ``config.pbtxt
 model option lives under which config key is declared once, in
 :data:`~nbinfer.server.model.MODEL_OPTIONS`.
 
-Imports the model API, the path policy and the pbtxt parser only: the repository and the
-backends import this module, never the other way round.
+Imports the model API, the path policy, the pbtxt parser and the scheduler's number check
+only: the repository and the backends import this module, never the other way round.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nbinfer.errors import InvalidInputError
+from nbinfer.server.batcher import non_negative_int
 from nbinfer.server.model import MODEL_OPTIONS, Model, TensorDef, normalize_datatype
 from nbinfer.server.paths import ModelFiles
 from nbinfer.server.pbtxt import config_device, parse_pbtxt, string_params
@@ -164,16 +165,6 @@ def _merge_defs(
     return merged
 
 
-def _max_batch_size(value: Any) -> int:
-    try:
-        mbs = int(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"config max_batch_size must be an integer, got {value!r}") from exc
-    if mbs < 0:
-        raise InvalidInputError(f"config max_batch_size must be >= 0, got {mbs}")
-    return mbs
-
-
 def apply_config(
     model: Model,
     config: Mapping[str, Any],
@@ -200,7 +191,7 @@ def apply_config(
         )
     model.name = name
     if "max_batch_size" in config:
-        model.max_batch_size = _max_batch_size(config["max_batch_size"])
+        model.max_batch_size = non_negative_int(config["max_batch_size"], "config max_batch_size")
     if config.get("platform"):
         model.platform = str(config["platform"])
     if config.get("backend"):
