@@ -54,6 +54,13 @@ __all__ = [
 _BINARY = "binary_data"
 
 
+def _rest_body(body: bytes, header_length: int | None) -> tuple[bytes | dict[str, Any], int | None]:
+    """KServe's ``to_rest`` answer: the JSON as a dict, or the binary body with its JSON length."""
+    if header_length is None:
+        return _json.loads(body), None
+    return body, header_length
+
+
 class _Tensor:
     """What KServe's InferInput and InferOutput share: name, shape, datatype, data, parameters."""
 
@@ -282,12 +289,11 @@ class InferRequest:
         default).
         """
         binary = any(i._binary() for i in self.inputs)
-        body, header_length = _rest.encode_request(
-            self.to_nbinfer(), binary=binary, binary_outputs=self.use_binary_outputs or None
+        return _rest_body(
+            *_rest.encode_request(
+                self.to_nbinfer(), binary=binary, binary_outputs=self.use_binary_outputs or None
+            )
         )
-        if header_length is None:
-            return _json.loads(body), None
-        return body, header_length
 
     def to_grpc(self) -> Any:
         """The ``ModelInferRequest`` message."""
@@ -406,10 +412,7 @@ class InferResponse:
     def to_rest(self) -> tuple[bytes | dict[str, Any], int | None]:
         """The REST body: ``(dict, None)``, or ``(bytes, json_length)`` with binary outputs."""
         binary = self.use_binary_outputs or [o.name for o in self.outputs if o._binary()]
-        body, header_length = _rest.encode_response(self.to_nbinfer(), binary_outputs=binary)
-        if header_length is None:
-            return _json.loads(body), None
-        return body, header_length
+        return _rest_body(*_rest.encode_response(self.to_nbinfer(), binary_outputs=binary))
 
     def to_grpc(self) -> Any:
         """The ``ModelInferResponse`` message."""
