@@ -76,18 +76,23 @@ class ModelMetadata(_Rich):
 
 
 @dataclass(slots=True)
-class InferInput:
-    """One input tensor of a request.
-
-    ``data`` is ``None`` only when the tensor lives in a shared-memory region named by
-    ``parameters["shared_memory_region"]``.
-    """
+class _Tensor:
+    """The fields a request's input and a response's output share (distinct types, one layout)."""
 
     name: str
     datatype: str
     shape: list[int]
     data: np.ndarray[Any, Any] | None = None
     parameters: Parameters = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class InferInput(_Tensor):
+    """One input tensor of a request.
+
+    ``data`` is ``None`` only when the tensor lives in a shared-memory region named by
+    ``parameters["shared_memory_region"]``.
+    """
 
 
 @dataclass(slots=True)
@@ -154,14 +159,8 @@ class InferRequest:
 
 
 @dataclass(slots=True)
-class InferOutput:
+class InferOutput(_Tensor):
     """One output tensor of a response."""
-
-    name: str
-    datatype: str
-    shape: list[int]
-    data: np.ndarray[Any, Any] | None = None
-    parameters: Parameters = field(default_factory=dict)
 
 
 @dataclass(slots=True)
