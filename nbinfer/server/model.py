@@ -735,20 +735,11 @@ def model(
         def double(x):
             return x * 2
     """
+    # the keywords above are FunctionModel's own (spelled out for completion and type checks)
+    options = {key: value for key, value in locals().items() if key != "fn"}
 
     def wrap(f: Callable[..., Any]) -> FunctionModel:
-        return FunctionModel(
-            f,
-            name=name,
-            inputs=inputs,
-            outputs=outputs,
-            max_batch_size=max_batch_size,
-            labels=labels,
-            version=version,
-            device=device,
-            parameters=parameters,
-            run_in_thread=run_in_thread,
-        )
+        return FunctionModel(f, **options)
 
     if fn is not None:
         return wrap(fn)
