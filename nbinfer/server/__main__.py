@@ -121,6 +121,7 @@ def add_server_arguments(
         help="allow binding a non-loopback --host without a token (anyone reaching it can "
         "run your models)",
     )
+    _add_kserve_options(parser)
     import dataclasses
 
     from nbinfer.server.app import ServerOptions
@@ -146,6 +147,43 @@ def add_server_arguments(
         "--pdeathsig",
         action="store_true",
         help="also ask Linux to send SIGTERM when the parent dies (prctl)",
+    )
+
+
+def _add_kserve_options(parser: argparse.ArgumentParser) -> None:
+    """The ModelServer options KServe users look for: shutdown, access log, error mapping."""
+    from nbinfer.server.app import SHUTDOWN_GRACE
+    from nbinfer.server.observability import DEFAULT_ACCESS_LOG_FORMAT
+
+    group = parser.add_argument_group("shutdown, access log, errors (see docs/server.md)")
+    group.add_argument(
+        "--grace-period",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="seconds a stop waits for requests in flight before abandoning them "
+        f"({SHUTDOWN_GRACE:g}; KServe's --grace_period)",
+    )
+    group.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log one line per HTTP request: method, path, status, latency (ms), request id "
+        "(off: no cost per request; KServe's --enable_latency_logging)",
+    )
+    group.add_argument(
+        "--access-log-format",
+        metavar="FORMAT",
+        default=None,
+        help="the access log line in gunicorn's atoms, as KServe's --access_log_format "
+        f"({DEFAULT_ACCESS_LOG_FORMAT.replace('%', '%%')})",
+    )
+    group.add_argument(
+        "--exception-handler",
+        metavar="MODULE:EXC=MODULE:FUNC",
+        action="append",
+        default=None,
+        help="answer a model's exception EXC with FUNC(exc) -> (status, message) on HTTP and "
+        "gRPC (repeatable; both importable in the server)",
     )
 
 

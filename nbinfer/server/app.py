@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
+from nbinfer.errors import InvalidInputError
+from nbinfer.server.observability import DEFAULT_ACCESS_LOG_FORMAT
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -44,8 +46,9 @@ logger = logging.getLogger("nbinfer")
 
 _PR_SET_PDEATHSIG = 1
 
-#: Seconds a stop gives requests in flight to finish (HTTP and gRPC drain together); whatever
-#: still runs then is abandoned, logged by model, and the process exits anyway.
+#: Default seconds a stop gives requests in flight to finish (HTTP and gRPC drain together;
+#: ``--grace-period``); whatever still runs then is abandoned, logged by model, and the process
+#: exits anyway.
 SHUTDOWN_GRACE = 3.0
 #: Environment variable holding the server's bearer token (kept out of the command line).
 AUTH_TOKEN_ENV = "NBINFER_AUTH_TOKEN"
@@ -91,6 +94,14 @@ class ServerOptions:
     max_grpc_connections: int = 0
     #: Threads one model may occupy at once in the shared worker pool (0: a quarter of it).
     model_workers: int = 0
+    #: Seconds a stop waits for requests in flight before abandoning them.
+    grace_period: float = SHUTDOWN_GRACE
+    #: One log line per HTTP request (logger ``nbinfer.access``); off: no cost per request.
+    access_log: bool = False
+    #: The access log line, in gunicorn's atoms (see ``observability.AccessLog``).
+    access_log_format: str = DEFAULT_ACCESS_LOG_FORMAT
+    #: ``"module:Exception=module:handler"`` custom exception handlers (exception_handlers.py).
+    exception_handlers: list[str] = field(default_factory=list)
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ServerOptions:
@@ -112,6 +123,9 @@ class ServerOptions:
             auth_token=getattr(ns, "auth_token", None) or os.environ.get(AUTH_TOKEN_ENV) or None,
             insecure_no_auth=bool(getattr(ns, "insecure_no_auth", False)),
             allow_code_upload=bool(getattr(ns, "allow_code_upload", False)),
+            access_log=bool(getattr(ns, "access_log", False)),
+            exception_handlers=list(getattr(ns, "exception_handler", None) or []),
+            **{k: getattr(ns, k) for k in OPTIONAL_OPTIONS if getattr(ns, k, None) is not None},
             **{k: getattr(ns, k) for k in LIMIT_OPTIONS if getattr(ns, k, None) is not None},
         )
 
@@ -129,6 +143,8 @@ LIMIT_OPTIONS = (
     "max_grpc_connections",
     "model_workers",
 )
+#: Options that keep the ServerOptions default when not given (``None`` on the command line).
+OPTIONAL_OPTIONS = ("grace_period", "access_log_format")
 
 
 # -- parent death ---------------------------------------------------------------------------
@@ -211,7 +227,7 @@ async def serve_async(
 ) -> dict[str, int]:
     """Serve HTTP and gRPC on the running loop until ``stop`` is set.
 
-    A stop waits at most :data:`SHUTDOWN_GRACE` seconds for requests in flight.
+    A stop waits at most ``options.grace_period`` seconds for requests in flight.
 
     Args:
         options: Server options.
@@ -227,7 +243,9 @@ async def serve_async(
 
     from nbinfer.server.auth import check_exposure
     from nbinfer.server.connections import HttpLimits, close_all, fd_budget, limited_protocol
+    from nbinfer.server.exception_handlers import ExceptionHandlers
     from nbinfer.server.grpc import create_grpc_server
+    from nbinfer.server.observability import AccessLog, check_access_log_format
     from nbinfer.server.rest import RestApp
 
     check_exposure(
@@ -235,11 +253,23 @@ async def serve_async(
     )
     if options.insecure_no_auth and not options.auth_token:
         logger.warning("serving %s WITHOUT authentication (--insecure-no-auth)", options.host)
+    if options.grace_period < 0:
+        raise InvalidInputError(f"grace period must be >= 0 s, got {options.grace_period}")
+    grace = options.grace_period
+    handlers = ExceptionHandlers.from_options(options.exception_handlers)
+    if options.access_log:  # a bad format stops the start before anything listens
+        check_access_log_format(options.access_log_format)
     stop = stop or asyncio.Event()
     dp = dataplane if dataplane is not None else build_dataplane(options)
+    if handlers:
+        dp.exception_handlers = handlers
     sock = _bind(options.host, options.http_port)
     http_port = sock.getsockname()[1]
-    app = RestApp(dp, max_request_bytes=options.max_request_bytes, auth_token=options.auth_token)
+    app: Any = RestApp(
+        dp, max_request_bytes=options.max_request_bytes, auth_token=options.auth_token
+    )
+    if options.access_log:
+        app = AccessLog(app, options.access_log_format)
     http_cap, grpc_cap = fd_budget()
     limits = HttpLimits(
         **{name: getattr(options, name) for name in LIMIT_OPTIONS[:6]},
@@ -257,7 +287,7 @@ async def serve_async(
         log_config=None,
         server_header=False,
         date_header=False,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=grace,  # type: ignore[arg-type]
         # Notebook clients idle for long stretches between cells: keep connections open.
         timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]
     )
@@ -298,7 +328,7 @@ async def serve_async(
         http_server.should_exit = True
         with contextlib.suppress(BaseException):
             await main_loop
-        grpc_stop = asyncio.ensure_future(grpc_server.stop(grace=SHUTDOWN_GRACE))
+        grpc_stop = asyncio.ensure_future(grpc_server.stop(grace=grace))
         with contextlib.suppress(Exception):
             await http_server.shutdown(sockets=[sock])
         close_all(protocol)
@@ -311,9 +341,7 @@ async def serve_async(
         }
         if abandoned:
             listed = ", ".join(f"{n} request(s) of model {m}" for m, n in abandoned.items())
-            logger.warning(
-                "stopping after the %.0f s grace period: abandoned %s", SHUTDOWN_GRACE, listed
-            )
+            logger.warning("stopping after the %g s grace period: abandoned %s", grace, listed)
         with contextlib.suppress(Exception):  # a stuck predict cannot hold the stop
             await asyncio.wait_for(dp.close(), 1.0 if abandoned else None)
     return abandoned

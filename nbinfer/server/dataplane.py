@@ -42,6 +42,7 @@ from nbinfer.protocol.types import (
     ServerMetadata,
 )
 from nbinfer.server.batcher import PendingRequest, Scheduler, concat_inputs, split_rows
+from nbinfer.server.exception_handlers import ExceptionHandlers
 from nbinfer.server.lifecycle import Served, ServedModels
 from nbinfer.server.model import InferContext, Model
 from nbinfer.server.modelio import Offload, Timings, model_failed
@@ -123,6 +124,8 @@ class DataPlane:
         self.sequences = SequenceManager()
         #: The loaded versions with their I/O, flags and schedulers (model lifecycle).
         self.models = ServedModels(repository, self.shm, self.sequences, self._run_batch)
+        #: Custom exception handlers for what models raise (``LocalServer(exception_handlers=)``).
+        self.exception_handlers: ExceptionHandlers | None = None
 
     # -- health / metadata -------------------------------------------------------------------
     def live(self) -> bool:
@@ -358,12 +361,16 @@ class DataPlane:
         finally:
             mv.inflight -= 1
 
-    @staticmethod
     def _model_raised(
-        served: Served, request: InferRequest, exc: Exception, t0: int
+        self, served: Served, request: InferRequest, exc: Exception, t0: int
     ) -> NbinferError:
         """Count a failed request whose model raised; return the error to raise ``from exc``."""
         served.version.stats.record_failure(time.perf_counter_ns() - t0)
+        handlers = self.exception_handlers
+        if handlers:
+            mapped = handlers.map(exc, model=served.model.name, request_id=request.id)
+            if mapped is not None:
+                return mapped
         logger.warning("model %r raised", served.model.name, exc_info=True)
         return model_failed(served.model, request.id, exc)
 

@@ -112,6 +112,15 @@ class LocalServer:
         limits: Connection limits and workers by option name, e.g.
             ``{"header_timeout": 5, "max_connections": 200}`` (see ``docs/server.md``); an
             unknown name raises :class:`~nbinfer.errors.InvalidInputError` when starting.
+        grace_period: Seconds a stop gives requests in flight before the server abandons
+            them (KServe's ``grace_period``); :meth:`stop` waits that long plus a margin.
+        access_log: Log one line per HTTP request (method, path, status, latency in ms,
+            request id) in the server's log; off by default (no cost per request).
+        access_log_format: The line, in gunicorn's atoms (see ``docs/server.md``).
+        exception_handlers: ``{MyError: handler}`` where ``handler(exc) -> (status, message)``
+            answers a model's ``MyError`` on HTTP (that status) and gRPC (its code). Keys and
+            handlers travel by reference: importable objects or ``"module:qualname"``
+            strings; anything else raises :class:`~nbinfer.errors.InvalidInputError`.
 
     Example::
 
@@ -141,6 +150,10 @@ class LocalServer:
         insecure_no_auth: bool = False,
         allow_code_upload: bool = False,
         limits: Mapping[str, float] | None = None,
+        grace_period: float | None = None,
+        access_log: bool = False,
+        access_log_format: str | None = None,
+        exception_handlers: Mapping[Any, Any] | None = None,
     ) -> None:
         self.model_repository = None if model_repository is None else os.fspath(model_repository)
         self.demo = demo
@@ -160,6 +173,10 @@ class LocalServer:
         self.insecure_no_auth = insecure_no_auth
         self.allow_code_upload = allow_code_upload
         self.limits = dict(limits or {})
+        self.grace_period = grace_period
+        self.access_log = access_log
+        self.access_log_format = access_log_format
+        self.exception_handlers = dict(exception_handlers or {})
         self._control: socket.socket | None = None
         self._control_lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -256,6 +273,7 @@ class LocalServer:
             cmd.append("--insecure-no-auth")
         if self.allow_code_upload:
             cmd.append("--allow-code-upload")
+        cmd += self._kserve_options()
         if self.limits:
             from nbinfer.server.app import LIMIT_OPTIONS
 
@@ -271,6 +289,26 @@ class LocalServer:
             cmd.append("--pdeathsig")
         cmd += self.extra_args
         return cmd
+
+    def _kserve_options(self) -> list[str]:
+        """Grace period, access log and exception handlers as command-line options."""
+        out: list[str] = []
+        if self.grace_period is not None:
+            if self.grace_period < 0:
+                raise InvalidInputError(f"grace_period must be >= 0 s, got {self.grace_period}")
+            out += ["--grace-period", repr(float(self.grace_period))]
+        if self.access_log:
+            out.append("--access-log")
+        if self.access_log_format is not None:
+            from nbinfer.server.observability import check_access_log_format
+
+            out += ["--access-log-format", check_access_log_format(self.access_log_format)]
+        if self.exception_handlers:
+            from nbinfer.server.exception_handlers import ExceptionHandlers
+
+            for option in ExceptionHandlers.options(self.exception_handlers):
+                out += ["--exception-handler", option]
+        return out
 
     def start(self) -> LocalServer:
         """Spawn the server and wait until it is ready; a no-op when already running.
@@ -381,13 +419,19 @@ class LocalServer:
                     self._ready.set()
         stream.close()
 
-    def stop(self, *, grace: float = 10.0) -> None:
+    def stop(self, *, grace: float | None = None) -> None:
         """Stop the server: SIGTERM, then SIGKILL after ``grace`` seconds. Idempotent.
 
-        The server gives requests in flight 3 s (``nbinfer.server.app.SHUTDOWN_GRACE``) and exits
-        within about 4 s even when a model is stuck in ``predict``; the requests it abandoned are
-        logged here (logger ``nbinfer``, warning) and kept in :attr:`abandoned`.
+        The server gives requests in flight its grace period (``grace_period``, 3 s by
+        default) and exits about 1 s later even when a model is stuck in ``predict``; the
+        requests it abandoned are logged here (logger ``nbinfer``, warning) and kept in
+        :attr:`abandoned`. ``grace`` defaults to that grace period plus 7 s.
         """
+        if grace is None:
+            from nbinfer.server.app import SHUTDOWN_GRACE
+
+            period = SHUTDOWN_GRACE if self.grace_period is None else self.grace_period
+            grace = period + 7.0
         with self._lock:
             proc = self._proc
             if proc is None:

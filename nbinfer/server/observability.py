@@ -11,18 +11,29 @@ modules); never the client, transports, session, interop or notebook.
 * :func:`trace_settings` answers Triton's trace extension: nbinfer does not trace, so the settings
   read ``trace_level: ["OFF"]`` and asking for any other level is an
   :class:`~nbinfer.errors.UnsupportedError` (HTTP 501 / gRPC ``UNIMPLEMENTED``).
+* :class:`AccessLog` is the opt-in access / latency log of the HTTP frontend (one line per
+  request on the ``nbinfer.access`` logger, in gunicorn's format atoms as KServe offers them).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from nbinfer.errors import InvalidInputError, UnsupportedError
 
-__all__ = ["METRICS_CONTENT_TYPE", "LogSettings", "metrics_text", "trace_settings"]
+__all__ = [
+    "DEFAULT_ACCESS_LOG_FORMAT",
+    "METRICS_CONTENT_TYPE",
+    "AccessLog",
+    "LogSettings",
+    "check_access_log_format",
+    "metrics_text",
+    "trace_settings",
+]
 
 #: The content type of the Prometheus text exposition format.
 METRICS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
@@ -212,3 +223,108 @@ class LogSettings:
         with cls._lock:
             logging.getLogger("nbinfer").setLevel(level)
         return cls.get()
+
+
+# -- access log -------------------------------------------------------------------------------
+
+#: The access log line of ``--access-log`` (gunicorn's atoms, as KServe's ``--access_log_format``).
+DEFAULT_ACCESS_LOG_FORMAT = '%(h)s "%(r)s" %(s)s %(b)s %(M)s ms request_id=%(request_id)s'
+
+access_logger = logging.getLogger("nbinfer.access")
+
+
+class _Atoms(dict[str, str]):
+    """The atoms of one line; ``%({name}i)s`` reads a request header (gunicorn's form)."""
+
+    headers: dict[bytes, bytes]
+
+    def __missing__(self, key: str) -> str:
+        if key.startswith("{") and key.endswith("}i"):
+            value = self.headers.get(key[1:-2].lower().encode("latin-1"))
+            return "-" if value is None else value.decode("latin-1")
+        raise KeyError(key)
+
+
+def _atoms(scope: Mapping[str, Any], status: int, size: int, seconds: float) -> _Atoms:
+    headers: dict[bytes, bytes] = dict(scope.get("headers") or ())
+    client = scope.get("client")
+    query = scope.get("query_string") or b""
+    path = scope.get("path", "")
+    target = f"{path}?{query.decode('latin-1')}" if query else path
+    method = scope.get("method", "-")
+    protocol = f"HTTP/{scope.get('http_version', '1.1')}"
+    ident = headers.get(b"x-request-id")
+    atoms = _Atoms(
+        h=client[0] if client else "-",
+        t=time.strftime("[%d/%b/%Y:%H:%M:%S %z]"),
+        r=f"{method} {target} {protocol}",
+        m=method,
+        U=path,
+        q=query.decode("latin-1"),
+        H=protocol,
+        s=str(status) if status else "-",
+        b=str(size) if size else "-",
+        B=str(size),
+        D=str(int(seconds * 1e6)),
+        M=f"{seconds * 1e3:.3f}",
+        L=f"{seconds:.6f}",
+        a=headers.get(b"user-agent", b"-").decode("latin-1"),
+        f=headers.get(b"referer", b"-").decode("latin-1"),
+        request_id="-" if ident is None else ident.decode("latin-1"),
+    )
+    atoms.headers = headers
+    return atoms
+
+
+def check_access_log_format(fmt: str) -> str:
+    """Return ``fmt`` once it formats a sample request.
+
+    Raises:
+        InvalidInputError: an unknown atom or a malformed ``%(...)`` directive.
+    """
+    sample = {"type": "http", "method": "GET", "path": "/", "headers": []}
+    try:
+        fmt % _atoms(sample, 200, 2, 0.001)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise InvalidInputError(
+            f"invalid access log format {fmt!r}: {type(exc).__name__}: {exc}; atoms: h t r m U "
+            "q H s b B D M L a f request_id %({header}i)s"
+        ) from exc
+    return fmt
+
+
+class AccessLog:
+    """ASGI middleware writing one ``nbinfer.access`` line per HTTP request (``--access-log``).
+
+    Wraps the app only when asked for, so the default (off) costs nothing per request. The
+    latency runs from the request's arrival at the app to its last response byte handed to
+    the server; a request whose client went away before an answer logs status ``-``.
+    """
+
+    def __init__(self, app: Any, fmt: str = DEFAULT_ACCESS_LOG_FORMAT) -> None:
+        self.app = app
+        self.fmt = check_access_log_format(fmt)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Serve through the wrapped app and log the request once it is answered."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 0
+        size = 0
+
+        async def send_logged(message: Any) -> None:
+            nonlocal status, size
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                size += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_logged)
+        finally:
+            if access_logger.isEnabledFor(logging.INFO):
+                seconds = time.perf_counter() - t0
+                access_logger.info(self.fmt % _atoms(scope, status, size, seconds))

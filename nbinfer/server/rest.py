@@ -17,6 +17,7 @@ import binascii
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -26,6 +27,7 @@ from nbinfer.errors import (
     ModelNotFoundError,
     NbinferError,
     PayloadTooLargeError,
+    ServerError,
     status_of,
 )
 from nbinfer.protocol import rest as codec
@@ -203,6 +205,7 @@ class RestApp:
         self.v1 = KServeV1(dataplane)
         self.max_request_bytes = max_request_bytes
         self.auth_token = auth_token or None
+        self._docs_cache: tuple[bytes, bytes] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one ASGI connection scope."""
@@ -244,7 +247,9 @@ class RestApp:
             status, ctype, extra = 405, _JSON, [(b"allow", ", ".join(exc.allowed).encode())]
             body = _error_body(f"method {method} not allowed for {scope['path']}")
         except NbinferError as exc:
-            status, ctype, extra = status_of(exc), _JSON, _EMPTY
+            # a ServerError carries its status (a custom exception handler's, see handlers.py)
+            status = exc.status if isinstance(exc, ServerError) else status_of(exc)
+            ctype, extra = _JSON, _EMPTY
             body = _error_body(exc.message)
         except Exception as exc:
             logger.exception("unhandled error serving %s %s", method, scope["path"])
@@ -331,77 +336,93 @@ class RestApp:
 
     # -- handlers: one per route, bound by :func:`_route` ------------------------------------
     async def _live(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Server liveness (``{"live": true}``; open without a token)."""
         # JSON bodies as KServe sends them (tritonclient reads only the status)
         return (200, _JSON, _LIVE, _EMPTY) if self.dp.live() else (503, _JSON, _NOT_LIVE, _EMPTY)
 
     async def _ready(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Server readiness."""
         up = self.dp.ready()
         return (200, _JSON, _READY, _EMPTY) if up else (503, _JSON, _NOT_READY, _EMPTY)
 
     async def _model_ready(
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
+        """Whether a model (version) is ready to serve."""
         up = self.dp.model_ready(model, version)
         return _json_response({"name": model, "ready": up}, 200 if up else 503)
 
     async def _server_metadata(
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
+        """Server metadata: name, version, extensions."""
         return _json_response(codec.server_metadata_to_json(self.dp.server_metadata()))
 
     async def _model_metadata(
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
+        """Model metadata: inputs, outputs, versions, platform."""
         meta = self.dp.model_metadata(model, version)
         return _json_response(codec.model_metadata_to_json(meta))
 
     async def _config(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Model configuration (Triton's model_config as JSON)."""
         return _json_response(self.dp.model_config(model, version))
 
     async def _stats(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Inference statistics (Triton's statistics extension)."""
         return _json_response(self.dp.statistics(model, version))
 
     async def _repository_index(
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
+        """List the models of the repository and their state."""
         req = _json_body(body)
         ready_only = bool(req.get("ready", False)) if isinstance(req, dict) else False
         index = self.dp.repository_index(ready_only=ready_only)
         return _json_response(codec.repository_index_to_json(index))
 
     async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Load or reload a model (optional config and file overrides)."""
         config, files = _load_parameters(_json_body(body))
         await self.dp.load_model(model, config=config, files=files)
         return 200, _JSON, b"", _EMPTY
 
     async def _unload(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Unload a model."""
         _json_body(body)
         await self.dp.unload_model(model)
         return 200, _JSON, b"", _EMPTY
 
     # shared memory: ``region`` comes in the model slot, the kind (system / cuda) in the version's
     async def _shm_status(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
+        """Status of registered shared-memory regions."""
         return _json_response(self.dp.shm_status(kind, region))
 
     async def _shm_register(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
+        """Register a shared-memory region."""
         await asyncio.to_thread(self.dp.shm_register, kind, region, _shm_body(_json_body(body)))
         return 200, _JSON, b"", _EMPTY
 
     async def _shm_unregister(
         self, region: str, kind: str, body: bytes, headers: _Headers
     ) -> _Reply:
+        """Unregister one or every shared-memory region."""
         self.dp.shm_unregister(kind, region)
         return 200, _JSON, b"", _EMPTY
 
     async def _metrics(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Prometheus metrics with Triton's names."""
         text = metrics_text(self.dp.statistics()["model_stats"])
         return 200, METRICS_CONTENT_TYPE, text, _EMPTY
 
     async def _logging(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Read or update the log settings (Triton's logging extension)."""
         update = _settings_body(body, "logging")
         return _json_response(LogSettings.update(update) if update else LogSettings.get())
 
     async def _trace(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Read or update the trace settings (nbinfer does not trace)."""
         update = _settings_body(body, "trace")
         if model:
             self.dp.model_metadata(model)  # an unknown model is a 404, as on Triton
@@ -409,16 +430,20 @@ class RestApp:
 
     # KServe v1
     async def _v1_live(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """KServe v1 liveness (``{"status": "alive"}``)."""
         return _json_response({"status": "alive" if self.dp.live() else "dead"})
 
     async def _v1_models(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """KServe v1: the ready model names."""
         models = sorted({m.name for m in self.dp.repository_index(ready_only=True)})
         return _json_response({"models": models})
 
     async def _v1_model(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """KServe v1 model status."""
         return _json_response(await self.v1.model(model))
 
     async def _v1_predict(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """KServe v1 predict: instances in, predictions out."""
         out_headers: dict[str, str] = {}
         answer = await self.v1.predict(
             model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
@@ -426,13 +451,32 @@ class RestApp:
         return _with_headers(_json_response(answer), out_headers)
 
     async def _v1_explain(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """KServe v1 explain."""
         out_headers: dict[str, str] = {}
         answer = await self.v1.explain(
             model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
         )
         return _with_headers(_json_response(answer), out_headers)
 
+    async def _openapi(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """This API as an OpenAPI 3 document."""
+        return 200, _JSON, self._docs_bodies()[0], _EMPTY
+
+    async def _docs(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """This API as a web page (self-contained HTML, no script)."""
+        return 200, b"text/html; charset=utf-8", self._docs_bodies()[1], _EMPTY
+
+    def _docs_bodies(self) -> tuple[bytes, bytes]:
+        """The OpenAPI JSON and the docs page, built on first use (the table never changes)."""
+        if self._docs_cache is None:
+            from nbinfer.server.openapi import build_document, docs_page
+
+            document = build_document(ROUTES, version=self.dp.server_metadata().version)
+            self._docs_cache = orjson.dumps(document), docs_page(document).encode()
+        return self._docs_cache
+
     async def _infer(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
+        """Run an inference (JSON, binary tensor data or a raw single-input body)."""
         raw_len = headers.get(_IHCL)
         header_length: int | None = None
         if raw_len is not None:
@@ -489,92 +533,127 @@ class RestApp:
         )
 
 
-def _route(path: str) -> _Route | None:  # noqa: C901 - a flat table reads best as one match
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One REST route: its path template, methods and handler (the one table of the surface).
+
+    ``{model}`` / ``{version}`` / ``{region}`` are path arguments; ``{model}:predict`` a
+    model name followed by a verb. The router and the OpenAPI document both read :data:`ROUTES`,
+    so a route cannot be served without being documented, or documented without being served.
+    """
+
+    template: str
+    methods: tuple[str, ...]
+    handler: _Handler
+    #: The handler's second argument when the path has no ``{version}`` (the shm kind).
+    kind: str = ""
+    #: The ``{model}`` argument may not contain ``:`` (KServe v1 separates verbs with it).
+    no_colon: bool = False
+
+
+def _routes() -> tuple[Route, ...]:
+    app = RestApp
+    table = [
+        Route("/v2/models/{model}/infer", _POST, app._infer),
+        Route("/v2/models/{model}/versions/{version}/infer", _POST, app._infer),
+        Route("/v2/health/live", _GET, app._live),
+        Route("/v2/health/ready", _GET, app._ready),
+        Route("/v2", _GET, app._server_metadata),
+        Route("/v2/models/stats", _GET, app._stats),
+        Route("/v2/models/{model}", _GET, app._model_metadata),
+        Route("/v2/models/{model}/versions/{version}", _GET, app._model_metadata),
+        Route("/v2/models/{model}/ready", _GET, app._model_ready),
+        Route("/v2/models/{model}/versions/{version}/ready", _GET, app._model_ready),
+        Route("/v2/models/{model}/config", _GET, app._config),
+        Route("/v2/models/{model}/versions/{version}/config", _GET, app._config),
+        Route("/v2/models/{model}/stats", _GET, app._stats),
+        Route("/v2/models/{model}/versions/{version}/stats", _GET, app._stats),
+        Route("/v2/repository/index", _POST, app._repository_index),
+        Route("/v2/repository/models/{model}/load", _POST, app._load),
+        Route("/v2/repository/models/{model}/unload", _POST, app._unload),
+    ]
+    for kind in ("system", "cuda"):
+        base = f"/v2/{kind}sharedmemory"
+        table += [
+            Route(f"{base}/status", _GET, app._shm_status, kind),
+            Route(f"{base}/region/{{region}}/status", _GET, app._shm_status, kind),
+            Route(f"{base}/region/{{region}}/register", _POST, app._shm_register, kind),
+            Route(f"{base}/unregister", _POST, app._shm_unregister, kind),
+            Route(f"{base}/region/{{region}}/unregister", _POST, app._shm_unregister, kind),
+        ]
+    table += [
+        Route("/", _GET, app._v1_live),
+        Route("/v1/models", _GET, app._v1_models),
+        Route("/v1/models/{model}:predict", _POST, app._v1_predict),
+        Route("/v1/models/{model}:explain", _POST, app._v1_explain),
+        Route("/v1/models/{model}", _GET, app._v1_model, no_colon=True),
+        Route("/metrics", _GET, app._metrics),
+        Route("/v2/logging", _GET_POST, app._logging),
+        Route("/v2/trace/setting", _GET_POST, app._trace),
+        Route("/v2/models/{model}/trace/setting", _GET_POST, app._trace),
+        Route("/v2/openapi.json", _GET, app._openapi),
+        Route("/docs", _GET, app._docs),
+    ]
+    return tuple(table)
+
+
+#: Every route the REST adapter serves, in matching order.
+ROUTES = _routes()
+
+# A compiled route: (literal segments by index, index of the first argument, its verb suffix,
+# index of {version}, route); grouped by segment count.
+_Compiled = tuple[tuple[tuple[int, str], ...], int, str, int, Route]
+
+
+def _compile(routes: tuple[Route, ...]) -> dict[int, list[_Compiled]]:
+    by_length: dict[int, list[_Compiled]] = {}
+    for route in routes:
+        parts = route.template.split("/")
+        literals: list[tuple[int, str]] = []
+        first, suffix, version = 0, "", 0
+        for i, part in enumerate(parts):
+            if not part.startswith("{"):
+                literals.append((i, part))
+            elif part.startswith("{version}"):
+                version = i
+            else:
+                first, suffix = i, part.partition("}")[2]
+        by_length.setdefault(len(parts), []).append(
+            (tuple(literals), first, suffix, version, route)
+        )
+    return by_length
+
+
+_BY_LENGTH = _compile(ROUTES)
+_CACHE: dict[str, _Route] = {}
+_CACHE_SIZE = 1024
+
+
+def _route(path: str) -> _Route | None:
     """The handler serving ``path``, its methods and its path arguments (None: no route)."""
+    hit = _CACHE.get(path)
+    if hit is not None:
+        return hit
     parts = path.split("/")
     if parts[-1] == "" and len(parts) > 2:
         parts.pop()
-    app = RestApp
-    match parts:
-        case ["", "v2", "models", m, "infer"]:
-            return (app._infer, _POST, m, "")
-        case ["", "v2", "models", m, "versions", v, "infer"]:
-            return (app._infer, _POST, m, v)
-        case ["", "v2", "health", "live"]:
-            return (app._live, _GET, "", "")
-        case ["", "v2", "health", "ready"]:
-            return (app._ready, _GET, "", "")
-        case ["", "v2"]:
-            return (app._server_metadata, _GET, "", "")
-        case ["", "v2", "models", "stats"]:
-            return (app._stats, _GET, "", "")
-        case ["", "v2", "models", m]:
-            return (app._model_metadata, _GET, m, "")
-        case ["", "v2", "models", m, "versions", v]:
-            return (app._model_metadata, _GET, m, v)
-        case ["", "v2", "models", m, "ready"]:
-            return (app._model_ready, _GET, m, "")
-        case ["", "v2", "models", m, "versions", v, "ready"]:
-            return (app._model_ready, _GET, m, v)
-        case ["", "v2", "models", m, "config"]:
-            return (app._config, _GET, m, "")
-        case ["", "v2", "models", m, "versions", v, "config"]:
-            return (app._config, _GET, m, v)
-        case ["", "v2", "models", m, "stats"]:
-            return (app._stats, _GET, m, "")
-        case ["", "v2", "models", m, "versions", v, "stats"]:
-            return (app._stats, _GET, m, v)
-        case ["", "v2", "repository", "index"]:
-            return (app._repository_index, _POST, "", "")
-        case ["", "v2", "repository", "models", m, "load"]:
-            return (app._load, _POST, m, "")
-        case ["", "v2", "repository", "models", m, "unload"]:
-            return (app._unload, _POST, m, "")
-        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "status"]:
-            return (app._shm_status, _GET, "", kind[:-12])
-        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "region", r, "status"]:
-            return (app._shm_status, _GET, r, kind[:-12])
-        case [
-            "",
-            "v2",
-            ("systemsharedmemory" | "cudasharedmemory") as kind,
-            "region",
-            r,
-            "register",
-        ]:
-            return (app._shm_register, _POST, r, kind[:-12])
-        case ["", "v2", ("systemsharedmemory" | "cudasharedmemory") as kind, "unregister"]:
-            return (app._shm_unregister, _POST, "", kind[:-12])
-        case [
-            "",
-            "v2",
-            ("systemsharedmemory" | "cudasharedmemory") as kind,
-            "region",
-            r,
-            "unregister",
-        ]:
-            return (app._shm_unregister, _POST, r, kind[:-12])
-        case ["", ""]:
-            return (app._v1_live, _GET, "", "")
-        case ["", "v1", "models"]:
-            return (app._v1_models, _GET, "", "")
-        case ["", "metrics"]:
-            return (app._metrics, _GET, "", "")
-        case ["", "v2", "logging"]:
-            return (app._logging, _GET_POST, "", "")
-        case ["", "v2", "trace", "setting"]:
-            return (app._trace, _GET_POST, "", "")
-        case ["", "v2", "models", m, "trace", "setting"]:
-            return (app._trace, _GET_POST, m, "")
-        case ["", "v1", "models", m]:
-            name, sep, verb = m.rpartition(":")
-            if not sep:
-                return (app._v1_model, _GET, m, "")
-            if verb == "predict":
-                return (app._v1_predict, _POST, name, "")
-            if verb == "explain":
-                return (app._v1_explain, _POST, name, "")
-            return None
+    for literals, first, suffix, version, route in _BY_LENGTH.get(len(parts), ()):
+        for i, literal in literals:
+            if parts[i] != literal:
+                break
+        else:
+            model = parts[first] if first else ""
+            if suffix:
+                if not model.endswith(suffix):
+                    continue
+                model = model[: -len(suffix)]
+            elif route.no_colon and ":" in model:
+                continue
+            found = (route.handler, route.methods, model, parts[version] if version else route.kind)
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.clear()
+            _CACHE[path] = found
+            return found
     return None
 
 
