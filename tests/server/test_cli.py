@@ -118,6 +118,55 @@ def test_nbinfer_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for option in ("--model-repository", "--demo", "--http-port", "--grpc-port", "--device"):
         assert option in out
+    for option in ("--grace-period", "--access-log", "--access-log-format", "--exception-handler"):
+        assert option in out
+
+
+def test_serve_takes_the_kserve_model_server_options() -> None:
+    from nbinfer.server.__main__ import build_parser
+    from nbinfer.server.app import SHUTDOWN_GRACE, ServerOptions
+    from nbinfer.server.observability import DEFAULT_ACCESS_LOG_FORMAT
+
+    defaults = ServerOptions.from_namespace(build_parser().parse_args([]))
+    assert defaults.grace_period == SHUTDOWN_GRACE
+    assert defaults.access_log is False
+    assert defaults.access_log_format == DEFAULT_ACCESS_LOG_FORMAT
+    assert defaults.exception_handlers == []
+    args = build_parser().parse_args(
+        [
+            "--grace-period",
+            "12.5",
+            "--access-log",
+            "--access-log-format",
+            "%(m)s %(U)s",
+            "--exception-handler",
+            "a:E=a:h",
+            "--exception-handler",
+            "b:F=b:g",
+        ]
+    )
+    options = ServerOptions.from_namespace(args)
+    assert options.grace_period == 12.5
+    assert options.access_log is True
+    assert options.access_log_format == "%(m)s %(U)s"
+    assert options.exception_handlers == ["a:E=a:h", "b:F=b:g"]
+
+
+def test_nbinfer_serve_access_log_lines_go_to_stderr() -> None:
+    serve = [sys.executable, "-m", "nbinfer.cli", "serve", "--http-port", "0", "--grpc-port", "0"]
+    proc = _spawn([*serve, "--access-log", "--grace-period", "0.5"])
+    try:
+        http_url, _ = _wait_ready_line(proc)
+        r = httpx.get(http_url + "/v2/health/live", headers={"x-request-id": "cli-1"})
+        assert r.status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(10)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        _close_pipes(proc)
+    assert code == 0
+    assert '"GET /v2/health/live HTTP/1.1" 200' in err and "request_id=cli-1" in err, err
 
 
 def test_nbinfer_serve_fails_with_exit_code_1_on_bad_repository() -> None:
