@@ -10,15 +10,23 @@ self-contained HTML (inline CSS, no script, no CDN), readable offline and in a t
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from nbinfer.server.rest import Route
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 __all__ = ["build_document", "docs_page"]
 
 _JSON = "application/json"
+
+
+class Route(Protocol):
+    """What this module reads of a route of ``rest.ROUTES`` (no import of the REST adapter)."""
+
+    @property
+    def template(self) -> str: ...
+    @property
+    def methods(self) -> tuple[str, ...]: ...
+    @property
+    def handler(self) -> Callable[..., Any]: ...
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -214,7 +222,7 @@ def _response(kind: str) -> dict[str, Any]:
 def _operation(route: Route, method: str, template: str) -> dict[str, Any]:
     name = route.handler.__name__
     tag, request, response = _OPERATIONS[name]
-    summary = (route.handler.__doc__ or name).strip().splitlines()[0]
+    summary = (route.handler.__doc__ or name).strip().splitlines()[0].replace("``", "`")
     op_id = f"{method.lower()}{template.replace('/', '_').replace('{', '').replace('}', '')}"
     op: dict[str, Any] = {
         "tags": [tag],
