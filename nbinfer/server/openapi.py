@@ -39,6 +39,18 @@ _TENSOR_DATA: dict[str, Any] = {
     "type": "array",
     "items": {},
 }
+# a request input and a response output have the same JSON form
+_TENSOR: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "shape", "datatype"],
+    "properties": {
+        "name": {"type": "string"},
+        "shape": {"type": "array", "items": {"type": "integer"}},
+        "datatype": {"type": "string", "example": "FP32"},
+        "parameters": _ANY,
+        "data": _TENSOR_DATA,
+    },
+}
 _SCHEMAS: dict[str, Any] = {
     "Error": {
         "type": "object",
@@ -80,17 +92,7 @@ _SCHEMAS: dict[str, Any] = {
             "outputs": {"type": "array", "items": _ref("TensorMetadata")},
         },
     },
-    "RequestInput": {
-        "type": "object",
-        "required": ["name", "shape", "datatype"],
-        "properties": {
-            "name": {"type": "string"},
-            "shape": {"type": "array", "items": {"type": "integer"}},
-            "datatype": {"type": "string", "example": "FP32"},
-            "parameters": _ANY,
-            "data": _TENSOR_DATA,
-        },
-    },
+    "RequestInput": _TENSOR,
     "RequestOutput": {
         "type": "object",
         "required": ["name"],
@@ -106,17 +108,7 @@ _SCHEMAS: dict[str, Any] = {
             "outputs": {"type": "array", "items": _ref("RequestOutput")},
         },
     },
-    "ResponseOutput": {
-        "type": "object",
-        "required": ["name", "shape", "datatype"],
-        "properties": {
-            "name": {"type": "string"},
-            "shape": {"type": "array", "items": {"type": "integer"}},
-            "datatype": {"type": "string"},
-            "parameters": _ANY,
-            "data": _TENSOR_DATA,
-        },
-    },
+    "ResponseOutput": _TENSOR,
     "InferenceResponse": {
         "type": "object",
         "required": ["model_name", "outputs"],
