@@ -171,7 +171,7 @@ def test_access_log_writes_one_line_per_request_with_method_path_status_latency_
     assert '"GET /v2/models/nothing_here HTTP/1.1" 404' in server.logs()
 
 
-def test_access_log_is_off_by_default(errors_dir: Path, repository: Path) -> None:
+def test_access_log_is_off_by_default(repository: Path) -> None:
     with LocalServer(model_repository=repository, demo=False, device="cpu") as srv:
         with httpx.Client(base_url=srv.http_url) as http:
             for _ in range(3):
