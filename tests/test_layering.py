@@ -70,6 +70,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "nbinfer.profiling": (
         *_BASE,
         "nbinfer.client",
+        "nbinfer.capabilities",  # shared_memory="system" asks what the server advertises
+        "nbinfer.profiling",
         "nbinfer.interop",
         "nbinfer.notebook.profile_display",
     ),

@@ -47,6 +47,7 @@ import pandas as pd
 from nbinfer.client import AsyncClient, InferResult
 from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.interop._inflight import progress_bar
+from nbinfer.profiling.shm import RATE_SLOTS, Slot, shared_memory_mode, shared_memory_slots
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.types import InferRequest, ModelMetadata
 
@@ -70,6 +71,7 @@ COLUMNS = (
     "run",
     "model",
     "protocol",
+    "shared_memory",
     "mode",
     "concurrency",
     "request_rate",
@@ -241,10 +243,13 @@ class _Options:
 class _Load:
     """One AsyncClient and the request it repeats; times every request into the open window."""
 
-    def __init__(self, client: AsyncClient, request: InferRequest, opts: _Options) -> None:
+    def __init__(
+        self, client: AsyncClient, request: InferRequest, opts: _Options, slots: list[Slot]
+    ) -> None:
         self.client = client
         self.request = request
         self.opts = opts
+        self.slots = slots  # shared memory: request i of a setting goes through slots[i % n]
         self.current = _Window()
         self.stats_ok = True
 
@@ -253,16 +258,18 @@ class _Load:
         done.elapsed, done.cpu = elapsed, cpu
         return done
 
-    async def one(self, scheduled: float | None) -> None:
+    async def one(self, scheduled: float | None, slot: int) -> None:
         """Send the request once; latency counts from ``scheduled`` when given (open loop)."""
         client, window = self.client, self.current
+        place = self.slots[slot % len(self.slots)] if self.slots else None
+        request = self.request if place is None else place.request
         window.sent += 1
         t0 = time.perf_counter()
         try:
             # The client's own op, driven here so the three parts can be timed apart.
             op = client._infer_op(
                 self.opts.model,
-                self.request,
+                request,
                 headers=None,
                 timeout=self.opts.timeout,
                 binary=None,
@@ -289,8 +296,11 @@ class _Load:
         except StopIteration as stop:
             result: InferResult = stop.value
             d0 = time.perf_counter()
-            for name in result.output_names:
-                result.as_numpy(name)
+            if place is None:
+                for name in result.output_names:
+                    result.as_numpy(name)
+            else:
+                place.read(result)  # views on the region, dropped at once (it must close)
             end = time.perf_counter()
             window = self.current  # the window the request completed in
             window.latency.append(end - (t0 if scheduled is None else scheduled))
@@ -322,11 +332,11 @@ class _Load:
         return totals
 
     async def closed(self, concurrency: int, stop: asyncio.Event) -> None:
-        async def worker() -> None:
+        async def worker(slot: int) -> None:
             while not stop.is_set():
-                await self.one(None)
+                await self.one(None, slot)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
 
     async def opened(self, rate: float, stop: asyncio.Event) -> None:
         interval = 1.0 / rate
@@ -337,7 +347,7 @@ class _Load:
             due = start + i * interval
             await asyncio.sleep(max(due - time.perf_counter(), 0.0))
             self.current.lag.append(time.perf_counter() - due)
-            task = asyncio.create_task(self.one(due))
+            task = asyncio.create_task(self.one(due, i))
             pending.add(task)
             task.add_done_callback(pending.discard)
             i += 1
@@ -444,6 +454,7 @@ async def _run(
     opts: _Options,
     client_options: Mapping[str, Any],
     batch_size: int,
+    shm: str,
     report: Callable[[int, _Window | None], None],
 ) -> list[dict[str, Any]]:
     async with AsyncClient(url, **client_options) as client:
@@ -457,33 +468,59 @@ async def _run(
             inputs = dataframe_to_inputs(inputs, meta)
         request = await client.build_request(model, inputs, model_version=opts.version)
         rows = _rows(request)
-        load = _Load(client, request, opts)
-        results = []
-        for index, (mode, value) in enumerate(settings):
-            before, windows = await _measure(load, mode, value, functools.partial(report, index))
-            row = _summarise(windows, before, rows)
-            row.update(
-                mode=mode,
-                concurrency=int(value) if mode == "concurrency" else None,
-                request_rate=float(value) if mode == "rate" else None,
-                batch_size=rows,
-                protocol=client.protocol,
-                model=model,
-                stable=_stable(windows, opts.stability),
+        regions = None
+        if shm == "system":
+            count = max(int(v) if m == "concurrency" else RATE_SLOTS for m, v in settings)
+            regions = await shared_memory_slots(client, model, request, count)
+        try:
+            return await _sweep(
+                _Load(client, request, opts, regions.slots if regions else []),
+                settings,
+                rows,
+                shm,
+                report,
             )
-            why = _saturation(row, mode, value)
-            row["client_saturated"] = bool(why)
-            if why:
-                logger.warning(
-                    "profile %s %s=%g: the load generator may be the bottleneck (%s)",
-                    model,
-                    mode,
-                    value,
-                    why,
-                )
-            results.append(row)
-            report(index, None)
-        return results
+        finally:
+            if regions is not None:
+                await regions.release()
+
+
+async def _sweep(
+    load: _Load,
+    settings: list[tuple[str, float]],
+    rows: int,
+    shm: str,
+    report: Callable[[int, _Window | None], None],
+) -> list[dict[str, Any]]:
+    """Measure every setting in turn: one row each."""
+    client, model, opts = load.client, load.opts.model, load.opts
+    results = []
+    for index, (mode, value) in enumerate(settings):
+        before, windows = await _measure(load, mode, value, functools.partial(report, index))
+        row = _summarise(windows, before, rows)
+        row.update(
+            mode=mode,
+            concurrency=int(value) if mode == "concurrency" else None,
+            request_rate=float(value) if mode == "rate" else None,
+            batch_size=rows,
+            protocol=client.protocol,
+            shared_memory=shm,
+            model=model,
+            stable=_stable(windows, opts.stability),
+        )
+        why = _saturation(row, mode, value)
+        row["client_saturated"] = bool(why)
+        if why:
+            logger.warning(
+                "profile %s %s=%g: the load generator may be the bottleneck (%s)",
+                model,
+                mode,
+                value,
+                why,
+            )
+        results.append(row)
+        report(index, None)
+    return results
 
 
 def _is_frame(data: Any) -> bool:
@@ -505,6 +542,7 @@ def profile(
     stability: float = 0.1,
     timeout: float | None = None,
     progress: bool | None = None,
+    shared_memory: str | bool = "none",
     label: str = "",
     client_options: Mapping[str, Any] | None = None,
 ) -> ProfileFrame:
@@ -527,13 +565,20 @@ def profile(
             10 % on throughput and mean latency).
         timeout: Per-request deadline in seconds.
         progress: Show a progress bar (default: on).
+        shared_memory: ``"system"`` (or ``True``): tensors go through POSIX shared-memory
+            regions, one input and one output region per concurrency slot, instead of the
+            requests (perf_analyzer's ``--shared-memory=system``); the server must be on this
+            host. ``"none"`` (or ``False``, the default): over the wire.
         label: Names this run in comparisons.
         client_options: Passed to :class:`~nbinfer.AsyncClient` (auth, headers, ssl, ...).
 
     Raises:
         InvalidInputError: No settings, or inputs that cannot be built for the model.
+        UnsupportedError: ``shared_memory="cuda"``, or ``"system"`` on a server without the
+            extension or not on this host.
         NbinferError: The server cannot be reached or the model is unknown.
     """
+    shm = shared_memory_mode(shared_memory)
     settings: list[tuple[str, float]]
     if request_rate is not None:
         rates = [request_rate] if isinstance(request_rate, (int, float)) else request_rate
@@ -566,7 +611,7 @@ def profile(
         assert task is not None
         running.append((asyncio.get_running_loop(), task))
         client = dict(client_options or {})
-        return await _run(url, model, inputs, settings, opts, client, batch_size, report)
+        return await _run(url, model, inputs, settings, opts, client, batch_size, shm, report)
 
     def main() -> None:
         try:
@@ -592,7 +637,8 @@ def profile(
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     frame = ProfileFrame(outcome[0], columns=list(COLUMNS))
-    frame["run"] = label or f"{model} ({frame['protocol'].iloc[0]})"
+    via = frame["protocol"].iloc[0] + (", system shm" if shm == "system" else "")
+    frame["run"] = label or f"{model} ({via})"
     return frame
 
 
@@ -608,6 +654,7 @@ def run_profile(args: Any) -> int:
         max_windows=args.max_windows,
         warmup=args.warmup,
         stability=args.stability,
+        shared_memory=args.shared_memory,
     )
     shown = ["mode", "concurrency", "request_rate", "throughput", "latency_p50_ms"]
     shown += ["latency_p99_ms", "errors", "stable", "client_saturated"]
