@@ -7,8 +7,9 @@ profiler lazily, inside each command, so ``nbinfer version`` stays instant; neve
 foreground (the same process and options as ``python -m nbinfer.server``).
 ``nbinfer export --model-repository DIR --model NAME --out DIR`` writes a Triton repository entry
 (and ``--kserve-manifest FILE --storage-uri URI`` a KServe InferenceService).
-``nbinfer profile URL MODEL [--concurrency 1 2 4 | --request-rate 100 200]`` load-profiles a
-model on any v2 server. ``nbinfer version`` prints the version. Nothing is parsed at import time.
+``nbinfer profile URL MODEL [--concurrency 1 2 4 | --request-rate 100 200] [--shared-memory
+system]`` load-profiles a model on any v2 server. ``nbinfer version`` prints the version.
+Nothing is parsed at import time.
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     prof.add_argument("--max-windows", type=int, default=10)
     prof.add_argument("--warmup", type=float, default=0.5, help="seconds before measuring")
     prof.add_argument("--stability", type=float, default=0.1)
+    prof.add_argument(
+        "--shared-memory",
+        choices=["none", "system"],
+        default="none",
+        help="system: tensors go through POSIX shared memory (server on this host), not the wire",
+    )
     prof.add_argument("--csv", help="write the results to this CSV file")
     prof.add_argument("--json", help="write the results to this JSON file (records)")
     prof.add_argument("--png", help="draw the plots to this PNG file")

@@ -9,11 +9,19 @@ tritonclient loop that interleaves runs and compares medians.
 from __future__ import annotations
 
 import _thread
+import asyncio
+import contextlib
 import json
+import os
+import shutil
+import stat
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,8 +30,10 @@ import pytest
 
 import nbinfer
 from nbinfer import Session
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, UnsupportedError
 from nbinfer.profiling import ProfileFrame, compare, random_inputs
+from nbinfer.profiling.shm import RATE_SLOTS
+from nbinfer.server.launcher import LocalServer, parse_ready_line
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -285,3 +295,239 @@ def test_an_interrupt_stops_the_load_at_once(session: Session) -> None:
     before = successes()
     time.sleep(0.5)
     assert successes() == before  # no load left running in the background
+
+
+# -- shared memory (perf_analyzer's --shared-memory=system) ------------------------------------
+
+SHM_DIR = Path("/dev/shm")
+needs_shm = pytest.mark.skipif(not SHM_DIR.is_dir(), reason="needs POSIX shared memory")
+
+
+def _our_regions() -> set[str]:
+    """This process's profile regions in /dev/shm."""
+    return {n for n in os.listdir(SHM_DIR) if n.startswith(f"nbinfer_profile_{os.getpid()}_")}
+
+
+class _Watch:
+    """Polls /dev/shm and the server's shm status while a profile runs (what it saw, at most)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.files: set[str] = set()
+        self.modes: set[int] = set()
+        self.registered: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        with nbinfer.Client(self.url) as client:
+            while not self._stop.wait(0.05):
+                for name in _our_regions():
+                    with contextlib.suppress(FileNotFoundError):
+                        self.modes.add(stat.S_IMODE(os.stat(SHM_DIR / name).st_mode))
+                        self.files.add(name)
+                for row in client.get_system_shared_memory_status():
+                    self.registered[row["name"]] = row["key"]
+
+    def __enter__(self) -> _Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _released(session: Session) -> None:
+    assert _our_regions() == set()
+    assert session.client.get_system_shared_memory_status() == []
+
+
+@needs_shm
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_shared_memory_sweep_uses_one_region_pair_per_slot_and_releases_them(
+    session: Session, protocol: str
+) -> None:
+    with _Watch(session.url) as seen:
+        frame = session.profile(
+            "add_sub", protocol=protocol, concurrency=[1, 2], shared_memory="system", **QUICK
+        )
+    assert list(frame["shared_memory"]) == ["system", "system"]
+    assert set(frame["run"]) == {f"add_sub ({protocol}, system shm)"}
+    for _, row in frame.iterrows():
+        _check_row(row)  # zero errors: every output was read back from its region
+    # two slots (the largest concurrency), an input and an output region each, owner-only,
+    # registered under their own names
+    assert len(seen.files) == 4 and seen.modes == {0o600}
+    assert sorted(n.split("_")[-2:] for n in seen.files) == [
+        ["0", "in"],
+        ["0", "out"],
+        ["1", "in"],
+        ["1", "out"],
+    ]
+    assert seen.registered == {name: "/" + name for name in seen.files}
+    _released(session)
+
+
+@needs_shm
+def test_shared_memory_open_loop_and_bytes_tensors(session: Session) -> None:
+    with _Watch(session.url) as seen:
+        rate = session.profile("add_sub", request_rate=100, shared_memory=True, **QUICK)
+    assert rate["mode"].iloc[0] == "rate" and rate["shared_memory"].iloc[0] == "system"
+    _check_row(rate.iloc[0])
+    assert len(seen.files) == 2 * RATE_SLOTS
+    words = session.profile("echo", concurrency=2, shared_memory=True, **QUICK).iloc[0]
+    _check_row(words)  # BYTES in and out of the regions
+    wire = session.profile("add_sub", concurrency=1, shared_memory=False, **QUICK).iloc[0]
+    assert wire["shared_memory"] == "none"
+    _released(session)
+
+
+@needs_shm
+def test_shared_memory_regions_are_released_after_an_interrupt(session: Session) -> None:
+    threading.Timer(1.0, _thread.interrupt_main).start()
+    with _Watch(session.url) as seen, pytest.raises(KeyboardInterrupt):
+        session.profile(
+            "add_sub",
+            concurrency=2,
+            shared_memory="system",
+            window=1.0,
+            max_windows=100,
+            progress=False,
+        )
+    assert len(seen.files) == 4  # they existed when the interrupt came
+    _released(session)
+
+
+@needs_shm
+def test_shared_memory_regions_are_released_when_the_server_dies_mid_run() -> None:
+    server = LocalServer(demo=True, device="cpu").start()
+    try:
+        threading.Timer(0.8, server.stop).start()
+        frame = nbinfer.profiling.profile(
+            server.http_url,
+            "add_sub",
+            concurrency=2,
+            shared_memory="system",
+            window=0.4,
+            max_windows=4,
+            warmup=0.2,
+            progress=False,
+        )
+    finally:
+        server.stop()
+    assert frame["errors"].iloc[0] > 0  # the requests after its death
+    assert _our_regions() == set()  # unlinked although the server could not unregister them
+
+
+def test_shared_memory_refuses_cuda_and_unknown_modes(session: Session) -> None:
+    with pytest.raises(UnsupportedError, match="CUDA device"):
+        session.profile("add_sub", concurrency=1, shared_memory="cuda", **QUICK)
+    with pytest.raises(InvalidInputError, match="'none' or 'system'"):
+        session.profile("add_sub", concurrency=1, shared_memory="posix", **QUICK)
+    from nbinfer.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["profile", session.url, "add_sub", "--shared-memory", "cuda"])
+
+
+@contextlib.contextmanager
+def _server_without_shm() -> Iterator[str]:
+    """nbinfer's HTTP frontend over a DataPlane that does not offer system shared memory."""
+    from nbinfer.server.app import ServerOptions, serve_async
+    from nbinfer.server.dataplane import DEFAULT_EXTENSIONS, DataPlane
+    from nbinfer.server.demo import demo_models
+    from nbinfer.server.repository import ModelRepository
+
+    extensions = [e for e in DEFAULT_EXTENSIONS if e != "system_shared_memory"]
+    plane = DataPlane(ModelRepository(models=demo_models()), extensions=extensions)
+    loop = asyncio.new_event_loop()
+    ready, urls, stop = threading.Event(), [], asyncio.Event()
+
+    async def main() -> None:
+        on_ready = lambda http, grpc: (urls.append(http), ready.set())  # noqa: E731
+        await serve_async(ServerOptions(), stop=stop, on_ready=on_ready, dataplane=plane)
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    assert ready.wait(30), "server did not start"
+    try:
+        yield urls[0]
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(30)
+        loop.close()
+
+
+@needs_shm
+def test_shared_memory_on_a_server_without_the_extension_is_refused_clearly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from nbinfer.cli import main
+
+    with _server_without_shm() as url:
+        with pytest.raises(UnsupportedError, match="system_shared_memory") as info:
+            nbinfer.profiling.profile(url, "add_sub", shared_memory="system", **QUICK)
+        assert "shared_memory='none'" in str(info.value)
+        assert main(["profile", url, "add_sub", "--shared-memory", "system"]) == 2
+        assert "system_shared_memory" in capsys.readouterr().err
+    assert _our_regions() == set()
+
+
+@contextlib.contextmanager
+def _server_with_its_own_dev_shm() -> Iterator[str]:
+    """The embedded server in its own mount namespace: same network, a /dev/shm of its own
+    (what a server on another host, or a container without --ipc=host, sees)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("needs unshare(1)")
+    script = 'mount -t tmpfs tmpfs /dev/shm && exec "$0" -m nbinfer.cli serve --demo '
+    script += "--http-port 0 --grpc-port 0"
+    proc = subprocess.Popen(
+        [unshare, "-rm", "sh", "-c", script, sys.executable],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            urls = parse_ready_line(line)
+            if urls is not None:
+                yield urls[0]
+                return
+        proc.wait(10)
+        assert proc.stderr is not None
+        pytest.skip(f"cannot run a server in a mount namespace: {proc.stderr.read()[-300:]}")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+@needs_shm
+def test_shared_memory_with_a_server_that_cannot_see_this_hosts_regions_is_refused() -> None:
+    with _server_with_its_own_dev_shm() as url:
+        with pytest.raises(UnsupportedError, match="on this host") as info:
+            nbinfer.profiling.profile(url, "add_sub", shared_memory="system", **QUICK)
+        assert "shared_memory='none'" in str(info.value)
+        # the wire still works against it
+        frame = nbinfer.profiling.profile(url, "add_sub", concurrency=1, **QUICK)
+        assert frame["errors"].iloc[0] == 0
+    assert _our_regions() == set()
+
+
+def test_command_line_profile_through_shared_memory(
+    session: Session, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nbinfer.cli import main
+
+    csv = tmp_path / "shm.csv"
+    args = ["profile", session.url, "add_sub", "--concurrency", "1", "--window", "0.3"]
+    args += ["--max-windows", "3", "--warmup", "0.2", "--shared-memory", "system"]
+    assert main([*args, "--csv", str(csv)]) == 0
+    assert "system" in capsys.readouterr().out
+    assert pd.read_csv(csv)["shared_memory"].tolist() == ["system"]
+    _released(session)

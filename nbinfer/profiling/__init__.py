@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from nbinfer.client import AsyncClient, InferResult
-from nbinfer.errors import InvalidInputError, NbinferError
+from nbinfer.errors import InvalidInputError, NbinferError, UnsupportedError
 from nbinfer.interop._inflight import progress_bar
 from nbinfer.profiling.shm import RATE_SLOTS, Slot, shared_memory_mode, shared_memory_slots
 from nbinfer.protocol.dtypes import numpy_dtype
@@ -605,11 +605,14 @@ def profile(
 
     outcome: list[Any] = []
     running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+    stopping, finished = threading.Event(), threading.Event()
 
     async def driven() -> list[dict[str, Any]]:
         task = asyncio.current_task()
         assert task is not None
         running.append((asyncio.get_running_loop(), task))
+        if stopping.is_set():  # interrupted before this task could be cancelled
+            raise asyncio.CancelledError
         client = dict(client_options or {})
         return await _run(url, model, inputs, settings, opts, client, batch_size, shm, report)
 
@@ -618,22 +621,28 @@ def profile(
             outcome.append(asyncio.run(driven()))
         except BaseException as exc:  # handed to the calling thread below
             outcome.append(exc)
+        finally:
+            finished.set()
 
     # A thread of its own: notebooks already run an event loop in the main thread.
     thread = threading.Thread(target=main, name="nbinfer-profile", daemon=True)
     thread.start()
     try:
-        while thread.is_alive():
-            thread.join(0.1)
+        while not finished.wait(0.1):
+            pass
     except BaseException:
-        # Interrupted (the notebook's stop button): stop the load, then let the caller know.
+        # Interrupted (the notebook's stop button): stop the load, wait for its cleanup (shm
+        # regions released), then let the caller know. An Event, not thread.join(): a join
+        # interrupted by KeyboardInterrupt may report the thread finished while it still runs.
+        stopping.set()
         for loop, task in running:
             loop.call_soon_threadsafe(task.cancel)
-        thread.join()
+        finished.wait()
         raise
     finally:
         if bar is not None:
             bar.close()
+    thread.join()
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     frame = ProfileFrame(outcome[0], columns=list(COLUMNS))
@@ -643,21 +652,31 @@ def profile(
 
 
 def run_profile(args: Any) -> int:
-    """``nbinfer profile``: profile, print the table, write the requested files."""
-    frame = profile(
-        args.url,
-        args.model,
-        concurrency=args.concurrency,
-        request_rate=args.request_rate,
-        batch_size=args.batch_size,
-        window=args.window,
-        max_windows=args.max_windows,
-        warmup=args.warmup,
-        stability=args.stability,
-        shared_memory=args.shared_memory,
-    )
+    """``nbinfer profile``: profile, print the table, write the requested files.
+
+    Exits with 1 if a request failed, 2 (the message on stderr) when the server cannot do what
+    was asked (``--shared-memory system`` on a server without it or on another host).
+    """
+    try:
+        frame = profile(
+            args.url,
+            args.model,
+            concurrency=args.concurrency,
+            request_rate=args.request_rate,
+            batch_size=args.batch_size,
+            window=args.window,
+            max_windows=args.max_windows,
+            warmup=args.warmup,
+            stability=args.stability,
+            shared_memory=args.shared_memory,
+        )
+    except UnsupportedError as exc:
+        sys.stderr.write(f"nbinfer profile: {exc}\n")
+        return 2
     shown = ["mode", "concurrency", "request_rate", "throughput", "latency_p50_ms"]
     shown += ["latency_p99_ms", "errors", "stable", "client_saturated"]
+    if args.shared_memory != "none":
+        shown.insert(0, "shared_memory")
     sys.stdout.write(frame[shown].to_string(index=False) + "\n")
     if args.csv:
         frame.to_csv(args.csv, index=False)
