@@ -531,3 +531,13 @@ def test_command_line_profile_through_shared_memory(
     assert "system" in capsys.readouterr().out
     assert pd.read_csv(csv)["shared_memory"].tolist() == ["system"]
     _released(session)
+
+
+def test_bytes_outputs_without_a_byte_size_are_measured_from_their_prefixes() -> None:
+    # Triton does not echo shared_memory_byte_size: the elements' length prefixes say the size
+    from nbinfer.profiling.shm import _bytes_extent
+    from nbinfer.protocol.tensors import encode_bytes_tensor
+
+    data = encode_bytes_tensor(np.array([b"ab", b"", b"xyz"], dtype=object))
+    region = memoryview(data + bytes(32))  # the region's slack after the elements
+    assert _bytes_extent(region, 3) == len(data) == 4 * 3 + 5

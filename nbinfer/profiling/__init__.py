@@ -296,11 +296,15 @@ class _Load:
         except StopIteration as stop:
             result: InferResult = stop.value
             d0 = time.perf_counter()
-            if place is None:
-                for name in result.output_names:
-                    result.as_numpy(name)
-            else:
-                place.read(result)  # views on the region, dropped at once (it must close)
+            try:
+                if place is None:
+                    for name in result.output_names:
+                        result.as_numpy(name)
+                else:
+                    place.read(result)  # views on the region, dropped at once (it must close)
+            except NbinferError as exc:  # an output that cannot be read counts as a failure
+                self.failed(exc)
+                return
             end = time.perf_counter()
             window = self.current  # the window the request completed in
             window.latency.append(end - (t0 if scheduled is None else scheduled))
@@ -308,9 +312,13 @@ class _Load:
             window.network.append(network)
             window.decode.append(decode + end - d0)
         except NbinferError as exc:
-            window = self.current
-            window.errors += 1
-            window.first_error = window.first_error or f"{type(exc).__name__}: {exc}"
+            self.failed(exc)
+
+    def failed(self, exc: NbinferError) -> None:
+        """Count a failed request in the window open now."""
+        window = self.current
+        window.errors += 1
+        window.first_error = window.first_error or f"{type(exc).__name__}: {exc}"
 
     async def server_stats(self) -> dict[str, tuple[int, int]] | None:
         """Cumulative ``{part: (count, ns)}`` for the model (None: no statistics extension)."""

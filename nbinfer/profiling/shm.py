@@ -103,26 +103,30 @@ class Slot:
         """The outputs as arrays viewing the output region (as the wire path views its bytes).
 
         Raises:
-            InvalidInputError: The server answered an output inline instead of in the region.
+            InvalidInputError: An output does not fit its place in the region.
         """
         buf = self.out.buf
         assert buf is not None
         arrays = []
         for out in result.outputs:
-            if _REGION not in out.parameters:
-                raise InvalidInputError(
-                    f"the server returned output {out.name!r} in its response, not in the "
-                    "shared-memory region it was asked to write it to",
-                    tensor=out.name,
-                )
             offset, capacity = self.outputs[out.name]
-            if out.datatype == "BYTES":
-                size = int(out.parameters.get(_BYTE_SIZE, capacity))
-            else:
+            if out.datatype != "BYTES":
                 size = element_count(out.shape) * numpy_dtype(out.datatype).itemsize
+            elif _BYTE_SIZE in out.parameters:
+                size = int(out.parameters[_BYTE_SIZE])
+            else:  # Triton does not say how many bytes it wrote: walk the length prefixes
+                size = _bytes_extent(buf[offset : offset + capacity], element_count(out.shape))
             view = buf[offset : offset + size]
             arrays.append(tensor_from_bytes(view, out.datatype, out.shape, name=out.name))
         return arrays
+
+
+def _bytes_extent(data: memoryview, count: int) -> int:
+    """How many bytes ``count`` length-prefixed BYTES elements take at the start of ``data``."""
+    end = 0
+    for _ in range(count):
+        end += 4 + int.from_bytes(data[end : end + 4], "little")
+    return min(end, len(data))
 
 
 class Regions:

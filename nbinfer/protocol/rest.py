@@ -220,7 +220,7 @@ def _tensor_json(
 def _requested_output_json(out: RequestedOutput, binary_outputs: bool | None) -> dict[str, Any]:
     params: dict[str, Any] = dict(out.parameters)
     binary = out.binary_data if out.binary_data is not None else binary_outputs
-    if binary is not None:
+    if binary is not None and "shared_memory_region" not in params:  # Triton refuses both
         params[_BINARY_DATA] = bool(binary)
     if out.class_count:
         params[_CLASSIFICATION] = int(out.class_count)
