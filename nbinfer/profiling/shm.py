@@ -161,9 +161,15 @@ class Regions:
     async def add_slot(self, request: InferRequest, probe: InferResult) -> Slot:
         """A slot whose input region holds ``request``'s tensors; outputs sized by ``probe``."""
         index = len(self.slots)
-        payloads = [
-            tensor_to_bytes(t.data, t.datatype) for t in request.inputs if t.data is not None
-        ]
+        payloads = []
+        for tensor in request.inputs:
+            if tensor.data is None:
+                raise InvalidInputError(
+                    f"input {tensor.name!r} names a region of its own: with "
+                    "shared_memory='system' the profiler places the inputs itself; pass data",
+                    tensor=tensor.name,
+                )
+            payloads.append(tensor_to_bytes(tensor.data, tensor.datatype))
         offsets, size = _layout([len(p) for p in payloads])
         name = f"{self.tag}_{index}_in"
         memory = await self._region(name, size)
