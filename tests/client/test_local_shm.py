@@ -200,13 +200,16 @@ def test_auto_falls_back_to_the_wire_when_the_server_cannot_use_it(
         with nbinfer.Client(srv.url) as client:
             for _ in range(2):
                 assert client.infer("m", big)["OUT"].tolist() == [1.0]
-        infers = [body for (_, path, _), body in zip(srv.requests, srv.bodies) if "/infer" in path]
+        sent = zip(srv.requests, srv.bodies, strict=True)
+        infers = [body for (_, path, _), body in sent if "/infer" in path]
         assert len(infers) == 2 and all(len(body) >= SHM_THRESHOLD for body in infers)
         assert _names_in_dev_shm(os.getpid()) == []
     srv = scripted(_no_extension)
-    with nbinfer.Client(srv.url, shared_memory=True) as client:
-        with pytest.raises(UnsupportedError, match="system_shared_memory"):
-            client.infer("m", big)
+    with (
+        nbinfer.Client(srv.url, shared_memory=True) as client,
+        pytest.raises(UnsupportedError, match="system_shared_memory"),
+    ):
+        client.infer("m", big)
 
 
 _KILLED_CLIENT = """
