@@ -19,7 +19,8 @@ it); a region whose registration was interrupted by a kill is swept by the next 
 user. While a name exists it is mode 0600 (only this user, and a server running as this user,
 can open it); once unlinked no other process can open it at all.
 
-Imports errors, protocol and transports only (no engine, no server, no session).
+Imports the client's results, errors, protocol and transports only: never an engine (the
+transport calls go through the binding it is given), the server, the session or IPython.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import secrets
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -59,6 +60,14 @@ from nbinfer.protocol.types import (
 )
 from nbinfer.transports import CallOptions, Op
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from nbinfer.transports.grpc import GrpcBinding
+    from nbinfer.transports.http import HttpBinding
+
+    Binding: TypeAlias = HttpBinding | GrpcBinding
+
 __all__ = ["SHM_THRESHOLD", "SharedMemoryMode", "SharedMemoryPool", "is_loopback"]
 
 logger = logging.getLogger("nbinfer")
@@ -71,6 +80,8 @@ SHM_THRESHOLD = 1 << 20
 _MIN_REGION = 1 << 16
 #: Bytes a pool may map in all; a tensor that would exceed it travels over the network.
 _MAX_POOL = 2 << 30
+#: Input signatures whose output sizes a pool remembers.
+_MAX_SIGNATURES = 256
 _PREFIX = "nbinfer_shm_"
 _DEV_SHM = "/dev/shm"
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
@@ -244,28 +255,25 @@ class SharedMemoryPool:
         self._mapped = 0
         self._token = f"{_PREFIX}{os.getpid()}_{secrets.token_hex(8)}"
         self._count = 0
-        # (model, version, input signature) -> {output: (datatype, nbytes)} seen in replies
+        # (model, version, input signature) -> {output: nbytes} seen in replies; None: the
+        # outputs of that signature stay in the reply (their size changed once)
         self._sizes: dict[tuple[Any, ...], dict[str, int] | None] = {}
         self._closed = False
 
     # -- deciding ---------------------------------------------------------------------------
 
-    def wants(self, inputs: Any) -> bool:
-        """Cheap check: may this call's inputs (a mapping, InferInputs or a request) be big?"""
+    def wants(self, inputs: InferRequest | Mapping[str, Any]) -> bool:
+        """Cheap check: does this request (or ``{name: array}``) carry a big array?"""
         if self.enabled is False or self._closed:
             return False
         if isinstance(inputs, InferRequest):
             values: Any = (i.data for i in inputs.inputs)
-        elif isinstance(inputs, Mapping):
-            values = inputs.values()
-        elif isinstance(inputs, list | tuple):
-            values = (getattr(i, "data", None) for i in inputs)
         else:
-            return False
+            values = inputs.values()
         threshold = self.threshold
         return any(type(v) is np.ndarray and v.nbytes >= threshold for v in values)
 
-    def _probe(self, binding: Any, opts: CallOptions) -> Op[bool]:
+    def _probe(self, binding: Binding, opts: CallOptions) -> Op[bool]:
         if self.enabled is not None:
             return self.enabled
         try:
@@ -273,8 +281,8 @@ class SharedMemoryPool:
         except NbinferError:
             if self.mode is True:
                 raise
-            meta = None
-        ok = meta is not None and "system_shared_memory" in meta.extensions
+            return False  # the infer itself will say what is wrong; probe again next time
+        ok = "system_shared_memory" in meta.extensions
         if not ok and self.mode is True:
             raise UnsupportedError(
                 "shared_memory=True, but the server does not advertise system_shared_memory"
@@ -292,7 +300,7 @@ class SharedMemoryPool:
 
     # -- leases ----------------------------------------------------------------------------
 
-    def _lease(self, binding: Any, nbytes: int, opts: CallOptions) -> Op[_Region | None]:
+    def _lease(self, binding: Binding, nbytes: int, opts: CallOptions) -> Op[_Region | None]:
         capacity = _round_up(nbytes)
         with self._lock:
             free = self._free.get(capacity)
@@ -310,15 +318,27 @@ class SharedMemoryPool:
         return region
 
     def _create(
-        self, binding: Any, name: str, capacity: int, opts: CallOptions
+        self, binding: Binding, name: str, capacity: int, opts: CallOptions
     ) -> Op[_Region | None]:
         shm = _posixshmem()
         key = "/" + name
-        fd = shm.shm_open(key, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
+        try:
+            fd = shm.shm_open(key, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
+        except OSError as exc:  # no /dev/shm here
+            self._disable(exc)
+            return None
         try:
             try:
                 os.ftruncate(fd, capacity)
+                # reserve the pages now: a full /dev/shm (64 MB in a default container) then
+                # fails here instead of killing this process with SIGBUS on the first copy
+                os.posix_fallocate(fd, 0, capacity)
                 mm = mmap.mmap(fd, capacity)
+            except OSError as exc:
+                logger.info(
+                    "no shared memory region of %d B (sending the tensor): %s", capacity, exc
+                )
+                return None
             finally:
                 os.close(fd)
             body = {"key": key, "offset": 0, "byte_size": capacity}
@@ -357,7 +377,7 @@ class SharedMemoryPool:
 
     def infer(
         self,
-        binding: Any,
+        binding: Binding,
         request: InferRequest,
         opts: CallOptions,
         send: Callable[[InferRequest], Op[tuple[Any, dict[str, str]]]],
@@ -413,7 +433,7 @@ class SharedMemoryPool:
 
     def _outputs(
         self,
-        binding: Any,
+        binding: Binding,
         request: InferRequest,
         key: tuple[Any, ...],
         leases: dict[str, _Region],
@@ -462,12 +482,14 @@ class SharedMemoryPool:
             self._give_back(region)
         leases.clear()
         if key not in self._sizes or self._sizes[key] is not None:
+            if len(self._sizes) >= _MAX_SIGNATURES:
+                self._sizes.clear()  # many input shapes (e.g. ragged chunks): start over
             self._sizes[key] = seen
         return InferResult(_SharedView(view, arrays) if arrays else view, headers)
 
     # -- closing ---------------------------------------------------------------------------
 
-    def close(self, binding: Any, opts: CallOptions) -> Op[None]:
+    def close(self, binding: Binding, opts: CallOptions) -> Op[None]:
         """Unregister every region and unmap those no array views any more (idempotent)."""
         with self._lock:
             if self._closed:
