@@ -222,14 +222,12 @@ class _SharedView:
         arr = self._shared(index)
         if arr is None:
             return out
-        return InferOutput(out.name, out.datatype, list(out.shape), arr, dict(out.parameters))
+        return dataclasses.replace(out, data=arr)
 
     def response(self) -> InferResponse:
         base: InferResponse = self._inner.response()
         outputs = [self.output(i) for i in range(len(self.names))]
-        return InferResponse(
-            base.model_name, outputs, base.model_version, base.id, dict(base.parameters)
-        )
+        return dataclasses.replace(base, outputs=outputs)
 
     def release(self) -> None:
         self._arrays = None
@@ -405,7 +403,7 @@ class SharedMemoryPool:
                 leases.append(region)
                 np.copyto(np.ndarray(data.shape, data.dtype, region.mm), data, casting="no")
                 params = {**inp.parameters, _REGION: region.name, _BYTE_SIZE: data.nbytes}
-                inputs.append(InferInput(inp.name, inp.datatype, list(inp.shape), None, params))
+                inputs.append(dataclasses.replace(inp, data=None, parameters=params))
             key = (
                 request.model_name,
                 request.model_version,
@@ -459,7 +457,8 @@ class SharedMemoryPool:
                 continue
             leases[out.name] = region
             params = {**out.parameters, _REGION: region.name, _BYTE_SIZE: region.capacity}
-            outputs.append(RequestedOutput(out.name, False, 0, params))  # as tritonclient
+            # binary_data off beside the region, as tritonclient's set_shared_memory does
+            outputs.append(dataclasses.replace(out, binary_data=False, parameters=params))
         return outputs
 
     def _result(
