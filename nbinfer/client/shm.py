@@ -88,7 +88,6 @@ _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
 
 _REGION = "shared_memory_region"
 _BYTE_SIZE = "shared_memory_byte_size"
-_OFFSET = "shared_memory_offset"
 
 
 def is_loopback(url: str) -> bool:
@@ -182,11 +181,12 @@ def _element_bytes(datatype: str, shape: list[int]) -> int | None:
 class _SharedView:
     """A reply whose shared-memory outputs read from leased regions (an ``InferResult`` view)."""
 
-    __slots__ = ("_arrays", "_inner", "names")
+    __slots__ = ("_arrays", "_inner", "_shared", "names")
 
     def __init__(self, inner: Any, arrays: dict[int, np.ndarray[Any, Any]]) -> None:
         self._inner = inner
-        self._arrays: dict[int, np.ndarray[Any, Any]] | None = arrays
+        self._arrays = arrays
+        self._shared = frozenset(arrays)
         self.names: list[str] = inner.names
 
     @property
@@ -205,24 +205,22 @@ class _SharedView:
     def parameters(self) -> Parameters:
         return self._inner.parameters  # type: ignore[no-any-return]
 
-    def _shared(self, index: int) -> np.ndarray[Any, Any] | None:
-        if self._arrays is None:
-            raise InvalidInputError(
-                "this result was released: its shared-memory outputs went back to the pool "
-                "(keep the arrays, or .copy() them, before release())"
-            )
-        return self._arrays.get(index)
-
     def array(self, index: int) -> np.ndarray[Any, Any] | None:
-        arr = self._shared(index)
-        return arr if arr is not None else self._inner.array(index)
+        if index not in self._shared:
+            return self._inner.array(index)  # type: ignore[no-any-return]
+        arr = self._arrays.get(index)
+        if arr is None:
+            raise InvalidInputError(
+                f"output {self.names[index]!r} was released: its shared-memory region went "
+                "back to the pool (keep the array, or .copy() it, before release())",
+                tensor=self.names[index],
+            )
+        return arr
 
     def output(self, index: int) -> InferOutput:
         out: InferOutput = self._inner.output(index)
-        arr = self._shared(index)
-        if arr is None:
-            return out
-        return dataclasses.replace(out, data=arr)
+        arr = self._arrays.get(index)
+        return out if arr is None else dataclasses.replace(out, data=arr)
 
     def response(self) -> InferResponse:
         base: InferResponse = self._inner.response()
@@ -230,7 +228,7 @@ class _SharedView:
         return dataclasses.replace(base, outputs=outputs)
 
     def release(self) -> None:
-        self._arrays = None
+        self._arrays = {}
 
 
 class SharedMemoryPool:

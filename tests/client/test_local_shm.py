@@ -109,6 +109,7 @@ def test_release_hands_the_regions_back_and_the_result_refuses_further_reads(
         result.release()
         with pytest.raises(InvalidInputError, match="released"):
             result.as_numpy("OUTPUT0")
+        assert "OUTPUT0: FP32" in repr(result)  # still describes itself
         np.testing.assert_array_equal(taken, data["INPUT0"] - data["INPUT1"])
         result.release()  # idempotent
 
