@@ -249,7 +249,8 @@ class SharedMemoryPool:
         self._free: dict[int, list[_Region]] = {}
         self._regions: dict[str, _Region] = {}
         self._mapped = 0
-        self._token = f"{_PREFIX}{os.getpid()}_{secrets.token_hex(8)}"
+        self._pid = os.getpid()
+        self._token = f"{_PREFIX}{self._pid}_{secrets.token_hex(8)}"
         self._count = 0
         # (model, version, input signature) -> {output: nbytes} seen in replies; None: the
         # outputs of that signature stay in the reply (their size changed once)
@@ -260,8 +261,8 @@ class SharedMemoryPool:
 
     def wants(self, inputs: InferRequest | Mapping[str, Any]) -> bool:
         """Cheap check: does this request (or ``{name: array}``) carry a big array?"""
-        if self.enabled is False or self._closed:
-            return False
+        if self.enabled is False or self._closed or os.getpid() != self._pid:
+            return False  # a forked child must not write into its parent's regions
         if isinstance(inputs, InferRequest):
             values: Any = (i.data for i in inputs.inputs)
         else:

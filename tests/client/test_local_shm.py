@@ -277,3 +277,31 @@ def test_an_orphan_of_a_dead_process_is_swept() -> None:
             live.unlink()
     finally:
         orphan.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_sends_its_tensors_instead_of_sharing_its_parents_regions(
+    server: LocalServer,
+) -> None:
+    data = _inputs(20)
+    expected = data["INPUT0"] + data["INPUT1"]
+    with nbinfer.Client(server.http_url) as client:
+        client.infer("add_sub", data)
+        client.infer("add_sub", data)
+        before = len(_ours(client))
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through its exit code
+            os.close(read)
+            try:
+                result = client.infer("add_sub", data)
+                ok = np.array_equal(result["OUTPUT0"], expected)
+                params = result.get_output("OUTPUT0").parameters
+                os.write(write, b"1" if ok and "shared_memory_region" not in params else b"0")
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as answer:
+            assert answer.read() == b"1"
+        os.waitpid(pid, 0)
+        assert len(_ours(client)) == before
