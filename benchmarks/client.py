@@ -202,7 +202,7 @@ def run_async_client(
 
 def nb_async_factory(url: str) -> Callable[[], tuple[Any, Callable[..., Awaitable[Any]]]]:
     def factory() -> tuple[Any, Callable[..., Awaitable[Any]]]:
-        client = nbc.AsyncClient(url)
+        client = nbc.AsyncClient(url, shared_memory=False)
 
         async def infer(data: dict[str, Any]) -> Any:
             result = await client.infer("add_sub", data)
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         address = http_url if proto == "http" else grpc_url
         address = address.split("://", 1)[-1]
         url = f"{proto}://{address}"
-        shared = nbc.Client(url)
+        shared = nbc.Client(url, shared_memory=False)  # the wire; local_shm.py: the shm path
 
         def nb_make(client: nbc.Client = shared) -> Callable[[dict[str, Any]], Any]:
             def infer(data: dict[str, Any]) -> Any:

@@ -112,7 +112,10 @@ class AsyncClient(_Core):
         if self._closed:
             return
         self._closed = True
-        await self._engine.aclose()
+        try:
+            await self._run(self._close_shm_op())
+        finally:
+            await self._engine.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self

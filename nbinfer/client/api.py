@@ -204,6 +204,7 @@ def infer(  # noqa: D417 - ``core`` is the face's ``self``
     """
     if (
         type(inputs) is dict
+        and (core._shm is None or not core._shm.wants(inputs))
         and headers is None
         and parameters is None
         and priority is None

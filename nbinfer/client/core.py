@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import numpy as np
 
 from nbinfer.client.results import InferResult, Sequence
+from nbinfer.client.shm import SharedMemoryMode, SharedMemoryPool, is_loopback
 from nbinfer.config import Auth, ClientConfig, Retries, Timeouts, TLSConfig, as_auth
 from nbinfer.errors import (
     InvalidInputError,
@@ -171,6 +172,7 @@ class _Core:
         transport: Transport | None = None,
         http_engine: str | None = None,
         httpx_client: httpx.Client | httpx.AsyncClient | None = None,
+        shared_memory: SharedMemoryMode = "auto",
     ) -> None:
         self.protocol, self.url = _parse_url(url, protocol)
         self.config = _resolve_config(
@@ -215,6 +217,17 @@ class _Core:
                 default=self._default_http_engine,
                 transport=transport,
             )
+        if shared_memory not in ("auto", True, False):
+            raise InvalidInputError(
+                f"shared_memory must be 'auto', True or False, not {shared_memory!r}"
+            )
+        #: The zero-copy local path (None: off; "auto" needs a loopback URL and no stand-in
+        #: transport, since the regions must reach the server's /dev/shm)
+        self._shm: SharedMemoryPool | None = None
+        if shared_memory is True or (
+            shared_memory == "auto" and transport is None and is_loopback(self.url)
+        ):
+            self._shm = SharedMemoryPool(shared_memory)
         self._open(transport if transport is not None else DefaultTransport())
 
     def _open(self, transport: Transport) -> None:
@@ -436,13 +449,26 @@ class _Core:
             model_name, inputs, sequence=sequence, sequence_end=sequence_end, opts=opts, **kwargs
         )
         do_retry = self.config.retries.infer if retry is None else retry
-        response, reply_headers = yield from self._binding.infer(
-            request, opts, binary=binary, retry=do_retry
-        )
+
+        def send(req: InferRequest) -> Op[tuple[Any, dict[str, str]]]:
+            return self._binding.infer(req, opts, binary=binary, retry=do_retry)
+
+        if self._shm is not None and self._shm.wants(request):
+            result = yield from self._shm.infer(self._binding, request, opts, send)
+        else:
+            response, reply_headers = yield from send(request)
+            result = InferResult(response, reply_headers)
         if sequence is not None:
             sequence.started = True
             sequence.ended = sequence.ended or sequence_end
-        return InferResult(response, reply_headers)
+        return result
+
+    def _close_shm_op(self) -> Op[None]:
+        """Unregister the shared-memory pool's regions (nothing when it never made one)."""
+        if self._shm is None:
+            return None
+        yield from self._shm.close(self._binding, CallOptions())
+        return None
 
     def _load_op(
         self,

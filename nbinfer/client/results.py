@@ -232,6 +232,17 @@ class InferResult:
         )
         return f"InferResult(model={self.model_name!r}, id={self.id!r}, outputs=[{outs}])"
 
+    def release(self) -> None:
+        """Give this result's shared-memory outputs back to the client's pool.
+
+        Arrays already taken from it stay valid: a region returns to the pool only when no
+        array views it any more. After ``release()`` the result no longer serves those outputs.
+        Without it, the region returns when the result is garbage (e.g. not kept in ``Out``).
+        """
+        release = getattr(self._view, "release", None)
+        if release is not None:
+            release()
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
 

@@ -73,6 +73,11 @@ class Client(_Core):
         httpx_client: HTTP: your own ``httpx.Client`` (``httpx.AsyncClient`` for AsyncClient),
             used as given (transport, auth, proxies, hooks) and not closed by nbinfer; implies
             ``http_engine="httpx"``.
+        shared_memory: ``"auto"`` (default) sends tensors of 1 MiB and more, both ways,
+            through POSIX shared memory when the URL is a loopback address and the server
+            offers ``system_shared_memory``; ``True`` for every tensor (raises when the server
+            cannot); ``False`` never. See "Shared memory" in the client docs for the lifetime
+            of the arrays it returns.
 
     Example::
 
@@ -147,7 +152,10 @@ class Client(_Core):
             self.stop_stream(cancel_requests=True)
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
-        self._engine.close()
+        try:
+            self._run(self._close_shm_op())
+        finally:
+            self._engine.close()
 
     def __enter__(self) -> Client:
         return self

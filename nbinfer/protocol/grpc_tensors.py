@@ -332,6 +332,11 @@ def _raw_tensor(buf: bytes, datatype: str, shape: list[int], name: str) -> np.nd
     return tensor_from_bytes(buf, datatype, shape, name=name)
 
 
+def _in_shared_memory(buf: bytes, shape: list[int], kind: str) -> bool:
+    """An output whose raw entry is empty though it has elements: written to shared memory."""
+    return kind == "output" and not buf and math.prod(shape) > 0  # Triton's form
+
+
 def decode_tensors(
     msgs: Sequence[_AnyTensorMsg],
     raw: Sequence[bytes],
@@ -356,7 +361,9 @@ def decode_tensors(
             datatype = msg.datatype
             shape = list(msg.shape)
             dtype = PLAIN_DTYPES.get(datatype)
-            if (
+            if _in_shared_memory(buf, shape, kind):
+                data = None
+            elif (
                 dtype is None
                 or type(buf) is not bytes
                 or len(buf) != math.prod(shape) * dtype.itemsize
@@ -403,7 +410,9 @@ def _decode_tensor_data(
         params = params_from_proto(msg.parameters)
         data: np.ndarray[Any, Any] | None
         typed = msg.HasField("contents") and (not lenient or msg.contents.ByteSize() > 0)
-        if one_to_one:
+        if one_to_one and _in_shared_memory(raw[index], shape, kind):
+            data = None
+        elif one_to_one:
             data = _raw_tensor(raw[index], msg.datatype, shape, name)
         elif typed:
             data = _decode_contents(msg.contents, msg.datatype, shape, name)

@@ -1,0 +1,178 @@
+"""The zero-copy local path vs the wire, against the embedded server, measured in the same run.
+
+Moves 16 MB each way through the demo ``add_sub`` model (two 8 MB FP32 inputs in, two 8 MB
+outputs back; both outputs read as NumPy arrays) with:
+
+* ``nbinfer shm``: ``Client(url)`` with its default ``shared_memory="auto"`` (HTTP, and gRPC);
+* ``nbinfer http``: ``Client(url, shared_memory=False)``, the HTTP binary path;
+* ``tritonclient shm``: tritonclient.http with its own ``tritonclient.utils.shared_memory``
+  utilities, regions created and registered once, inputs copied in with
+  ``set_shared_memory_region`` and outputs read with ``get_contents_as_numpy`` (what its
+  examples do);
+* ``tritonclient http``: tritonclient.http binary.
+
+Prints MB/s (in + out) for each, and the ratios of nbinfer shm to the others. Rounds alternate
+the clients; the figure of a client is the median of its rounds (the machine is shared).
+
+Usage::
+
+    python benchmarks/local_shm.py [--seconds 2] [--rounds 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+import nbinfer.client as nbc
+from nbinfer.server.launcher import LocalServer
+
+ROWS = 8 * 1024 * 1024 // (16 * 4)  # 8 MB per tensor
+DATA = {
+    "INPUT0": np.random.default_rng(0).standard_normal((ROWS, 16)).astype(np.float32),
+    "INPUT1": np.random.default_rng(1).standard_normal((ROWS, 16)).astype(np.float32),
+}
+NBYTES = DATA["INPUT0"].nbytes
+MB_PER_CALL = 2 * sum(a.nbytes for a in DATA.values()) / 1e6  # in + out
+
+Infer = Callable[[], Any]
+
+
+def rate(infer: Infer, seconds: float) -> float:
+    """MB/s (in + out) of ``infer`` called in a loop for ``seconds`` (after one warm-up)."""
+    infer()
+    calls = 0
+    start = time.perf_counter()
+    stop = start + seconds
+    while time.perf_counter() < stop:
+        infer()
+        calls += 1
+    return calls * MB_PER_CALL / (time.perf_counter() - start)
+
+
+@contextmanager
+def nbinfer_client(url: str, shared_memory: bool | str) -> Iterator[Infer]:
+    with nbc.Client(url, shared_memory=shared_memory) as client:  # type: ignore[arg-type]
+
+        def infer() -> Any:
+            result = client.infer("add_sub", DATA)
+            return result["OUTPUT0"], result["OUTPUT1"]
+
+        yield infer
+
+
+@contextmanager
+def triton_http(address: str) -> Iterator[Infer]:
+    import tritonclient.http as th
+
+    client = th.InferenceServerClient(address)
+
+    def infer() -> Any:
+        inputs = []
+        for name, arr in DATA.items():
+            inp = th.InferInput(name, list(arr.shape), "FP32")
+            inp.set_data_from_numpy(arr, binary_data=True)
+            inputs.append(inp)
+        outputs = [th.InferRequestedOutput(n, binary_data=True) for n in ("OUTPUT0", "OUTPUT1")]
+        result = client.infer("add_sub", inputs, outputs=outputs)
+        return result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1")
+
+    try:
+        yield infer
+    finally:
+        client.close()
+
+
+@contextmanager
+def triton_shm(address: str) -> Iterator[Infer]:
+    import tritonclient.http as th
+    import tritonclient.utils.shared_memory as tshm
+
+    client = th.InferenceServerClient(address)
+    names = ("in0", "in1", "out0", "out1")
+    handles = {}
+    for name in names:
+        handles[name] = tshm.create_shared_memory_region(
+            name, f"/bench_tc_{os.getpid()}_{name}", NBYTES
+        )
+        client.register_system_shared_memory(name, f"/bench_tc_{os.getpid()}_{name}", NBYTES)
+    shape = list(DATA["INPUT0"].shape)
+
+    def infer() -> Any:
+        inputs = []
+        for (name, arr), region in zip(DATA.items(), ("in0", "in1"), strict=True):
+            tshm.set_shared_memory_region(handles[region], [arr])
+            inp = th.InferInput(name, shape, "FP32")
+            inp.set_shared_memory(region, NBYTES)
+            inputs.append(inp)
+        outputs = []
+        for name, region in (("OUTPUT0", "out0"), ("OUTPUT1", "out1")):
+            out = th.InferRequestedOutput(name, binary_data=True)
+            out.set_shared_memory(region, NBYTES)
+            outputs.append(out)
+        result = client.infer("add_sub", inputs, outputs=outputs)
+        arrays = []
+        for name, region in (("OUTPUT0", "out0"), ("OUTPUT1", "out1")):
+            out = result.get_output(name)
+            arrays.append(tshm.get_contents_as_numpy(handles[region], np.float32, out["shape"]))
+        return arrays
+
+    try:
+        yield infer
+    finally:
+        client.unregister_system_shared_memory()
+        for handle in handles.values():
+            tshm.destroy_shared_memory_region(handle)
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", default=None, help="write the figures as JSON here")
+    args = parser.parse_args(argv)
+    with LocalServer(demo=True) as server:
+        address = server.http_url.split("://", 1)[-1]
+        grpc = "grpc://" + server.grpc_url.split("://", 1)[-1]
+        clients: dict[str, Callable[[], Any]] = {
+            "nbinfer shm (http)": lambda: nbinfer_client(server.http_url, "auto"),
+            "nbinfer shm (grpc)": lambda: nbinfer_client(grpc, "auto"),
+            "nbinfer http binary": lambda: nbinfer_client(server.http_url, False),
+            "tritonclient shm": lambda: triton_shm(address),
+            "tritonclient http binary": lambda: triton_http(address),
+        }
+        figures: dict[str, list[float]] = {name: [] for name in clients}
+        print(f"server: {server.http_url}; {MB_PER_CALL:.1f} MB per call (in + out)")
+        print(f"median of {args.rounds} alternating rounds of {args.seconds:g}s each")
+        for _ in range(args.rounds):
+            for name, make in clients.items():
+                with make() as infer:
+                    figures[name].append(rate(infer, args.seconds))
+    medians = {name: statistics.median(values) for name, values in figures.items()}
+    for name, values in figures.items():
+        rounds = " ".join(f"{v:.0f}" for v in values)
+        print(f"{name:<26} {medians[name]:>8.0f} MB/s   (rounds: {rounds})")
+    ours = medians["nbinfer shm (http)"]
+    print(f"nbinfer shm / nbinfer http binary:      {ours / medians['nbinfer http binary']:.2f}x")
+    print(
+        f"nbinfer shm / tritonclient http binary: {ours / medians['tritonclient http binary']:.2f}x"
+    )
+    print(f"nbinfer shm / tritonclient shm:         {ours / medians['tritonclient shm']:.2f}x")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rounds": figures, "medians": medians}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
