@@ -35,6 +35,8 @@ When a model on an nbinfer server raises, the server appends the model-side trac
 to its message after :data:`MODEL_TRACEBACK_MARKER`; clients split it off into
 ``ServerError.model_traceback`` (source lines filled in from this process's ``linecache``, so
 code defined in a notebook cell shows its lines). Other servers' messages stay as they are.
+
+Layer: the leaf of the package; imports nothing of nbinfer (and no grpc: codes are names).
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ Example:
     [b'0.700000:1:dog', b'0.200000:2:eel']
     >>> decode_classification(enc)[0][0]
     ClassificationResult(score=0.7, index=1, label='dog')
+
+Layer: protocol (pure); imports numpy, errors, protocol.dtypes and protocol.types; no I/O.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ Example:
     >>> body, header_length = encode_request(req)
     >>> decode_request(body, header_length).inputs[0].data
     array([1., 1.], dtype=float32)
+
+Layer: protocol (pure); imports numpy, orjson, errors and other protocol modules; no I/O, no
+HTTP engine, no pandas.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ Example:
     >>> wire = encode_bytes_tensor(arr)
     >>> decode_bytes_tensor(wire, 3).tolist()
     [b'a', b'', b'xyz']
+
+Layer: protocol (pure); imports numpy, errors and protocol.dtypes; no I/O.
 """
 
 from __future__ import annotations

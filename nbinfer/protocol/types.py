@@ -3,6 +3,8 @@
 Tensor data is always a numpy array in these types (BYTES: ``object`` array of ``bytes``). The
 codecs in :mod:`nbinfer.protocol.rest`, :mod:`nbinfer.protocol.grpc` and :mod:`nbinfer.protocol.v1`
 turn these into wire messages and back.
+
+Layer: protocol (pure); imports numpy, errors and protocol modules; no I/O.
 """
 
 from __future__ import annotations

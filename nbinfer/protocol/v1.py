@@ -8,6 +8,8 @@ TensorFlow-Serving convention).
 Example:
     >>> decode_v1_request(encode_v1_request([[1, 2], [3, 4]]))
     [[1, 2], [3, 4]]
+
+Layer: protocol (pure); imports numpy, orjson, errors and protocol.dtypes; no I/O.
 """
 
 from __future__ import annotations

@@ -115,8 +115,8 @@ def numpy_dtype(datatype):
         return np.dtype(object)
     try:
         return np.dtype(_NUMPY[datatype])
-    except KeyError:
-        raise InvalidInputError(f"unknown datatype {{datatype!r}}") from None
+    except KeyError as exc:
+        raise InvalidInputError(f"unknown datatype {{datatype!r}}") from exc
 
 
 def datatype_of(dtype):

@@ -8,6 +8,9 @@ batch dim and is left out of the declarations (Triton semantics). Example::
     repo = ModelRepository(models=[m])
 
 Triton layout: ``<repo>/<model>/<N>/model.onnx`` with ``platform: "onnxruntime_onnx"``.
+
+Layer: server backend; imports errors, protocol and server modules only, onnxruntime lazily
+(the [onnx] extra); never the client, session or notebook layers.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ Triton layout: ``<repo>/<model>/<N>/model.pt`` (TorchScript) with ``platform:
 "pytorch_libtorch"``. As in Triton, tensors named ``<name>__<index>`` (``INPUT__0``,
 ``OUTPUT__1``) are matched to the forward arguments / returned tuple by index; unnamed
 declarations ``(datatype, shape)`` get those names.
+
+Layer: server backend; imports errors, protocol and server modules only, torch lazily (the
+[torch] extra); never the client, session or notebook layers.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Demo models shipped with the embedded server (no downloads).
 
 add_sub, echo, iris, digits, digits_encoded, accumulate (stateful) and repeat (decoupled).
+
+Layer: server; imports only the demo modules below.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ server-side; this demo model does the same so that path is tested end to end. In
 with Pillow, converted to grayscale, resized bilinearly to 8x8 and scaled to 0..1 (bright ink on
 a dark background), then run through the ``digits`` MLP. Output FP32 ``probabilities``
 ``[-1, 10]``, labelled "0".."9".
+
+Layer: server (demo); imports errors, server.model and the demo nets; Pillow lazily.
 """
 
 from __future__ import annotations

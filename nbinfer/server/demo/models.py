@@ -13,6 +13,8 @@
   ``[1]``, the running sum of every value sent so far in the sequence.
 * ``repeat`` (decoupled, gRPC stream only): INT32 ``INPUT`` ``[-1]`` and ``COUNT`` ``[1]`` ->
   ``COUNT`` responses, the i-th with ``OUTPUT`` = ``INPUT`` and ``INDEX`` = ``[i]``.
+
+Layer: server (demo); imports server.model and the demo nets, nothing above the server.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ Example::
     w = load_weights("iris")
     probs = iris_predict(w, np.array([[5.1, 3.5, 1.4, 0.2]], dtype=np.float32))
     IRIS_LABELS[int(probs.argmax(axis=1)[0])]  # 'setosa'
+
+Layer: server (demo); imports numpy and errors only, so the forward passes stay testable alone.
 """
 
 from __future__ import annotations
