@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -135,11 +136,18 @@ def test_sigint_interrupts_blocking_infer_at_once_and_client_stays_usable(
 def test_abort_in_flight_cancels_grpc_calls_on_worker_threads(session: Session) -> None:
     assert session.server is not None
     x = {"x": np.ones(2, dtype=np.float32)}
+    replies: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
     with Client(f"grpc://{session.server.grpc_url}") as client:
+        client.start_stream(lambda result, error: replies.put((result, error)))
         slow = client.async_infer("pause", x, parameters={"seconds": SLOW})
         time.sleep(0.3)  # the call is running on the server
         client._abort_in_flight()  # what Session does after a KeyboardInterrupt
         assert isinstance(slow.exception(timeout=2), TransportError)
+        client.stream_infer("pause", x)  # an open stream is not in flight: it goes on
+        result, error = replies.get(timeout=SLOW / 2)
+        assert error is None
+        assert result.as_numpy("y").tolist() == [1.0, 1.0]
+        client.stop_stream()
         start = time.perf_counter()
         assert client.infer("pause", x).as_numpy("y").tolist() == [1.0, 1.0]
         assert time.perf_counter() - start < SLOW / 2  # the server cancelled the aborted call

@@ -18,7 +18,7 @@ import queue
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from nbinfer.config import ClientConfig
 from nbinfer.errors import (
@@ -167,6 +167,10 @@ def _method(channel: Any, rpc: str) -> Any:
     )
 
 
+_WireKind = Literal["main", "pool", "stream"]
+_WIRE_KINDS: tuple[_WireKind, ...] = ("main", "pool", "stream")
+
+
 class _Wire:
     """One grpcio channel and the method callables made on it."""
 
@@ -206,10 +210,10 @@ class GrpcEngine:
     grpcio's blocking call checks for signals only every 200 ms, and its future-based call
     starts a thread per call when calls do not overlap (twice the CPU per call). So calls from
     the main thread, the one a kernel interrupt reaches, run on a caller thread of this engine
-    over a channel of their own while the main thread waits on an event, which a signal wakes at
-    once; an interrupt then closes that channel, cancelling the call on the server too. Calls
-    from other threads block on them directly over a shared channel, which
-    :meth:`abort_in_flight` replaces.
+    over a channel of their own while the main thread waits on a lock, which a signal wakes at
+    once; an interrupt then closes that channel, cancelling the call on the server too (about
+    25 us more CPU per main-thread call than blocking on it directly). Calls from other threads
+    block on their own over a shared channel, which :meth:`abort_in_flight` closes.
 
     Args:
         url: ``grpc://host:port``, ``grpcs://host:port`` or ``host:port``.
@@ -222,8 +226,9 @@ class GrpcEngine:
         self._creds, self._metadata, self._compression = _channel_parts(config, self._secure)
         self._options = _options(config)
         self._lock = threading.Lock()
-        self._main: _Wire | None = None  # the main thread's calls, made on the caller thread
-        self._shared: _Wire | None = None  # other threads' calls and streams
+        #: Channels opened on first use: "main" (the main thread's calls, made on the caller
+        #: thread), "pool" (other threads' calls), "stream" (streams, which no abort cuts).
+        self._wires: dict[_WireKind, _Wire] = {}
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._caller: threading.Thread | None = None
         self._closed = False
@@ -238,28 +243,21 @@ class GrpcEngine:
             channel = grpc.insecure_channel(self.target, self._options, self._compression)
         return _Wire(channel)
 
-    def _wire(self, main: bool) -> _Wire:
-        wire = self._main if main else self._shared
+    def _wire(self, kind: _WireKind) -> _Wire:
+        wire = self._wires.get(kind)
         if wire is None:
             with self._lock:
                 if self._closed:
                     raise TransportError("the client is closed")
-                wire = self._main if main else self._shared
+                wire = self._wires.get(kind)
                 if wire is None:
-                    wire = self._open()
-                    if main:
-                        self._main = wire
-                    else:
-                        self._shared = wire
+                    wire = self._wires[kind] = self._open()
         return wire
 
-    def _cut(self, main: bool) -> None:
+    def _cut(self, kind: _WireKind) -> None:
         """Close one channel, cancelling its calls in flight; the next call opens a new one."""
         with self._lock:
-            if main:
-                wire, self._main = self._main, None
-            else:
-                wire, self._shared = self._shared, None
+            wire = self._wires.pop(kind, None)
         if wire is not None:
             wire.channel.close()
 
@@ -296,7 +294,7 @@ class GrpcEngine:
         if self._closed:
             raise TransportError("the client is closed")
         if threading.current_thread() is not threading.main_thread():
-            return self._perform(self._wire(False), call)
+            return self._perform(self._wire("pool"), call)
         job = _Job(call)
         self._start_caller().put(job)
         try:
@@ -304,7 +302,7 @@ class GrpcEngine:
                 pass
         except BaseException:
             job.cancelled = True  # before the cut: a job the caller has not begun never starts
-            self._cut(main=True)
+            self._cut("main")
             raise
         if job.error is not None:
             raise job.error
@@ -326,7 +324,7 @@ class GrpcEngine:
 
     def _run_job(self, job: _Job) -> None:
         try:
-            wire = self._wire(True)
+            wire = self._wire("main")
             if job.cancelled:  # interrupted before it began
                 raise TransportError(f"gRPC call to {self.target} was cancelled", url=self.target)
             job.reply = self._perform(wire, job.call)
@@ -335,12 +333,12 @@ class GrpcEngine:
         job.done.release()
 
     def abort_in_flight(self) -> None:
-        """Cancel the calls in flight on threads other than the main one (after an interrupt).
+        """Cancel the unary calls in flight on other threads than the main one (after an interrupt).
 
         Each fails with a :class:`~nbinfer.errors.TransportError` at once and the server sees the
-        cancellation; later calls open a new channel.
+        cancellation; later calls open a new channel. Open streams go on.
         """
-        self._cut(main=False)
+        self._cut("pool")
 
     def stream(
         self,
@@ -352,7 +350,7 @@ class GrpcEngine:
         """Open a ``ModelStreamInfer`` stream; returns the grpc call (an iterator, cancellable)."""
         if self._closed:
             raise TransportError("the client is closed")
-        return self._wire(False).stub("ModelStreamInfer")(
+        return self._wire("stream").stub("ModelStreamInfer")(
             requests,
             timeout=timeout if timeout is not None else self._config.timeouts.stream,
             metadata=self._metadata + metadata,
@@ -365,8 +363,8 @@ class GrpcEngine:
                 return
             self._closed = True
             caller = self._caller
-        self._cut(main=True)
-        self._cut(main=False)
+        for kind in _WIRE_KINDS:
+            self._cut(kind)
         if caller is not None:
             self._jobs.put(None)
             if caller is not threading.current_thread():
