@@ -296,8 +296,8 @@ class GrpcEngine:
         if threading.current_thread() is not threading.main_thread():
             return self._perform(self._wire("pool"), call)
         job = _Job(call)
-        self._start_caller().put(job)
         try:
+            self._start_caller().put(job)
             while not job.done.acquire(timeout=_SLICE):
                 pass
         except BaseException:
