@@ -135,9 +135,9 @@ class Client(_Core):
     # -- lifecycle -----------------------------------------------------------------------
 
     def _abort_in_flight(self) -> None:
-        """Abort the HTTP transfers in flight on ``async_infer`` threads (after an interrupt).
+        """Abort the calls in flight on ``async_infer`` threads (after an interrupt).
 
-        gRPC calls on those threads run to their end.
+        HTTP transfers and gRPC calls alike; the server sees the cancellation.
         """
         abort = getattr(self._engine, "abort_in_flight", None)
         if abort is not None:
