@@ -293,6 +293,10 @@ def request_from_proto(msg: pb.ModelInferRequest) -> InferRequest:
     )
 
 
+_RAW_INPUT_TAG: Final = varint(pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
+_RAW_OUTPUT_TAG: Final = varint(pb.ModelInferResponse.RAW_OUTPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
+
+
 def response_to_proto(resp: InferResponse, *, raw: bool = True) -> pb.ModelInferResponse:
     """Encode an :class:`InferResponse` as a ``ModelInferResponse``.
 
@@ -318,10 +322,26 @@ def response_to_proto(resp: InferResponse, *, raw: bool = True) -> pb.ModelInfer
 def response_to_bytes(resp: InferResponse) -> bytes:
     """The serialized ``ModelInferResponse`` of ``resp`` with raw contents (a server's answer).
 
+    The message without its tensor data is serialized by protobuf; the ``raw_output_contents``
+    records (the last field, so the bytes are those protobuf would write) are appended by hand
+    from the arrays' own buffers: one copy of each tensor, where going through the message
+    would cost three (``tobytes``, the message's field, ``SerializeToString``).
+
     Raises:
         InvalidInputError: data size does not match a shape, or a parameter has no v2 type.
     """
-    return bytes(response_to_proto(resp).SerializeToString())
+    msg = pb.ModelInferResponse(
+        model_name=resp.model_name, model_version=resp.model_version, id=resp.id
+    )
+    if resp.parameters:
+        params_to_proto(resp.parameters, msg.parameters)
+    raw_contents: list[Any] = []
+    encode_tensors(resp.outputs, msg.outputs.add, raw_contents, raw=True, views=True)
+    parts: list[Any] = [msg.SerializeToString()]
+    for data in raw_contents:
+        parts.append(_RAW_OUTPUT_TAG + varint(len(data)))
+        parts.append(data)
+    return b"".join(parts)
 
 
 def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
@@ -349,7 +369,6 @@ def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
 # ---------------------------------------------------------------------------------------------
 # The client hot path: a request serialized once per signature, outputs decoded on access
 
-_RAW_INPUT_TAG: Final = varint(pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
 _ID_TAG: Final = varint(pb.ModelInferRequest.ID_FIELD_NUMBER << 3 | 2)
 
 

@@ -277,13 +277,16 @@ _AnyTensorMsg = Any
 def encode_tensors(
     tensors: Sequence[InferInput] | Sequence[InferOutput],
     add: Callable[..., Any],
-    raw_out: list[bytes],
+    raw_out: list[Any],
     *,
     raw: bool,
+    views: bool = False,
 ) -> None:
     """Add one tensor message per tensor with ``add``; raw data goes to ``raw_out``.
 
-    Typed contents (``raw=False``) are used only when every tensor has a typed form.
+    Typed contents (``raw=False``) are used only when every tensor has a typed form. With
+    ``views``, a C-contiguous array of its wire form goes to ``raw_out`` as a byte memoryview
+    of itself (no copy: for a caller that writes the records itself), else as ``bytes``.
     """
     typed = not raw and all(t.data is None or t.datatype in _CONTENTS_FIELD for t in tensors)
     if not raw and not typed:
@@ -297,7 +300,10 @@ def encode_tensors(
                 msg = add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
                 if tensor.parameters:
                     params_to_proto(tensor.parameters, msg.parameters)
-                raw_out.append(data.tobytes())
+                if views and data.size and data.flags.c_contiguous:
+                    raw_out.append(memoryview(data).cast("B"))
+                else:
+                    raw_out.append(data.tobytes())
                 continue
         msg = add()
         msg.name = tensor.name
