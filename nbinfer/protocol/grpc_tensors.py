@@ -301,7 +301,7 @@ def encode_tensors(
                 if tensor.parameters:
                     params_to_proto(tensor.parameters, msg.parameters)
                 if views and data.size and data.flags.c_contiguous:
-                    raw_out.append(memoryview(data).cast("B"))
+                    raw_out.append(data.data.cast("B"))
                 else:
                     raw_out.append(data.tobytes())
                 continue
