@@ -300,8 +300,8 @@ def encode_tensors(
                 msg = add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
                 if tensor.parameters:
                     params_to_proto(tensor.parameters, msg.parameters)
-                if views and data.size and data.flags.c_contiguous:
-                    raw_out.append(data.data.cast("B"))
+                if views and data.flags.c_contiguous:
+                    raw_out.append(data.reshape(-1).view(np.uint8).data)
                 else:
                     raw_out.append(data.tobytes())
                 continue

@@ -12,6 +12,7 @@ import pytest
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol import grpc as gcodec
+from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.grpc import pb
 from nbinfer.protocol.tensors import tensor_to_bytes
 from nbinfer.protocol.types import InferInput, InferOutput, InferRequest, InferResponse
@@ -134,6 +135,9 @@ def _reference_bytes(resp: InferResponse) -> bytes:
         ("FP32", np.arange(6, dtype=np.float64).reshape(2, 3), {}),  # cast
         ("BYTES", np.array([[b"a", b"bc", b""]], dtype=object), {}),
         ("BOOL", np.array([[True, False, True]]), {}),
+        ("BF16", np.arange(6, dtype=numpy_dtype("BF16")).reshape(2, 3), {}),  # no buffer export
+        ("FP32", np.zeros((0, 3), dtype=np.float32), {}),  # empty
+        ("INT8", np.array(7, dtype=np.int8), {}),  # 0-d
     ],
 )
 def test_response_bytes_match_the_general_encoding(
@@ -150,6 +154,7 @@ def test_response_bytes_match_the_general_encoding(
     assert pb.ModelInferResponse.FromString(wire) == pb.ModelInferResponse.FromString(
         _reference_bytes(resp)
     )
+    assert wire == _reference_bytes(resp)  # the same bytes, not only the same message
     back = gcodec.response_from_proto(pb.ModelInferResponse.FromString(wire))
     assert (back.id, back.parameters, back.outputs[0].parameters) == ("abc", params, {"p": 1})
     np.testing.assert_array_equal(back.outputs[0].data, data)
