@@ -322,10 +322,12 @@ def response_to_proto(resp: InferResponse, *, raw: bool = True) -> pb.ModelInfer
 def response_to_bytes(resp: InferResponse) -> bytes:
     """The serialized ``ModelInferResponse`` of ``resp`` with raw contents (a server's answer).
 
-    The message without its tensor data is serialized by protobuf; the ``raw_output_contents``
-    records (the last field, so the bytes are those protobuf would write) are appended by hand
-    from the arrays' own buffers: one copy of each tensor, where going through the message
-    would cost three (``tobytes``, the message's field, ``SerializeToString``).
+    When an output is large, the message without its tensor data is serialized by protobuf
+    and the ``raw_output_contents`` records (the last field, so the bytes are those protobuf
+    would write) are appended by hand from the arrays' own buffers: one copy of each tensor,
+    where going through the message costs three (``tobytes``, the message's field and
+    ``SerializeToString``, which is slow on large fields). Small outputs go through the
+    message, which is quicker for them.
 
     Raises:
         InvalidInputError: data size does not match a shape, or a parameter has no v2 type.
@@ -337,6 +339,9 @@ def response_to_bytes(resp: InferResponse) -> bytes:
         params_to_proto(resp.parameters, msg.parameters)
     raw_contents: list[Any] = []
     encode_tensors(resp.outputs, msg.outputs.add, raw_contents, raw=True, views=True)
+    if all(type(data) is bytes for data in raw_contents):  # no large output
+        msg.raw_output_contents.extend(raw_contents)
+        return msg.SerializeToString()
     parts: list[Any] = [msg.SerializeToString()]
     for data in raw_contents:
         parts.append(_RAW_OUTPUT_TAG + varint(len(data)))

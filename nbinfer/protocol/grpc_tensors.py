@@ -46,6 +46,9 @@ _UINT64_MAX: Final = 2**64 - 1
 
 _ParamMap = MutableMapping[str, Any]  # map<string, InferParameter>
 
+#: Below this size a copy (``tobytes``) costs less than making a view (see encode_tensors).
+VIEW_MIN_BYTES: Final = 64 * 1024
+
 
 def _set_param(target: Any, key: str, value: Any) -> None:
     if isinstance(value, bool | np.bool_):
@@ -285,8 +288,9 @@ def encode_tensors(
     """Add one tensor message per tensor with ``add``; raw data goes to ``raw_out``.
 
     Typed contents (``raw=False``) are used only when every tensor has a typed form. With
-    ``views``, a C-contiguous array of its wire form goes to ``raw_out`` as a byte memoryview
-    of itself (no copy: for a caller that writes the records itself), else as ``bytes``.
+    ``views``, a large C-contiguous array of its wire form goes to ``raw_out`` as a byte
+    memoryview of itself (no copy: for a caller that writes the records itself); the rest
+    goes as ``bytes``.
     """
     typed = not raw and all(t.data is None or t.datatype in _CONTENTS_FIELD for t in tensors)
     if not raw and not typed:
@@ -300,7 +304,7 @@ def encode_tensors(
                 msg = add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
                 if tensor.parameters:
                     params_to_proto(tensor.parameters, msg.parameters)
-                if views and data.flags.c_contiguous:
+                if views and data.nbytes >= VIEW_MIN_BYTES and data.flags.c_contiguous:
                     raw_out.append(data.reshape(-1).view(np.uint8).data)
                 else:
                     raw_out.append(data.tobytes())
