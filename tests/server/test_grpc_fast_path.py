@@ -14,10 +14,12 @@ from nbinfer.errors import InvalidInputError
 from nbinfer.protocol import grpc as gcodec
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.grpc import pb
+from nbinfer.protocol.grpc_tensors import VIEW_MIN_BYTES
 from nbinfer.protocol.tensors import tensor_to_bytes
 from nbinfer.protocol.types import InferInput, InferOutput, InferRequest, InferResponse
 
 _A = np.arange(16, dtype=np.float32).reshape(1, 16)
+_LARGE = np.arange(2 * VIEW_MIN_BYTES // 4, dtype=np.float32).reshape(-1, 64)
 
 
 def _request(**kw: object) -> pb.ModelInferRequest:
@@ -138,6 +140,11 @@ def _reference_bytes(resp: InferResponse) -> bytes:
         ("BF16", np.arange(6, dtype=numpy_dtype("BF16")).reshape(2, 3), {}),  # no buffer export
         ("FP32", np.zeros((0, 3), dtype=np.float32), {}),  # empty
         ("INT8", np.array(7, dtype=np.int8), {}),  # 0-d
+        # from VIEW_MIN_BYTES up, the records are written from the arrays' own buffers
+        ("FP32", _LARGE, {}),
+        ("FP32", _LARGE.T, {}),  # not contiguous
+        ("BF16", _LARGE.astype(numpy_dtype("BF16")), {}),
+        ("UINT8", np.zeros(VIEW_MIN_BYTES, dtype=np.uint8), {}),  # exactly the threshold
     ],
 )
 def test_response_bytes_match_the_general_encoding(
@@ -158,6 +165,19 @@ def test_response_bytes_match_the_general_encoding(
     back = gcodec.response_from_proto(pb.ModelInferResponse.FromString(wire))
     assert (back.id, back.parameters, back.outputs[0].parameters) == ("abc", params, {"p": 1})
     np.testing.assert_array_equal(back.outputs[0].data, data)
+
+
+def test_a_response_mixing_large_and_small_outputs_has_protobufs_bytes() -> None:
+    resp = InferResponse(
+        model_name="m",
+        outputs=[
+            InferOutput("SMALL", "INT32", [2], np.array([1, 2], dtype=np.int32)),
+            InferOutput("LARGE", "FP32", list(_LARGE.shape), _LARGE),
+            InferOutput("EMPTY", "FP32", [0], np.zeros(0, dtype=np.float32)),
+        ],
+        id="x",
+    )
+    assert gcodec.response_to_bytes(resp) == _reference_bytes(resp)
 
 
 def test_response_data_of_another_shape_but_the_same_size_is_reshaped() -> None:
