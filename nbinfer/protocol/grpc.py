@@ -29,15 +29,17 @@ from typing import Any, Final, Literal, TypeVar, cast
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from nbinfer.errors import InvalidInputError, UnsupportedError
 from nbinfer.protocol._generated import grpc_service_pb2 as pb
 from nbinfer.protocol.grpc_tensors import (
+    VIEW_MIN_BYTES,
     decode_tensors,
     encode_tensors,
     params_from_proto,
     params_to_proto,
+    split_field,
     varint,
 )
 from nbinfer.protocol.reader import PLAIN_DTYPES, PlainOutput
@@ -82,6 +84,7 @@ __all__ = [
     "pb",
     "repository_index_from_proto",
     "repository_index_to_proto",
+    "request_from_bytes",
     "request_from_proto",
     "request_to_proto",
     "response_from_proto",
@@ -228,6 +231,9 @@ def _message(rpc: str, kind: Literal["request", "response"], fields: dict[str, A
 # Inference request / response
 
 _CLASSIFICATION: Final = "classification"
+_RAW_INPUT_FIELD: Final = pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER
+_RAW_INPUT_TAG: Final = varint(_RAW_INPUT_FIELD << 3 | 2)
+_RAW_OUTPUT_TAG: Final = varint(pb.ModelInferResponse.RAW_OUTPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
 
 
 def request_to_proto(req: InferRequest, *, raw: bool = True) -> pb.ModelInferRequest:
@@ -261,6 +267,29 @@ def request_to_proto(req: InferRequest, *, raw: bool = True) -> pb.ModelInferReq
     return msg
 
 
+def request_from_bytes(data: bytes) -> InferRequest:
+    """Decode a serialized ``ModelInferRequest`` (what a server receives).
+
+    In a large message the ``raw_input_contents`` are taken out before protobuf parses the
+    rest, so the tensors are views of ``data`` itself: protobuf would copy them twice (into
+    the message, then into a ``bytes`` per entry).
+
+    Raises:
+        InvalidInputError: not a ``ModelInferRequest``, or the errors of
+            :func:`request_from_proto`.
+        DataTypeError: an unknown datatype.
+    """
+    split = split_field(data, _RAW_INPUT_FIELD) if len(data) >= VIEW_MIN_BYTES else None
+    try:
+        if split is None:
+            msg = pb.ModelInferRequest.FromString(data)
+            return _request_from_parts(msg, msg.raw_input_contents)
+        rest, raw = split
+        return _request_from_parts(pb.ModelInferRequest.FromString(rest), raw)
+    except DecodeError as exc:
+        raise InvalidInputError(f"malformed ModelInferRequest message: {exc}") from exc
+
+
 def request_from_proto(msg: pb.ModelInferRequest) -> InferRequest:
     """Decode a ``ModelInferRequest``; raw tensors become zero-copy read-only views.
 
@@ -268,7 +297,11 @@ def request_from_proto(msg: pb.ModelInferRequest) -> InferRequest:
         InvalidInputError: data and shape disagree, data is missing, or contents are mixed.
         DataTypeError: an unknown datatype.
     """
-    inputs = decode_tensors(msg.inputs, msg.raw_input_contents, "input", InferInput)
+    return _request_from_parts(msg, msg.raw_input_contents)
+
+
+def _request_from_parts(msg: pb.ModelInferRequest, raw: Sequence[Any]) -> InferRequest:
+    inputs = decode_tensors(msg.inputs, raw, "input", InferInput)
     outputs = []
     for tensor in msg.outputs:
         if not tensor.parameters:
@@ -291,10 +324,6 @@ def request_from_proto(msg: pb.ModelInferRequest) -> InferRequest:
         model_name=msg.model_name,
         model_version=msg.model_version,
     )
-
-
-_RAW_INPUT_TAG: Final = varint(pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
-_RAW_OUTPUT_TAG: Final = varint(pb.ModelInferResponse.RAW_OUTPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
 
 
 def response_to_proto(resp: InferResponse, *, raw: bool = True) -> pb.ModelInferResponse:

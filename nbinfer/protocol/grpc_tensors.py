@@ -35,7 +35,9 @@ __all__ = [
     "encode_tensors",
     "params_from_proto",
     "params_to_proto",
+    "split_field",
     "varint",
+    "VIEW_MIN_BYTES",
 ]
 
 logger = logging.getLogger("nbinfer")
@@ -177,6 +179,53 @@ def _packed_payloads(buf: bytes, field_number: int) -> list[bytes]:
             pieces.append(buf[pos : pos + length])
         pos += length
     return pieces
+
+
+#: Bytes past the tag of a record of each fixed-size wire type (1: 64-bit, 5: 32-bit).
+_FIXED_WIRE_SIZE: Final = {1: 8, 5: 4}
+
+
+def split_field(buf: bytes, field_number: int) -> tuple[bytes, list[memoryview]] | None:
+    """Take the length-delimited records of ``field_number`` out of a serialized message.
+
+    Returns the other top-level records (re-joined: a message of its own) and the payloads of
+    ``field_number`` as zero-copy views of ``buf``, in order; ``None`` when the top level is
+    not well formed (a protobuf parser of the whole ``buf`` then reports the error). Protobuf
+    readers accept fields in any order, so parsing the rest gives the message without the field.
+    """
+    view = memoryview(buf)
+    end = len(buf)
+    rest: list[memoryview] = []
+    found: list[memoryview] = []
+    pos = 0
+    try:
+        while pos < end:
+            start = pos
+            tag, pos = _read_varint(buf, pos)
+            wire = tag & 7
+            if tag >> 3 == 0:
+                return None
+            if wire == 0:
+                _, pos = _read_varint(buf, pos)
+            elif wire == 2:
+                length, pos = _read_varint(buf, pos)
+                if pos + length > end:
+                    return None
+                if tag >> 3 == field_number:
+                    found.append(view[pos : pos + length])
+                    pos += length
+                    continue
+                pos += length
+            elif wire in _FIXED_WIRE_SIZE:
+                pos += _FIXED_WIRE_SIZE[wire]
+            else:  # groups (deprecated) or an invalid wire type: leave it to the parser
+                return None
+            if pos > end:
+                return None
+            rest.append(view[start:pos])
+    except InvalidInputError:  # a truncated varint
+        return None
+    return b"".join(rest), found
 
 
 def _element_count(shape: Sequence[int], name: str) -> int:
@@ -375,7 +424,7 @@ def decode_tensors(
                 data = None
             elif (
                 dtype is None
-                or type(buf) is not bytes
+                or (type(buf) is not bytes and type(buf) is not memoryview)
                 or len(buf) != math.prod(shape) * dtype.itemsize
                 or (shape and min(shape) < 0)
             ):

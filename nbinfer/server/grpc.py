@@ -170,25 +170,21 @@ class GrpcFrontend:
     def _infer_handler(self, token: str | None) -> _Handler:
         """ModelInfer (the hot path) as one coroutine: :func:`_guard` inlined, answers bytes.
 
-        The request is parsed here (garbage is INVALID_ARGUMENT) and the response serialized by
-        :func:`~nbinfer.protocol.grpc.response_to_bytes` (tensor data copied once).
+        The request is decoded by :func:`~nbinfer.protocol.grpc.request_from_bytes` (garbage is
+        INVALID_ARGUMENT; large tensors are views of the received bytes) and the response
+        serialized by :func:`~nbinfer.protocol.grpc.response_to_bytes` (tensor data copied once).
         """
         infer = self.dp.infer
-        decode = gcodec.request_from_proto
+        decode = gcodec.request_from_bytes
         encode = gcodec.response_to_bytes
-        parse = _INFER.request.FromString
 
         async def model_infer(request: Any, context: Any) -> Any:
             if token is not None and not _authorized(context, token):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
             try:
-                try:
-                    message: Any = parse(request)
-                except DecodeError as exc:
-                    raise InvalidInputError(f"malformed ModelInferRequest message: {exc}") from exc
                 out_headers: dict[str, str] = {}
                 response = await infer(
-                    decode(message), headers=_MetadataView(context), response_headers=out_headers
+                    decode(request), headers=_MetadataView(context), response_headers=out_headers
                 )
                 if out_headers:
                     await _send_headers(context, out_headers)

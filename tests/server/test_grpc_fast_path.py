@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from google.protobuf.message import DecodeError
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol import grpc as gcodec
@@ -16,7 +17,13 @@ from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.grpc import pb
 from nbinfer.protocol.grpc_tensors import VIEW_MIN_BYTES
 from nbinfer.protocol.tensors import tensor_to_bytes
-from nbinfer.protocol.types import InferInput, InferOutput, InferRequest, InferResponse
+from nbinfer.protocol.types import (
+    InferInput,
+    InferOutput,
+    InferRequest,
+    InferResponse,
+    RequestedOutput,
+)
 
 _A = np.arange(16, dtype=np.float32).reshape(1, 16)
 _LARGE = np.arange(2 * VIEW_MIN_BYTES // 4, dtype=np.float32).reshape(-1, 64)
@@ -110,6 +117,120 @@ def test_negative_dims_are_refused(shape: list[int]) -> None:
     msg.raw_input_contents[0] = b"\0" * 4 if shape == [-1, -1] else b""
     with pytest.raises(InvalidInputError, match="INPUT0"):
         gcodec.request_from_proto(msg)
+
+
+# -- request_from_bytes: large messages keep their raw inputs as views of the received bytes
+
+
+def _large_request() -> pb.ModelInferRequest:
+    req = InferRequest(
+        inputs=[
+            InferInput("BIG", "FP32", list(_LARGE.shape), _LARGE),
+            InferInput("S", "BYTES", [2], np.array([b"ab", b""], dtype=object)),
+            InferInput("B", "BOOL", [3], np.array([True, False, True])),
+        ],
+        outputs=[RequestedOutput("OUT", class_count=2)],
+        model_name="m",
+        model_version="3",
+        id="big",
+        parameters={"p": 1.5},
+    )
+    return gcodec.request_to_proto(req)
+
+
+def _same_request(a: InferRequest, b: InferRequest) -> None:
+    heads = ("model_name", "model_version", "id", "parameters", "outputs")
+    assert [getattr(a, k) for k in heads] == [getattr(b, k) for k in heads]
+    assert len(a.inputs) == len(b.inputs)
+    for x, y in zip(a.inputs, b.inputs, strict=True):
+        assert (x.name, x.datatype, x.shape, x.parameters) == (
+            y.name,
+            y.datatype,
+            y.shape,
+            y.parameters,
+        )
+        np.testing.assert_array_equal(x.data, y.data)  # type: ignore[arg-type]
+        assert x.data is not None and x.data.dtype == y.data.dtype  # type: ignore[union-attr]
+
+
+def test_a_large_request_decodes_as_protobuf_does_with_views_of_the_bytes() -> None:
+    wire = _large_request().SerializeToString()
+    assert len(wire) >= VIEW_MIN_BYTES
+    req = gcodec.request_from_bytes(wire)
+    _same_request(req, gcodec.request_from_proto(pb.ModelInferRequest.FromString(wire)))
+    big = req.inputs[0].data
+    assert big is not None and not big.flags.writeable
+    assert np.shares_memory(big, np.frombuffer(wire, dtype=np.uint8))
+
+
+def test_raw_records_may_come_first_or_between_other_fields() -> None:
+    msg = _large_request()
+    raw = list(msg.raw_input_contents)
+    del msg.raw_input_contents[:]
+    rest = msg.SerializeToString()
+    records = [pb.ModelInferRequest(raw_input_contents=[r]).SerializeToString() for r in raw]
+    wire = records[0] + records[1] + rest + records[2]
+    expected = gcodec.request_from_proto(pb.ModelInferRequest.FromString(wire))
+    _same_request(gcodec.request_from_bytes(wire), expected)
+
+
+def _tail_cases() -> list[bytes]:
+    wire = _large_request().SerializeToString()
+    return [
+        wire[: len(wire) // 2],  # cut inside the large raw record
+        wire[:-1],
+        wire + b"\x80",  # a truncated varint tag
+        wire + b"\x3b",  # field 7 as a group start (wire type 3)
+        wire + b"\x07",  # field 0
+        wire + b"\x3f\x00",  # wire type 7
+        wire + b"\x38\x05",  # field 7 as a varint: the wrong wire type
+        wire + b"\x91\x01\x01\x02",  # an unknown 64-bit field, truncated
+        wire + b"\xfa\x07\x02hi",  # an unknown length-delimited field
+    ]
+
+
+def _mutations(count: int) -> list[bytes]:
+    """Large requests with bytes changed in their headers (where the structure is)."""
+    msg = _large_request()
+    raw = list(msg.raw_input_contents)
+    del msg.raw_input_contents[:]
+    head = msg.SerializeToString()
+    tail = pb.ModelInferRequest(raw_input_contents=raw).SerializeToString()
+    rng = np.random.default_rng(7)
+    out = []
+    for _ in range(count):
+        wire = bytearray(head + tail)
+        for _ in range(int(rng.integers(1, 4))):
+            at = int(rng.integers(0, len(head) + 8))
+            wire[at] = int(rng.integers(0, 256))
+        out.append(bytes(wire))
+    return out
+
+
+@pytest.mark.parametrize("wire", _tail_cases() + _mutations(150))
+def test_a_malformed_large_request_fails_as_protobuf_fails(wire: bytes) -> None:
+    try:
+        expected = gcodec.request_from_proto(pb.ModelInferRequest.FromString(wire))
+    except DecodeError:
+        with pytest.raises(InvalidInputError, match="malformed ModelInferRequest"):
+            gcodec.request_from_bytes(wire)
+    except InvalidInputError as exc:
+        with pytest.raises(InvalidInputError) as info:
+            gcodec.request_from_bytes(wire)
+        assert info.value.message == exc.message
+    else:
+        _same_request(gcodec.request_from_bytes(wire), expected)
+
+
+@pytest.mark.parametrize("wire", [b"\xff", b"\x0a\x05ab", _request().SerializeToString()])
+def test_small_requests_decode_through_protobuf(wire: bytes) -> None:
+    try:
+        expected = gcodec.request_from_proto(pb.ModelInferRequest.FromString(wire))
+    except DecodeError:
+        with pytest.raises(InvalidInputError, match="malformed ModelInferRequest"):
+            gcodec.request_from_bytes(wire)
+    else:
+        _same_request(gcodec.request_from_bytes(wire), expected)
 
 
 def _reference_bytes(resp: InferResponse) -> bytes:
