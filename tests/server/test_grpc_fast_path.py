@@ -149,7 +149,7 @@ def _same_request(a: InferRequest, b: InferRequest) -> None:
             y.shape,
             y.parameters,
         )
-        np.testing.assert_array_equal(x.data, y.data)  # type: ignore[arg-type]
+        np.testing.assert_array_equal(x.data, y.data)
         assert x.data is not None and x.data.dtype == y.data.dtype  # type: ignore[union-attr]
 
 
