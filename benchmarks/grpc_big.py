@@ -9,8 +9,9 @@ Usage::
 
     python benchmarks/grpc_big.py [--seconds 3] [--rounds 3]
 
-To compare two checkouts, run it twice with ``PYTHONPATH`` pointing at each (the embedded
-server is a subprocess and inherits it).
+To compare two checkouts, run it from each checkout's directory with ``PYTHONPATH`` pointing
+at it (``cd A && PYTHONPATH=A python /path/to/grpc_big.py``): the embedded server is a
+``python -m`` subprocess, which puts its working directory first on its path.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ The part of the gRPC codec that works field by field on the messages
 ``InferTensorContents``, parameter maps): it reads and writes their fields and never imports the
 generated stubs, so :mod:`nbinfer.protocol.grpc` stays their only user. Raw tensors decode as
 zero-copy read-only views; typed contents are written and read without a per-element loop where
-the wire form allows (packed floats and bools).
+the wire form allows (packed floats and bools). :func:`split_field` takes the raw contents out
+of a serialized message by walking its top-level records, so large tensors are never copied
+into a message.
 
 Imports numpy and the protocol's own tensor / dtype modules only: no protobuf runtime, no I/O.
 """
