@@ -94,6 +94,7 @@ __all__ = [
     "server_metadata_to_proto",
     "statistics_json_to_proto",
     "statistics_proto_to_json",
+    "stream_response_to_bytes",
 ]
 
 logger = logging.getLogger("nbinfer")
@@ -234,6 +235,9 @@ _CLASSIFICATION: Final = "classification"
 _RAW_INPUT_FIELD: Final = pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER
 _RAW_INPUT_TAG: Final = varint(_RAW_INPUT_FIELD << 3 | 2)
 _RAW_OUTPUT_TAG: Final = varint(pb.ModelInferResponse.RAW_OUTPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
+_STREAM_RESPONSE_TAG: Final = varint(
+    pb.ModelStreamInferResponse.INFER_RESPONSE_FIELD_NUMBER << 3 | 2
+)
 
 
 def request_to_proto(req: InferRequest, *, raw: bool = True) -> pb.ModelInferRequest:
@@ -361,6 +365,22 @@ def response_to_bytes(resp: InferResponse) -> bytes:
     Raises:
         InvalidInputError: data size does not match a shape, or a parameter has no v2 type.
     """
+    return b"".join(_response_parts(resp))
+
+
+def stream_response_to_bytes(resp: InferResponse) -> bytes:
+    """The serialized ``ModelStreamInferResponse`` carrying ``resp`` (as :func:`response_to_bytes`).
+
+    Raises:
+        InvalidInputError: data size does not match a shape, or a parameter has no v2 type.
+    """
+    parts = _response_parts(resp)
+    size = sum(len(part) for part in parts)
+    return b"".join([_STREAM_RESPONSE_TAG + varint(size), *parts])
+
+
+def _response_parts(resp: InferResponse) -> list[Any]:
+    """The buffers whose concatenation is the serialized ``ModelInferResponse``."""
     msg = pb.ModelInferResponse(
         model_name=resp.model_name, model_version=resp.model_version, id=resp.id
     )
@@ -370,12 +390,12 @@ def response_to_bytes(resp: InferResponse) -> bytes:
     encode_tensors(resp.outputs, msg.outputs.add, raw_contents, raw=True, views=True)
     if all(type(data) is bytes for data in raw_contents):  # no large output
         msg.raw_output_contents.extend(raw_contents)
-        return msg.SerializeToString()
+        return [msg.SerializeToString()]
     parts: list[Any] = [msg.SerializeToString()]
     for data in raw_contents:
         parts.append(_RAW_OUTPUT_TAG + varint(len(data)))
         parts.append(data)
-    return b"".join(parts)
+    return parts
 
 
 def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:

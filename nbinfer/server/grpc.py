@@ -206,11 +206,16 @@ class GrpcFrontend:
 
         A decoupled model answers 0..N responses per request; when the request sets
         ``triton_enable_empty_final_response``, responses carry ``triton_final_response``
-        and a decoupled model's last one is an empty response with it set to true.
+        and a decoupled model's last one is an empty response with it set to true. Answers
+        are serialized here (tensor data copied once, as for ModelInfer).
         """
         if self.auth_token is not None and not _authorized(context, self.auth_token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
-        reply = _STREAM.response
+        encode = gcodec.stream_response_to_bytes
+
+        def reply(**fields: Any) -> bytes:
+            return bytes(_STREAM.response(**fields).SerializeToString())
+
         async for data in request_iterator:
             try:
                 message = _parse(_INFER.request, data)
@@ -233,7 +238,7 @@ class GrpcFrontend:
                 async for response in stream:
                     if final:
                         response.parameters[FINAL_RESPONSE] = not decoupled
-                    yield reply(infer_response=gcodec.response_to_proto(response))
+                    yield encode(response)
                 if decoupled:
                     last = InferResponse(
                         model_name=request.model_name,
@@ -242,7 +247,7 @@ class GrpcFrontend:
                         id=request.id,
                         parameters={FINAL_RESPONSE: True},
                     )
-                    yield reply(infer_response=gcodec.response_to_proto(last))
+                    yield encode(last)
             except NbinferError as exc:
                 yield reply(error_message=exc.message, infer_response=ids)
             except Exception as exc:
@@ -359,14 +364,11 @@ class GrpcFrontend:
             )
             for rpc, fn in unary.items()
         }
-        # ModelInfer answers bytes it serialized itself
+        # ModelInfer and ModelStreamInfer answer bytes they serialized themselves
         methods["ModelInfer"] = grpc.unary_unary_rpc_method_handler(
             self._infer_handler(self._token("ModelInfer"))
         )
-        methods["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(
-            self.model_stream_infer,
-            response_serializer=_STREAM.response.SerializeToString,
-        )
+        methods["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer)
         return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
 
 

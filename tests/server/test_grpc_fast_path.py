@@ -300,6 +300,17 @@ def test_a_response_mixing_large_and_small_outputs_has_protobufs_bytes() -> None
     assert gcodec.response_to_bytes(resp) == _reference_bytes(resp)
 
 
+@pytest.mark.parametrize("data", [np.arange(6, dtype=np.float32), _LARGE], ids=["small", "large"])
+def test_a_stream_response_has_protobufs_bytes(data: np.ndarray) -> None:
+    resp = InferResponse(
+        "m", [InferOutput("OUT", "FP32", list(data.shape), data)], id="s", parameters={"f": True}
+    )
+    reference = pb.ModelStreamInferResponse(
+        infer_response=pb.ModelInferResponse.FromString(_reference_bytes(resp))
+    )
+    assert gcodec.stream_response_to_bytes(resp) == reference.SerializeToString(deterministic=True)
+
+
 def test_response_data_of_another_shape_but_the_same_size_is_reshaped() -> None:
     data = np.arange(6, dtype=np.float32)
     resp = InferResponse("m", [InferOutput("OUT", "FP32", [2, 3], data)])
