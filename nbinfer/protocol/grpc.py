@@ -81,6 +81,7 @@ __all__ = [
     "model_metadata_to_proto",
     "params_from_proto",
     "params_to_proto",
+    "parse_request",
     "pb",
     "repository_index_from_proto",
     "repository_index_to_proto",
@@ -272,39 +273,50 @@ def request_to_proto(req: InferRequest, *, raw: bool = True) -> pb.ModelInferReq
 
 
 def request_from_bytes(data: bytes) -> InferRequest:
-    """Decode a serialized ``ModelInferRequest`` (what a server receives).
-
-    In a large message the ``raw_input_contents`` are taken out before protobuf parses the
-    rest, so the tensors are views of ``data`` itself: protobuf would copy them twice (into
-    the message, then into a ``bytes`` per entry).
+    """Decode a serialized ``ModelInferRequest`` (what a server receives): :func:`parse_request`.
 
     Raises:
         InvalidInputError: not a ``ModelInferRequest``, or the errors of
             :func:`request_from_proto`.
         DataTypeError: an unknown datatype.
     """
+    return request_from_proto(*parse_request(data))
+
+
+def parse_request(data: bytes) -> tuple[pb.ModelInferRequest, Sequence[Any]]:
+    """Parse a serialized ``ModelInferRequest`` into the message and its raw input contents.
+
+    In a large message the ``raw_input_contents`` are taken out before protobuf parses the
+    rest (the message then has none): they are views of ``data`` itself, where protobuf would
+    copy them twice (into the message, then into a ``bytes`` per entry).
+
+    Raises:
+        InvalidInputError: not a ``ModelInferRequest`` (malformed protobuf).
+    """
     split = split_field(data, _RAW_INPUT_FIELD) if len(data) >= VIEW_MIN_BYTES else None
     try:
         if split is None:
             msg = pb.ModelInferRequest.FromString(data)
-            return _request_from_parts(msg, msg.raw_input_contents)
+            return msg, msg.raw_input_contents
         rest, raw = split
-        return _request_from_parts(pb.ModelInferRequest.FromString(rest), raw)
+        return pb.ModelInferRequest.FromString(rest), raw
     except DecodeError as exc:
         raise InvalidInputError(f"malformed ModelInferRequest message: {exc}") from exc
 
 
-def request_from_proto(msg: pb.ModelInferRequest) -> InferRequest:
+def request_from_proto(msg: pb.ModelInferRequest, raw: Sequence[Any] | None = None) -> InferRequest:
     """Decode a ``ModelInferRequest``; raw tensors become zero-copy read-only views.
+
+    Args:
+        msg: The message.
+        raw: Its raw input contents when they are not in ``msg`` (:func:`parse_request`).
 
     Raises:
         InvalidInputError: data and shape disagree, data is missing, or contents are mixed.
         DataTypeError: an unknown datatype.
     """
-    return _request_from_parts(msg, msg.raw_input_contents)
-
-
-def _request_from_parts(msg: pb.ModelInferRequest, raw: Sequence[Any]) -> InferRequest:
+    if raw is None:
+        raw = msg.raw_input_contents
     inputs = decode_tensors(msg.inputs, raw, "input", InferInput)
     outputs = []
     for tensor in msg.outputs:

@@ -218,7 +218,7 @@ class GrpcFrontend:
 
         async for data in request_iterator:
             try:
-                message = _parse(_INFER.request, data)
+                message, raw = gcodec.parse_request(data)
             except InvalidInputError as exc:
                 yield reply(error_message=exc.message)
                 continue
@@ -226,9 +226,7 @@ class GrpcFrontend:
                 id=message.id, model_name=message.model_name, model_version=message.model_version
             )
             try:
-                request = gcodec.request_from_proto(message)
-                request.model_name = message.model_name
-                request.model_version = message.model_version
+                request = gcodec.request_from_proto(message, raw)
                 flag = request.parameters.get(EMPTY_FINAL)
                 final = flag is True or str(flag).lower() == "true"
                 decoupled = final and self.dp.is_decoupled(
