@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
         bench.SERVER[:] = [psutil.Process(server.pid)]
         address = server.grpc_url.split("://", 1)[-1]
-        client = nbc.Client(f"grpc://{address}")
+        client = nbc.Client(f"grpc://{address}", shared_memory=False)  # the wire, not shm
 
         def nb_make() -> Any:
             def infer(data: dict[str, Any]) -> Any:
