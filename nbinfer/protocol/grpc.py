@@ -29,15 +29,17 @@ from typing import Any, Final, Literal, TypeVar, cast
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from nbinfer.errors import InvalidInputError, UnsupportedError
 from nbinfer.protocol._generated import grpc_service_pb2 as pb
 from nbinfer.protocol.grpc_tensors import (
+    VIEW_MIN_BYTES,
     decode_tensors,
     encode_tensors,
     params_from_proto,
     params_to_proto,
+    split_field,
     varint,
 )
 from nbinfer.protocol.reader import PLAIN_DTYPES, PlainOutput
@@ -79,9 +81,11 @@ __all__ = [
     "model_metadata_to_proto",
     "params_from_proto",
     "params_to_proto",
+    "parse_request",
     "pb",
     "repository_index_from_proto",
     "repository_index_to_proto",
+    "request_from_bytes",
     "request_from_proto",
     "request_to_proto",
     "response_from_proto",
@@ -91,6 +95,7 @@ __all__ = [
     "server_metadata_to_proto",
     "statistics_json_to_proto",
     "statistics_proto_to_json",
+    "stream_response_to_bytes",
 ]
 
 logger = logging.getLogger("nbinfer")
@@ -228,6 +233,12 @@ def _message(rpc: str, kind: Literal["request", "response"], fields: dict[str, A
 # Inference request / response
 
 _CLASSIFICATION: Final = "classification"
+_RAW_INPUT_FIELD: Final = pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER
+_RAW_INPUT_TAG: Final = varint(_RAW_INPUT_FIELD << 3 | 2)
+_RAW_OUTPUT_TAG: Final = varint(pb.ModelInferResponse.RAW_OUTPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
+_STREAM_RESPONSE_TAG: Final = varint(
+    pb.ModelStreamInferResponse.INFER_RESPONSE_FIELD_NUMBER << 3 | 2
+)
 
 
 def request_to_proto(req: InferRequest, *, raw: bool = True) -> pb.ModelInferRequest:
@@ -261,14 +272,52 @@ def request_to_proto(req: InferRequest, *, raw: bool = True) -> pb.ModelInferReq
     return msg
 
 
-def request_from_proto(msg: pb.ModelInferRequest) -> InferRequest:
+def request_from_bytes(data: bytes) -> InferRequest:
+    """Decode a serialized ``ModelInferRequest`` (what a server receives): :func:`parse_request`.
+
+    Raises:
+        InvalidInputError: not a ``ModelInferRequest``, or the errors of
+            :func:`request_from_proto`.
+        DataTypeError: an unknown datatype.
+    """
+    return request_from_proto(*parse_request(data))
+
+
+def parse_request(data: bytes) -> tuple[pb.ModelInferRequest, Sequence[Any]]:
+    """Parse a serialized ``ModelInferRequest`` into the message and its raw input contents.
+
+    In a large message the ``raw_input_contents`` are taken out before protobuf parses the
+    rest (the message then has none): they are views of ``data`` itself, where protobuf would
+    copy them twice (into the message, then into a ``bytes`` per entry).
+
+    Raises:
+        InvalidInputError: not a ``ModelInferRequest`` (malformed protobuf).
+    """
+    split = split_field(data, _RAW_INPUT_FIELD) if len(data) >= VIEW_MIN_BYTES else None
+    try:
+        if split is None:
+            msg = pb.ModelInferRequest.FromString(data)
+            return msg, msg.raw_input_contents
+        rest, raw = split
+        return pb.ModelInferRequest.FromString(rest), raw
+    except DecodeError as exc:
+        raise InvalidInputError(f"malformed ModelInferRequest message: {exc}") from exc
+
+
+def request_from_proto(msg: pb.ModelInferRequest, raw: Sequence[Any] | None = None) -> InferRequest:
     """Decode a ``ModelInferRequest``; raw tensors become zero-copy read-only views.
+
+    Args:
+        msg: The message.
+        raw: Its raw input contents when they are not in ``msg`` (:func:`parse_request`).
 
     Raises:
         InvalidInputError: data and shape disagree, data is missing, or contents are mixed.
         DataTypeError: an unknown datatype.
     """
-    inputs = decode_tensors(msg.inputs, msg.raw_input_contents, "input", InferInput)
+    if raw is None:
+        raw = msg.raw_input_contents
+    inputs = decode_tensors(msg.inputs, raw, "input", InferInput)
     outputs = []
     for tensor in msg.outputs:
         if not tensor.parameters:
@@ -318,10 +367,47 @@ def response_to_proto(resp: InferResponse, *, raw: bool = True) -> pb.ModelInfer
 def response_to_bytes(resp: InferResponse) -> bytes:
     """The serialized ``ModelInferResponse`` of ``resp`` with raw contents (a server's answer).
 
+    When an output is large, the message without its tensor data is serialized by protobuf
+    and the ``raw_output_contents`` records (the last field, so the bytes are those protobuf
+    would write) are appended by hand from the arrays' own buffers: one copy of each tensor,
+    where going through the message costs three (``tobytes``, the message's field and
+    ``SerializeToString``, which is slow on large fields). Small outputs go through the
+    message, which is quicker for them.
+
     Raises:
         InvalidInputError: data size does not match a shape, or a parameter has no v2 type.
     """
-    return bytes(response_to_proto(resp).SerializeToString())
+    return b"".join(_response_parts(resp))
+
+
+def stream_response_to_bytes(resp: InferResponse) -> bytes:
+    """The serialized ``ModelStreamInferResponse`` carrying ``resp`` (as :func:`response_to_bytes`).
+
+    Raises:
+        InvalidInputError: data size does not match a shape, or a parameter has no v2 type.
+    """
+    parts = _response_parts(resp)
+    size = sum(len(part) for part in parts)
+    return b"".join([_STREAM_RESPONSE_TAG + varint(size), *parts])
+
+
+def _response_parts(resp: InferResponse) -> list[Any]:
+    """The buffers whose concatenation is the serialized ``ModelInferResponse``."""
+    msg = pb.ModelInferResponse(
+        model_name=resp.model_name, model_version=resp.model_version, id=resp.id
+    )
+    if resp.parameters:
+        params_to_proto(resp.parameters, msg.parameters)
+    raw_contents: list[Any] = []
+    encode_tensors(resp.outputs, msg.outputs.add, raw_contents, raw=True, views=True)
+    if all(type(data) is bytes for data in raw_contents):  # no large output
+        msg.raw_output_contents.extend(raw_contents)
+        return [msg.SerializeToString()]
+    parts: list[Any] = [msg.SerializeToString()]
+    for data in raw_contents:
+        parts.append(_RAW_OUTPUT_TAG + varint(len(data)))
+        parts.append(data)
+    return parts
 
 
 def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
@@ -349,7 +435,6 @@ def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
 # ---------------------------------------------------------------------------------------------
 # The client hot path: a request serialized once per signature, outputs decoded on access
 
-_RAW_INPUT_TAG: Final = varint(pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER << 3 | 2)
 _ID_TAG: Final = varint(pb.ModelInferRequest.ID_FIELD_NUMBER << 3 | 2)
 
 

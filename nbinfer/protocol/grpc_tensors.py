@@ -5,7 +5,9 @@ The part of the gRPC codec that works field by field on the messages
 ``InferTensorContents``, parameter maps): it reads and writes their fields and never imports the
 generated stubs, so :mod:`nbinfer.protocol.grpc` stays their only user. Raw tensors decode as
 zero-copy read-only views; typed contents are written and read without a per-element loop where
-the wire form allows (packed floats and bools).
+the wire form allows (packed floats and bools). :func:`split_field` takes the raw contents out
+of a serialized message by walking its top-level records, so large tensors are never copied
+into a message.
 
 Imports numpy and the protocol's own tensor / dtype modules only: no protobuf runtime, no I/O.
 """
@@ -35,7 +37,9 @@ __all__ = [
     "encode_tensors",
     "params_from_proto",
     "params_to_proto",
+    "split_field",
     "varint",
+    "VIEW_MIN_BYTES",
 ]
 
 logger = logging.getLogger("nbinfer")
@@ -45,6 +49,9 @@ _INT64_MAX: Final = 2**63 - 1
 _UINT64_MAX: Final = 2**64 - 1
 
 _ParamMap = MutableMapping[str, Any]  # map<string, InferParameter>
+
+#: Below this size a copy (``tobytes``) costs less than making a view (see encode_tensors).
+VIEW_MIN_BYTES: Final = 64 * 1024
 
 
 def _set_param(target: Any, key: str, value: Any) -> None:
@@ -176,6 +183,53 @@ def _packed_payloads(buf: bytes, field_number: int) -> list[bytes]:
     return pieces
 
 
+#: Bytes past the tag of a record of each fixed-size wire type (1: 64-bit, 5: 32-bit).
+_FIXED_WIRE_SIZE: Final = {1: 8, 5: 4}
+
+
+def split_field(buf: bytes, field_number: int) -> tuple[bytes, list[memoryview]] | None:
+    """Take the length-delimited records of ``field_number`` out of a serialized message.
+
+    Returns the other top-level records (re-joined: a message of its own) and the payloads of
+    ``field_number`` as zero-copy views of ``buf``, in order; ``None`` when the top level is
+    not well formed (a protobuf parser of the whole ``buf`` then reports the error). Protobuf
+    readers accept fields in any order, so parsing the rest gives the message without the field.
+    """
+    view = memoryview(buf)
+    end = len(buf)
+    rest: list[memoryview] = []
+    found: list[memoryview] = []
+    pos = 0
+    try:
+        while pos < end:
+            start = pos
+            tag, pos = _read_varint(buf, pos)
+            wire = tag & 7
+            if tag >> 3 == 0:
+                return None
+            if wire == 0:
+                _, pos = _read_varint(buf, pos)
+            elif wire == 2:
+                length, pos = _read_varint(buf, pos)
+                if pos + length > end:
+                    return None
+                if tag >> 3 == field_number:
+                    found.append(view[pos : pos + length])
+                    pos += length
+                    continue
+                pos += length
+            elif wire in _FIXED_WIRE_SIZE:
+                pos += _FIXED_WIRE_SIZE[wire]
+            else:  # groups (deprecated) or an invalid wire type: leave it to the parser
+                return None
+            if pos > end:
+                return None
+            rest.append(view[start:pos])
+    except InvalidInputError:  # a truncated varint
+        return None
+    return b"".join(rest), found
+
+
 def _element_count(shape: Sequence[int], name: str) -> int:
     if any(dim < 0 for dim in shape):
         raise InvalidInputError(
@@ -277,13 +331,17 @@ _AnyTensorMsg = Any
 def encode_tensors(
     tensors: Sequence[InferInput] | Sequence[InferOutput],
     add: Callable[..., Any],
-    raw_out: list[bytes],
+    raw_out: list[Any],
     *,
     raw: bool,
+    views: bool = False,
 ) -> None:
     """Add one tensor message per tensor with ``add``; raw data goes to ``raw_out``.
 
-    Typed contents (``raw=False``) are used only when every tensor has a typed form.
+    Typed contents (``raw=False``) are used only when every tensor has a typed form. With
+    ``views``, a large C-contiguous array of its wire form goes to ``raw_out`` as a byte
+    memoryview of itself (no copy: for a caller that writes the records itself); the rest
+    goes as ``bytes``.
     """
     typed = not raw and all(t.data is None or t.datatype in _CONTENTS_FIELD for t in tensors)
     if not raw and not typed:
@@ -297,7 +355,10 @@ def encode_tensors(
                 msg = add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
                 if tensor.parameters:
                     params_to_proto(tensor.parameters, msg.parameters)
-                raw_out.append(data.tobytes())
+                if views and data.nbytes >= VIEW_MIN_BYTES and data.flags.c_contiguous:
+                    raw_out.append(data.reshape(-1).view(np.uint8).data)
+                else:
+                    raw_out.append(data.tobytes())
                 continue
         msg = add()
         msg.name = tensor.name
@@ -365,7 +426,7 @@ def decode_tensors(
                 data = None
             elif (
                 dtype is None
-                or type(buf) is not bytes
+                or (type(buf) is not bytes and type(buf) is not memoryview)
                 or len(buf) != math.prod(shape) * dtype.itemsize
                 or (shape and min(shape) < 0)
             ):

@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 
 from nbinfer.errors import InvalidInputError, NbinferError, grpc_code_of
 from nbinfer.protocol import grpc as gcodec
-from nbinfer.protocol.grpc import SERVICE_NAME, pb
+from nbinfer.protocol.grpc import RPCS, SERVICE_NAME, response_message
 from nbinfer.protocol.types import InferResponse
 from nbinfer.server.auth import PUBLIC_GRPC_METHODS, authorized
 from nbinfer.server.dataplane import EMPTY_FINAL, FINAL_RESPONSE
@@ -33,6 +33,9 @@ __all__ = ["GrpcFrontend", "create_grpc_server"]
 logger = logging.getLogger("nbinfer")
 
 _Handler = Callable[[Any, Any], Awaitable[Any]]
+
+_INFER = RPCS["ModelInfer"]
+_STREAM = RPCS["ModelStreamInfer"]
 
 
 async def _abort(context: Any, exc: BaseException) -> None:
@@ -130,15 +133,16 @@ class GrpcFrontend:
 
     async def server_live(self, request: Any, context: Any) -> Any:
         """ServerLive."""
-        return pb.ServerLiveResponse(live=self.dp.live())
+        return response_message("ServerLive", live=self.dp.live())
 
     async def server_ready(self, request: Any, context: Any) -> Any:
         """ServerReady."""
-        return pb.ServerReadyResponse(ready=self.dp.ready())
+        return response_message("ServerReady", ready=self.dp.ready())
 
     async def model_ready(self, request: Any, context: Any) -> Any:
         """ModelReady."""
-        return pb.ModelReadyResponse(ready=self.dp.model_ready(request.name, request.version))
+        ready = self.dp.model_ready(request.name, request.version)
+        return response_message("ModelReady", ready=ready)
 
     async def server_metadata(self, request: Any, context: Any) -> Any:
         """ServerMetadata."""
@@ -152,8 +156,8 @@ class GrpcFrontend:
     async def model_config(self, request: Any, context: Any) -> Any:
         """ModelConfig."""
         config = self.dp.model_config(request.name, request.version)
-        return pb.ModelConfigResponse(
-            config=gcodec.config_json_to_proto(config, ignore_unknown_fields=True)
+        return response_message(
+            "ModelConfig", config=gcodec.config_json_to_proto(config, ignore_unknown_fields=True)
         )
 
     async def model_statistics(self, request: Any, context: Any) -> Any:
@@ -163,36 +167,24 @@ class GrpcFrontend:
 
     # -- inference -------------------------------------------------------------------------
 
-    async def model_infer(self, request: Any, context: Any) -> Any:
-        """ModelInfer (the hot path): answers the serialized response."""
-        out_headers: dict[str, str] = {}
-        response = await self.dp.infer(
-            gcodec.request_from_proto(request),
-            headers=_MetadataView(context),
-            response_headers=out_headers,
-        )
-        if out_headers:
-            await _send_headers(context, out_headers)
-        return gcodec.response_to_bytes(response)
-
     def _infer_handler(self, token: str | None) -> _Handler:
-        """ModelInfer as one coroutine (:func:`_guard` + :meth:`model_infer` inlined)."""
+        """ModelInfer (the hot path) as one coroutine: :func:`_guard` inlined, answers bytes.
+
+        The request is decoded by :func:`~nbinfer.protocol.grpc.request_from_bytes` (garbage is
+        INVALID_ARGUMENT; large tensors are views of the received bytes) and the response
+        serialized by :func:`~nbinfer.protocol.grpc.response_to_bytes` (tensor data copied once).
+        """
         infer = self.dp.infer
-        decode = gcodec.request_from_proto
+        decode = gcodec.request_from_bytes
         encode = gcodec.response_to_bytes
-        parse = pb.ModelInferRequest.FromString
 
         async def model_infer(request: Any, context: Any) -> Any:
             if token is not None and not _authorized(context, token):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
             try:
-                try:
-                    message = parse(request)
-                except DecodeError as exc:
-                    raise InvalidInputError(f"malformed ModelInferRequest message: {exc}") from exc
                 out_headers: dict[str, str] = {}
                 response = await infer(
-                    decode(message), headers=_MetadataView(context), response_headers=out_headers
+                    decode(request), headers=_MetadataView(context), response_headers=out_headers
                 )
                 if out_headers:
                     await _send_headers(context, out_headers)
@@ -214,23 +206,27 @@ class GrpcFrontend:
 
         A decoupled model answers 0..N responses per request; when the request sets
         ``triton_enable_empty_final_response``, responses carry ``triton_final_response``
-        and a decoupled model's last one is an empty response with it set to true.
+        and a decoupled model's last one is an empty response with it set to true. Answers
+        are serialized here (tensor data copied once, as for ModelInfer).
         """
         if self.auth_token is not None and not _authorized(context, self.auth_token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
+        encode = gcodec.stream_response_to_bytes
+
+        def reply(**fields: Any) -> bytes:
+            return bytes(_STREAM.response(**fields).SerializeToString())
+
         async for data in request_iterator:
             try:
-                message = _parse(pb.ModelInferRequest, data)
+                message, raw = gcodec.parse_request(data)
             except InvalidInputError as exc:
-                yield pb.ModelStreamInferResponse(error_message=exc.message)
+                yield reply(error_message=exc.message)
                 continue
-            ids = pb.ModelInferResponse(
+            ids = _INFER.response(
                 id=message.id, model_name=message.model_name, model_version=message.model_version
             )
             try:
-                request = gcodec.request_from_proto(message)
-                request.model_name = message.model_name
-                request.model_version = message.model_version
+                request = gcodec.request_from_proto(message, raw)
                 flag = request.parameters.get(EMPTY_FINAL)
                 final = flag is True or str(flag).lower() == "true"
                 decoupled = final and self.dp.is_decoupled(
@@ -240,9 +236,7 @@ class GrpcFrontend:
                 async for response in stream:
                     if final:
                         response.parameters[FINAL_RESPONSE] = not decoupled
-                    yield pb.ModelStreamInferResponse(
-                        infer_response=gcodec.response_to_proto(response)
-                    )
+                    yield encode(response)
                 if decoupled:
                     last = InferResponse(
                         model_name=request.model_name,
@@ -251,12 +245,12 @@ class GrpcFrontend:
                         id=request.id,
                         parameters={FINAL_RESPONSE: True},
                     )
-                    yield pb.ModelStreamInferResponse(infer_response=gcodec.response_to_proto(last))
+                    yield encode(last)
             except NbinferError as exc:
-                yield pb.ModelStreamInferResponse(error_message=exc.message, infer_response=ids)
+                yield reply(error_message=exc.message, infer_response=ids)
             except Exception as exc:
                 logger.exception("unhandled error in ModelStreamInfer")
-                yield pb.ModelStreamInferResponse(
+                yield reply(
                     error_message=f"internal server error: {type(exc).__name__}: {exc}",
                     infer_response=ids,
                 )
@@ -272,46 +266,33 @@ class GrpcFrontend:
         """RepositoryModelLoad (parameters: ``config`` JSON string, ``file:<path>`` bytes)."""
         name, config, files = gcodec.load_request_from_proto(request)
         await self.dp.load_model(name, config=config, files=files or None)
-        return pb.RepositoryModelLoadResponse()
+        return response_message("RepositoryModelLoad")
 
     async def repository_model_unload(self, request: Any, context: Any) -> Any:
         """RepositoryModelUnload."""
         await self.dp.unload_model(request.model_name)
-        return pb.RepositoryModelUnloadResponse()
+        return response_message("RepositoryModelUnload")
 
     # -- shared memory -----------------------------------------------------------------------
 
     async def system_shared_memory_status(self, request: Any, context: Any) -> Any:
         """SystemSharedMemoryStatus."""
-        reply = pb.SystemSharedMemoryStatusResponse()
-        for row in self.dp.shm_status("system", request.name):
-            region = reply.regions[row["name"]]
-            region.name = row["name"]
-            region.key = row["key"]
-            region.offset = row["offset"]
-            region.byte_size = row["byte_size"]
-        return reply
+        return gcodec.shm_status_to_proto("system", self.dp.shm_status("system", request.name))
 
     async def system_shared_memory_register(self, request: Any, context: Any) -> Any:
         """SystemSharedMemoryRegister."""
         body = {"key": request.key, "offset": request.offset, "byte_size": request.byte_size}
         await asyncio.to_thread(self.dp.shm_register, "system", request.name, body)
-        return pb.SystemSharedMemoryRegisterResponse()
+        return response_message("SystemSharedMemoryRegister")
 
     async def system_shared_memory_unregister(self, request: Any, context: Any) -> Any:
         """SystemSharedMemoryUnregister (empty name: every region)."""
         self.dp.shm_unregister("system", request.name)
-        return pb.SystemSharedMemoryUnregisterResponse()
+        return response_message("SystemSharedMemoryUnregister")
 
     async def cuda_shared_memory_status(self, request: Any, context: Any) -> Any:
         """CudaSharedMemoryStatus."""
-        reply = pb.CudaSharedMemoryStatusResponse()
-        for row in self.dp.shm_status("cuda", request.name):
-            region = reply.regions[row["name"]]
-            region.name = row["name"]
-            region.device_id = row["device_id"]
-            region.byte_size = row["byte_size"]
-        return reply
+        return gcodec.shm_status_to_proto("cuda", self.dp.shm_status("cuda", request.name))
 
     async def cuda_shared_memory_register(self, request: Any, context: Any) -> Any:
         """CudaSharedMemoryRegister (refused without a CUDA device)."""
@@ -321,121 +302,71 @@ class GrpcFrontend:
             "byte_size": request.byte_size,
         }
         self.dp.shm_register("cuda", request.name, body)
-        return pb.CudaSharedMemoryRegisterResponse()
+        return response_message("CudaSharedMemoryRegister")
 
     async def cuda_shared_memory_unregister(self, request: Any, context: Any) -> Any:
         """CudaSharedMemoryUnregister."""
         self.dp.shm_unregister("cuda", request.name)
-        return pb.CudaSharedMemoryUnregisterResponse()
+        return response_message("CudaSharedMemoryUnregister")
 
     # -- trivial -----------------------------------------------------------------------------
 
     async def trace_setting(self, request: Any, context: Any) -> Any:
         """TraceSetting: tracing is ``OFF`` (asking for a level is UNIMPLEMENTED, as over HTTP)."""
-        update: dict[str, Any] = {}
-        for key, entry in request.settings.items():
-            values = list(entry.value)
-            update[key] = (values if key == "trace_level" else values[0]) if values else None
+        update = gcodec.trace_settings_from_proto(request.settings)
         if request.model_name:
             self.dp.model_metadata(request.model_name)  # an unknown model is NOT_FOUND
-        reply = pb.TraceSettingResponse()
-        for key, value in trace_settings(request.model_name, update).items():
-            reply.settings[key].value.extend(value if isinstance(value, list) else [str(value)])
+        reply: Any = response_message("TraceSetting")
+        gcodec.trace_settings_to_proto(trace_settings(request.model_name, update), reply.settings)
         return reply
 
     async def log_settings(self, request: Any, context: Any) -> Any:
         """LogSettings over the ``nbinfer`` logger (the same settings as ``/v2/logging``)."""
-        update = {}
-        for key, entry in request.settings.items():
-            which = entry.WhichOneof("parameter_choice")
-            update[key] = None if which is None else getattr(entry, which)
+        update = gcodec.log_settings_from_proto(request.settings)
         current = LogSettings.update(update) if update else LogSettings.get()
-        reply = pb.LogSettingsResponse()
-        for key, value in current.items():
-            field = (
-                "bool_param"
-                if isinstance(value, bool)
-                else ("uint32_param" if isinstance(value, int) else "string_param")
-            )
-            setattr(reply.settings[key], field, value)
+        reply: Any = response_message("LogSettings")
+        gcodec.log_settings_to_proto(current, reply.settings)
         return reply
+
+    def _token(self, rpc: str) -> str | None:
+        """The token ``rpc`` needs (None: a public RPC or no auth)."""
+        return None if rpc in PUBLIC_GRPC_METHODS else self.auth_token
 
     def handler(self) -> Any:
         """Return the ``grpc.GenericRpcHandler`` serving ``inference.GRPCInferenceService``."""
-        unary: dict[str, tuple[_Handler, str, str]] = {
-            "ServerLive": (self.server_live, "ServerLiveRequest", "ServerLiveResponse"),
-            "ServerReady": (self.server_ready, "ServerReadyRequest", "ServerReadyResponse"),
-            "ModelReady": (self.model_ready, "ModelReadyRequest", "ModelReadyResponse"),
-            "ServerMetadata": (
-                self.server_metadata,
-                "ServerMetadataRequest",
-                "ServerMetadataResponse",
-            ),
-            "ModelMetadata": (
-                self.model_metadata,
-                "ModelMetadataRequest",
-                "ModelMetadataResponse",
-            ),
-            "ModelInfer": (self.model_infer, "ModelInferRequest", "ModelInferResponse"),
-            "ModelConfig": (self.model_config, "ModelConfigRequest", "ModelConfigResponse"),
-            "ModelStatistics": (
-                self.model_statistics,
-                "ModelStatisticsRequest",
-                "ModelStatisticsResponse",
-            ),
-            "RepositoryIndex": (
-                self.repository_index,
-                "RepositoryIndexRequest",
-                "RepositoryIndexResponse",
-            ),
-            "RepositoryModelLoad": (
-                self.repository_model_load,
-                "RepositoryModelLoadRequest",
-                "RepositoryModelLoadResponse",
-            ),
-            "RepositoryModelUnload": (
-                self.repository_model_unload,
-                "RepositoryModelUnloadRequest",
-                "RepositoryModelUnloadResponse",
-            ),
-            "SystemSharedMemoryStatus": (
-                self.system_shared_memory_status,
-                "SystemSharedMemoryStatusRequest",
-                "SystemSharedMemoryStatusResponse",
-            ),
-            "CudaSharedMemoryStatus": (
-                self.cuda_shared_memory_status,
-                "CudaSharedMemoryStatusRequest",
-                "CudaSharedMemoryStatusResponse",
-            ),
-            "TraceSetting": (self.trace_setting, "TraceSettingRequest", "TraceSettingResponse"),
-            "LogSettings": (self.log_settings, "LogSettingsRequest", "LogSettingsResponse"),
+        unary: dict[str, _Handler] = {
+            "ServerLive": self.server_live,
+            "ServerReady": self.server_ready,
+            "ModelReady": self.model_ready,
+            "ServerMetadata": self.server_metadata,
+            "ModelMetadata": self.model_metadata,
+            "ModelConfig": self.model_config,
+            "ModelStatistics": self.model_statistics,
+            "RepositoryIndex": self.repository_index,
+            "RepositoryModelLoad": self.repository_model_load,
+            "RepositoryModelUnload": self.repository_model_unload,
+            "SystemSharedMemoryStatus": self.system_shared_memory_status,
+            "SystemSharedMemoryRegister": self.system_shared_memory_register,
+            "SystemSharedMemoryUnregister": self.system_shared_memory_unregister,
+            "CudaSharedMemoryStatus": self.cuda_shared_memory_status,
+            "CudaSharedMemoryRegister": self.cuda_shared_memory_register,
+            "CudaSharedMemoryUnregister": self.cuda_shared_memory_unregister,
+            "TraceSetting": self.trace_setting,
+            "LogSettings": self.log_settings,
         }
-        shm_rpcs: tuple[tuple[str, _Handler], ...] = (
-            ("SystemSharedMemoryRegister", self.system_shared_memory_register),
-            ("SystemSharedMemoryUnregister", self.system_shared_memory_unregister),
-            ("CudaSharedMemoryRegister", self.cuda_shared_memory_register),
-            ("CudaSharedMemoryUnregister", self.cuda_shared_memory_unregister),
-        )
-        for rpc, fn in shm_rpcs:
-            unary[rpc] = (fn, f"{rpc}Request", f"{rpc}Response")
-        methods: dict[str, Any] = {}
-        for rpc, (fn, req_name, resp_name) in unary.items():
-            token = None if rpc in PUBLIC_GRPC_METHODS else self.auth_token
-            methods[rpc] = grpc.unary_unary_rpc_method_handler(
-                self._infer_handler(token)
-                if rpc == "ModelInfer"
-                else _guard(fn, getattr(pb, req_name), token),
-                # requests are decoded by the handlers: garbage is INVALID_ARGUMENT, not UNKNOWN
-                # ModelInfer answers bytes it serialized itself
-                response_serializer=None
-                if rpc == "ModelInfer"
-                else getattr(pb, resp_name).SerializeToString,
+        # requests are decoded by the handlers: garbage is INVALID_ARGUMENT, not UNKNOWN
+        methods: dict[str, Any] = {
+            rpc: grpc.unary_unary_rpc_method_handler(
+                _guard(fn, RPCS[rpc].request, self._token(rpc)),
+                response_serializer=RPCS[rpc].response.SerializeToString,
             )
-        methods["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(
-            self.model_stream_infer,
-            response_serializer=pb.ModelStreamInferResponse.SerializeToString,
+            for rpc, fn in unary.items()
+        }
+        # ModelInfer and ModelStreamInfer answer bytes they serialized themselves
+        methods["ModelInfer"] = grpc.unary_unary_rpc_method_handler(
+            self._infer_handler(self._token("ModelInfer"))
         )
+        methods["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer)
         return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
 
 

@@ -15,7 +15,7 @@ import tritonclient.grpc as tg
 from tritonclient.utils import InferenceServerException
 
 from nbinfer.protocol.dtypes import DATATYPES
-from nbinfer.protocol.grpc import pb
+from nbinfer.protocol.grpc import RPCS, RequestTemplate, pb
 
 
 def identity_name(datatype: str) -> str:
@@ -279,3 +279,22 @@ def test_large_message_above_grpc_default_4mib_is_accepted(client: Any) -> None:
     inp.set_data_from_numpy(arr)
     out = client.infer(identity_name("FP32"), [inp]).as_numpy("OUTPUT0")
     np.testing.assert_array_equal(out, arr)
+
+
+def test_stream_carries_large_tensors_and_names_a_large_bad_request(grpc_url: str) -> None:
+    # Large stream requests are parsed without copying their tensors; an error still names
+    # the request it answers.
+    arr = np.random.default_rng(1).random((1, 3_000_000), dtype=np.float32)  # 12 MB
+    model = identity_name("FP32")
+    good = RequestTemplate(model, "", [("INPUT0", "FP32", arr.shape, arr.nbytes)])
+    bad = RequestTemplate(model, "", [("INPUT0", "FP32", (1, 3_000_001), arr.nbytes)])
+    size = [("grpc.max_receive_message_length", 1 << 26)]
+    with grpc.insecure_channel(grpc_url, options=size) as channel:
+        call = channel.stream_stream(RPCS["ModelStreamInfer"].path)
+        wire = list(call(iter([good.encode([arr], "big"), bad.encode([arr], "bad")])))
+    replies = [pb.ModelStreamInferResponse.FromString(data) for data in wire]
+    assert [r.infer_response.id for r in replies] == ["big", "bad"]
+    assert replies[0].error_message == ""
+    out = np.frombuffer(replies[0].infer_response.raw_output_contents[0], dtype=np.float32)
+    np.testing.assert_array_equal(out, arr.ravel())
+    assert "INPUT0" in replies[1].error_message
