@@ -373,13 +373,7 @@ def test_the_loop_finder_names_each_loop() -> None:
 
 #: Loops found by the test below that are known and not yet undone, each named with why it is
 #: there. Any other loop fails the test, and so does a listed one that is gone (delete it here).
-KNOWN_LOOPS: dict[tuple[str, ...], str] = {
-    (
-        "nbinfer.protocol.columns",
-        "nbinfer.protocol.types",
-        "nbinfer.protocol.columns",
-    ): "InferRequest.from_dataframe (types, lazily) plans with columns, which builds types",
-}
+KNOWN_LOOPS: dict[tuple[str, ...], str] = {}
 
 
 def test_no_import_loop_anywhere_in_the_package() -> None:

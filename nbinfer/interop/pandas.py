@@ -31,7 +31,7 @@ import numpy as np
 from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.interop._inflight import arun, progress_bar, run
 from nbinfer.protocol.columns import ColumnSelection, InputPlan, plan_inputs
-from nbinfer.protocol.types import InferInput, InferOutput, ModelMetadata
+from nbinfer.protocol.types import InferInput, InferOutput, ModelMetadata, infer_inputs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,7 +75,7 @@ def dataframe_to_inputs(
         InvalidInputError: the frame's columns match none of the mapping rules (the message
             lists what the model expects), or a column cannot be coerced to its input.
     """
-    return plan_inputs(df, metadata, columns=columns).inputs()
+    return infer_inputs(plan_inputs(df, metadata, columns=columns).tensors())
 
 
 # ------------------------------------------------------------------------------------- outputs
@@ -210,7 +210,7 @@ class FrameJob:
         """What the chunk ``start:stop`` sends."""
         if all(p.spec.datatype not in ("BYTES", "BF16") for p in self.plan.planned):
             return self.plan.arrays(start, stop)
-        return self.plan.inputs(start, stop)
+        return infer_inputs(self.plan.tensors(start, stop))
 
     def add(self, start: int, stop: int, outputs: Sequence[InferOutput]) -> None:
         """Copy one chunk's outputs into rows ``start:stop`` of the result."""

@@ -3,7 +3,7 @@
 A *frame* is anything with ``columns`` and ``frame[name].to_numpy()`` (a pandas DataFrame, a
 polars-like frame, ...): this module never imports a DataFrame library, so the protocol layer
 stays pure. :func:`plan_inputs` decides, once per frame, which columns feed which model input and
-checks that every column can be coerced to its input's datatype; :meth:`InputPlan.inputs` then
+checks that every column can be coerced to its input's datatype; :meth:`InputPlan.tensors` then
 builds the tensors of any row range, zero-copy where the column already has the input's dtype.
 
 How columns become inputs (first rule that applies):
@@ -22,21 +22,27 @@ column's dtype (strings and objects: BYTES).
 Example::
 
     plan = plan_inputs(frame, metadata)
-    first_rows = plan.inputs(0, 1000)       # list[InferInput] for rows 0..999
+    first_rows = plan.tensors(0, 1000)      # [(input, datatype, array)] for rows 0..999
+
+Layer: protocol (pure); imports numpy, errors, protocol.dtypes and protocol.tensors. It reads
+model metadata duck-typed and returns plain tuples, so it never imports protocol.types at run
+time: the types (``InferRequest.from_dataframe``) build on this module, not the other way round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
 from nbinfer.protocol.tensors import as_array
-from nbinfer.protocol.types import InferInput, ModelMetadata, TensorSpec
+
+if TYPE_CHECKING:
+    from nbinfer.protocol.types import ModelMetadata, TensorSpec
 
 __all__ = ["InputPlan", "PlannedInput", "column_datatype", "plan_inputs"]
 
@@ -44,6 +50,14 @@ __all__ = ["InputPlan", "PlannedInput", "column_datatype", "plan_inputs"]
 ColumnSelection = Mapping[str, Any] | Sequence[Any]
 
 _TEXT_KINDS = "OSUT"
+
+
+class _Spec(NamedTuple):
+    """An input the frame implies (no metadata, or a column-named input the model lacks)."""
+
+    name: str
+    datatype: str
+    shape: list[int]
 
 
 @dataclass(slots=True)
@@ -55,7 +69,7 @@ class PlannedInput:
             side by side, ``[rows, k]``) or ``"cells"`` (one column whose cells are arrays).
     """
 
-    spec: TensorSpec
+    spec: TensorSpec | _Spec
     columns: list[str]
     arrays: list[np.ndarray[Any, Any]]
     kind: str
@@ -105,14 +119,12 @@ class InputPlan:
         """``{input: array}`` for rows ``start:stop``."""
         return {p.spec.name: p.build(start, stop) for p in self.planned}
 
-    def inputs(self, start: int = 0, stop: int | None = None) -> list[InferInput]:
-        """The :class:`InferInput` list for rows ``start:stop`` (default: every row)."""
+    def tensors(
+        self, start: int = 0, stop: int | None = None
+    ) -> list[tuple[str, str, np.ndarray[Any, Any]]]:
+        """``(input, datatype, array)`` for rows ``start:stop`` (default: every row)."""
         stop = self.rows if stop is None else stop
-        built = []
-        for p in self.planned:
-            arr = p.build(start, stop)
-            built.append(InferInput(p.spec.name, p.spec.datatype, list(arr.shape), arr))
-        return built
+        return [(p.spec.name, p.spec.datatype, p.build(start, stop)) for p in self.planned]
 
 
 def column_datatype(values: np.ndarray[Any, Any]) -> str:
@@ -131,7 +143,7 @@ def _column(frame: Any, name: Any) -> np.ndarray[Any, Any]:
     return values
 
 
-def _row_shape(spec: TensorSpec, kind: str, width: int, sample: Any) -> tuple[int, ...]:
+def _row_shape(spec: TensorSpec | _Spec, kind: str, width: int, sample: Any) -> tuple[int, ...]:
     if kind == "matrix":
         return (width,)
     if kind == "cells":
@@ -141,7 +153,9 @@ def _row_shape(spec: TensorSpec, kind: str, width: int, sample: Any) -> tuple[in
     return (1,) if len(dims) == 1 and dims[0] in (1, -1) else ()
 
 
-def _coerce_error(model: str, spec: TensorSpec, column: Any, arr: Any, why: str) -> Exception:
+def _coerce_error(
+    model: str, spec: TensorSpec | _Spec, column: Any, arr: Any, why: str
+) -> Exception:
     return InvalidInputError(
         f"model {model!r}: column {column!r} ({arr.dtype}) cannot be coerced to "
         f"{spec.datatype} for input {spec.name!r}: {why}",
@@ -153,7 +167,7 @@ def _coerce_error(model: str, spec: TensorSpec, column: Any, arr: Any, why: str)
     )
 
 
-def _checked(model: str, spec: TensorSpec, column: Any, arr: np.ndarray[Any, Any]) -> Any:
+def _checked(model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[Any, Any]) -> Any:
     """``arr`` ready to be sliced into ``spec``'s datatype; raises a named error if it cannot."""
     datatype = spec.datatype
     kind = arr.dtype.kind
@@ -185,7 +199,7 @@ def _checked(model: str, spec: TensorSpec, column: Any, arr: np.ndarray[Any, Any
     return arr
 
 
-def _planned(model: str, spec: TensorSpec, frame: Any, names: list[Any]) -> PlannedInput:
+def _planned(model: str, spec: TensorSpec | _Spec, frame: Any, names: list[Any]) -> PlannedInput:
     arrays = [_checked(model, spec, name, _column(frame, name)) for name in names]
     if len(names) > 1:
         kind = "matrix"
@@ -267,7 +281,7 @@ def plan_inputs(
     if metadata is None:
         planned = []
         for c in all_columns:
-            spec = TensorSpec(str(c), column_datatype(_column(frame, c)), [-1])
+            spec = _Spec(str(c), column_datatype(_column(frame, c)), [-1])
             planned.append(_planned("", spec, frame, [c]))
         return InputPlan("", rows, planned)
     model = metadata.name
@@ -282,7 +296,7 @@ def plan_inputs(
         )
     specs = {s.name: s for s in metadata.inputs}
     planned = [
-        _planned(model, specs.get(name) or TensorSpec(name, "FP32", [-1]), frame, cols)
+        _planned(model, specs.get(name) or _Spec(name, "FP32", [-1]), frame, cols)
         for name, cols in chosen.items()
     ]
     return InputPlan(model, rows, planned)

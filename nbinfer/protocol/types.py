@@ -9,6 +9,7 @@ Layer: protocol (pure); imports numpy, errors and protocol modules; no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,12 @@ class InferInput(_Tensor):
     """
 
 
+
+
+def infer_inputs(tensors: Iterable[tuple[str, str, np.ndarray[Any, Any]]]) -> list[InferInput]:
+    """:class:`InferInput` objects from ``(name, datatype, array)`` (shape from the array)."""
+    return [InferInput(name, datatype, list(arr.shape), arr) for name, datatype, arr in tensors]
+
 @dataclass(slots=True)
 class RequestedOutput:
     """An output the client asks for.
@@ -155,7 +162,7 @@ class InferRequest:
 
         plan = plan_inputs(frame, metadata, columns=columns)
         name = model_name or (metadata.name if metadata is not None else "")
-        return cls(plan.inputs(), id=id, model_name=name)
+        return cls(infer_inputs(plan.tensors()), id=id, model_name=name)
 
     from_pandas = from_dataframe
 
