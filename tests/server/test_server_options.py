@@ -168,7 +168,10 @@ def test_access_log_writes_one_line_per_request_with_method_path_status_latency_
     assert _wait_for(lambda: any(line.search(x) for x in server.logs().splitlines())), server.logs(
         tail=10
     )
-    assert '"GET /v2/models/nothing_here HTTP/1.1" 404' in server.logs()
+    missing = '"GET /v2/models/nothing_here HTTP/1.1" 404'
+    assert _wait_for(lambda: missing in server.logs()), server.logs(
+        tail=10
+    )  # log lines arrive async
 
 
 def test_access_log_is_off_by_default(repository: Path) -> None:
