@@ -4,6 +4,8 @@ KServe (without it: the client-side split only)."""
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -49,3 +51,20 @@ def test_profile_without_statistics_splits_client_time_only(
     _sane(row)
     assert math.isnan(row["server_queue_ms"]) and row["server_requests"] == 0
     assert row["client_network_ms"] > 0
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_profile_on_triton_through_system_shared_memory(triton: Peer, protocol: str) -> None:
+    url = triton.grpc_url if protocol == "grpc" else triton.http_url
+    before = set(os.listdir("/dev/shm"))
+    with Session(url) as session:
+        frame = session.profile("add_sub", concurrency=[1, 2], shared_memory="system", **QUICK)
+        rate = session.profile("add_sub", request_rate=50, shared_memory="system", **QUICK)
+        left = [r["name"] for r in session.client.get_system_shared_memory_status()]
+    assert list(frame["shared_memory"]) == ["system", "system"]
+    for _, row in [*frame.iterrows(), *rate.iterrows()]:
+        _sane(row)
+    assert rate.iloc[0]["throughput"] == pytest.approx(50, rel=0.1)
+    assert not [name for name in left if name.startswith("nbinfer_profile_")]
+    assert not [n for n in set(os.listdir("/dev/shm")) - before if "nbinfer_profile_" in n]
