@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from google.protobuf import json_format
-
 from nbinfer.client import Client
 from nbinfer.client import InferResult as _Result
 from nbinfer.compat import _triton
@@ -67,27 +65,18 @@ class InferRequestedOutput(_triton.InferRequestedOutput):
         super().__init__(name, None, class_count)
 
 
-def _shm_status(regions: list[dict[str, Any]], message: Any) -> Any:
-    doc = {"regions": {r["name"]: r for r in regions}}
-    return json_format.ParseDict(doc, message, ignore_unknown_fields=True)
-
-
 _TO_PROTO: dict[str, Callable[[Any], Any]] = {
     "get_server_metadata": _grpc.server_metadata_to_proto,
     "get_model_metadata": _grpc.model_metadata_to_proto,
-    "get_model_config": lambda c: _grpc.pb.ModelConfigResponse(
-        config=_grpc.config_json_to_proto(c, ignore_unknown_fields=True)
+    "get_model_config": lambda c: _grpc.response_message(
+        "ModelConfig", config=_grpc.config_json_to_proto(c, ignore_unknown_fields=True)
     ),
     "get_model_repository_index": _grpc.repository_index_to_proto,
     "get_inference_statistics": lambda s: _grpc.statistics_json_to_proto(
         s, ignore_unknown_fields=True
     ),
-    "get_system_shared_memory_status": lambda r: _shm_status(
-        r, _grpc.pb.SystemSharedMemoryStatusResponse()
-    ),
-    "get_cuda_shared_memory_status": lambda r: _shm_status(
-        r, _grpc.pb.CudaSharedMemoryStatusResponse()
-    ),
+    "get_system_shared_memory_status": lambda r: _grpc.shm_status_to_proto("system", r),
+    "get_cuda_shared_memory_status": lambda r: _grpc.shm_status_to_proto("cuda", r),
 }
 
 
