@@ -1,5 +1,5 @@
-"""session.profile() against real peers: Triton (with the statistics extension), MLServer and
-KServe (without it: the client-side split only)."""
+"""session.profile() against real peers: Triton (with the statistics extension; over the wire
+and through system shared memory), MLServer and KServe (without it: the client-side split only)."""
 
 from __future__ import annotations
 
@@ -61,9 +61,10 @@ def test_profile_on_triton_through_system_shared_memory(triton: Peer, protocol: 
     with Session(url) as session:
         frame = session.profile("add_sub", concurrency=[1, 2], shared_memory="system", **QUICK)
         rate = session.profile("add_sub", request_rate=50, shared_memory="system", **QUICK)
+        text = session.profile("upper", concurrency=2, shared_memory="system", **QUICK)
         left = [r["name"] for r in session.client.get_system_shared_memory_status()]
     assert list(frame["shared_memory"]) == ["system", "system"]
-    for _, row in [*frame.iterrows(), *rate.iterrows()]:
+    for _, row in [*frame.iterrows(), *rate.iterrows(), *text.iterrows()]:
         _sane(row)
     assert rate.iloc[0]["throughput"] == pytest.approx(50, rel=0.1)
     assert not [name for name in left if name.startswith("nbinfer_profile_")]
