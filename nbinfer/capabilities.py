@@ -48,8 +48,12 @@ TRITON_GRPC_PREFIX = "triton-grpc-protocol-"
 
 
 def is_missing_route(exc: ServerError) -> bool:
-    """Whether a server error means the route or RPC does not exist (404, 405, UNIMPLEMENTED)."""
-    return isinstance(exc, ModelNotFoundError) or exc.status in _MISSING_STATUS
+    """Whether a server error means the route or RPC does not exist (404, 405, UNIMPLEMENTED).
+
+    A :class:`~nbinfer.errors.RemoteUnsupportedError` (501, UNIMPLEMENTED, a route-level 404)
+    always is; a 404 naming a model may be too (a server without the route may answer it so).
+    """
+    return isinstance(exc, ModelNotFoundError | UnsupportedError) or exc.status in _MISSING_STATUS
 
 
 class Capabilities:

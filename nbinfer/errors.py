@@ -12,6 +12,7 @@ classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC
     │   └── DataTypeError                unknown or unsupported v2 datatype / numpy dtype
     ├── UnsupportedError                 the server lacks the extension / route a call needs
     ├── ServerError(status)              the server answered with an error
+    │   ├── RemoteUnsupportedError (501) ... said by the server: also an UnsupportedError
     │   ├── ModelNotFoundError  (404)    unknown model, version or route
     │   ├── ModelNotReadyError  (503)    model known but not ready (loading, unloaded, failed)
     │   │   └── ModelLoadError (400)     loading it failed: carries the model's own error text
@@ -29,7 +30,11 @@ is 400 / INVALID_ARGUMENT on the wire, as Triton answers it, told apart by its m
 
 ``InvalidInputError`` raised by a server response is also a ``ServerError``: clients raise
 ``RemoteInvalidInputError``, which inherits from both, so ``except InvalidInputError`` catches bad
-input whether it was detected locally or by the server.
+input whether it was detected locally or by the server. The same holds for a missing extension or
+route: HTTP 501, gRPC ``UNIMPLEMENTED`` (grpcio's "Method not found!" for an RPC the server lacks)
+and a bare 404 "Not Found" (the wording of KServe's FastAPI, aiohttp and nbinfer's own router for
+a route it lacks, unlike the 404s naming a model) are ``RemoteUnsupportedError``, a
+``ServerError`` and an ``UnsupportedError``, from every peer and on both transports.
 
 When a model on an nbinfer server raises, the server appends the model-side traceback (text only)
 to its message after :data:`MODEL_TRACEBACK_MARKER`; clients split it off into
@@ -61,6 +66,7 @@ __all__ = [
     "PayloadTooLargeError",
     "QueueFullError",
     "RemoteInvalidInputError",
+    "RemoteUnsupportedError",
     "ServerError",
     "ServerStartError",
     "ServerUnavailableError",
@@ -233,6 +239,17 @@ class RemoteInvalidInputError(ServerError, InvalidInputError):
     default_status = 400
 
 
+class RemoteUnsupportedError(ServerError, UnsupportedError):
+    """The server lacks the route, RPC or extension a call needs (HTTP 501 / UNIMPLEMENTED).
+
+    Takes :class:`ServerError`'s arguments and :class:`UnsupportedError`'s keywords. A client call
+    that needs an extension names itself and the server: ``server`` is then the URL it called,
+    ``context["call"]`` the call, and ``__cause__`` the error as the server sent it.
+    """
+
+    default_status = 501
+
+
 class ServerStartError(NbinferError):
     """The local server process failed to start; the message carries its log tail."""
 
@@ -292,6 +309,7 @@ _BY_STATUS: dict[int, type[ServerError]] = {
     404: ModelNotFoundError,
     413: PayloadTooLargeError,
     422: RemoteInvalidInputError,
+    501: RemoteUnsupportedError,
     503: ServerUnavailableError,
 }
 
@@ -302,6 +320,7 @@ _BY_GRPC_CODE: dict[str, type[ServerError]] = {
     "RESOURCE_EXHAUSTED": QueueFullError,
     "UNAUTHENTICATED": UnauthenticatedError,
     "PERMISSION_DENIED": UnauthenticatedError,
+    "UNIMPLEMENTED": RemoteUnsupportedError,
     "INTERNAL": InferenceError,
     "UNKNOWN": InferenceError,
 }
@@ -330,8 +349,15 @@ _NOT_READY = re.compile(
 _LOAD_FAILED = re.compile(r"failed to load model\b|load failed for model\b", re.I)
 
 
+#: A 404 for a route the server lacks, not for a model: KServe's FastAPI ({"detail": "Not
+#: Found"}), aiohttp ("404: Not Found") and nbinfer's router ("no route for GET /x").
+_NO_ROUTE = re.compile(r"(?:404: )?Not Found|no route for \S+ \S+", re.I)
+
+
 def _refine(cls: type[ServerError], code: str, message: str) -> type[ServerError]:
     """The class a status (HTTP status as a string, or gRPC code name) gets from its message."""
+    if code == "404" and _NO_ROUTE.fullmatch(message.strip()):
+        return RemoteUnsupportedError
     if code in ("404", "503", "NOT_FOUND", "UNAVAILABLE") and _NOT_READY.search(message):
         return ModelNotReadyError
     if code in ("400", "INVALID_ARGUMENT") and _LOAD_FAILED.search(message):

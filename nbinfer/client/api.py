@@ -125,7 +125,9 @@ def get_model_config(
 ) -> Op[dict[str, Any]]:
     """The model configuration as (Triton-shaped) JSON."""
     opts = core._opts(headers, timeout)
-    return core._binding.model_config(model_name, model_version, opts)
+    return core._extension_op(
+        "get_model_config", core._binding.model_config(model_name, model_version, opts)
+    )
 
 
 # -- inference ---------------------------------------------------------------------------------
@@ -309,7 +311,10 @@ def get_model_repository_index(
     timeout: float | None = None,
 ) -> Op[list[RepositoryModel]]:
     """The models of the repository with their state."""
-    return core._binding.repository_index(ready_only, core._opts(headers, timeout))
+    return core._extension_op(
+        "get_model_repository_index",
+        core._binding.repository_index(ready_only, core._opts(headers, timeout)),
+    )
 
 
 def load_model(  # noqa: D417 - ``core`` is the face's ``self``
@@ -331,7 +336,9 @@ def load_model(  # noqa: D417 - ``core`` is the face's ``self``
         headers: Extra headers / metadata.
         timeout: Seconds allowed.
     """
-    return core._load_op(model_name, config, files, core._opts(headers, timeout))
+    return core._extension_op(
+        "load_model", core._load_op(model_name, config, files, core._opts(headers, timeout))
+    )
 
 
 def unload_model(
@@ -344,7 +351,9 @@ def unload_model(
     timeout: float | None = None,
 ) -> Op[None]:
     """Unload a model."""
-    return core._unload_op(model_name, unload_dependents, core._opts(headers, timeout))
+    return core._extension_op(
+        "unload_model", core._unload_op(model_name, unload_dependents, core._opts(headers, timeout))
+    )
 
 
 def get_inference_statistics(
@@ -358,7 +367,9 @@ def get_inference_statistics(
 ) -> Op[dict[str, Any]]:
     """Statistics (Triton JSON ``{"model_stats": [...]}``); all models when no name."""
     opts = core._opts(headers, timeout)
-    return core._binding.statistics(model_name, model_version, opts)
+    return core._extension_op(
+        "get_inference_statistics", core._binding.statistics(model_name, model_version, opts)
+    )
 
 
 # -- trace and log settings ----------------------------------------------------------------------
@@ -373,7 +384,10 @@ def get_trace_settings(
     timeout: float | None = None,
 ) -> Op[dict[str, Any]]:
     """Trace settings (global, or of one model)."""
-    return core._binding.trace_settings(model_name, None, core._opts(headers, timeout))
+    return core._extension_op(
+        "get_trace_settings",
+        core._binding.trace_settings(model_name, None, core._opts(headers, timeout)),
+    )
 
 
 def update_trace_settings(
@@ -387,14 +401,19 @@ def update_trace_settings(
 ) -> Op[dict[str, Any]]:
     """Update trace settings (a ``None`` value resets one); returns the new settings."""
     opts = core._opts(headers, timeout)
-    return core._binding.trace_settings(model_name, dict(settings or {}), opts)
+    return core._extension_op(
+        "update_trace_settings",
+        core._binding.trace_settings(model_name, dict(settings or {}), opts),
+    )
 
 
 def get_log_settings(
     core: _Core, /, *, headers: Mapping[str, str] | None = None, timeout: float | None = None
 ) -> Op[dict[str, Any]]:
     """Log settings."""
-    return core._binding.log_settings(None, core._opts(headers, timeout))
+    return core._extension_op(
+        "get_log_settings", core._binding.log_settings(None, core._opts(headers, timeout))
+    )
 
 
 def update_log_settings(
@@ -406,7 +425,10 @@ def update_log_settings(
     timeout: float | None = None,
 ) -> Op[dict[str, Any]]:
     """Update log settings; returns the new settings."""
-    return core._binding.log_settings(dict(settings), core._opts(headers, timeout))
+    return core._extension_op(
+        "update_log_settings",
+        core._binding.log_settings(dict(settings), core._opts(headers, timeout)),
+    )
 
 
 # -- shared memory -------------------------------------------------------------------------------
@@ -421,7 +443,10 @@ def get_system_shared_memory_status(
     timeout: float | None = None,
 ) -> Op[list[dict[str, Any]]]:
     """Registered system shared-memory regions (all, or one)."""
-    return core._binding.shm_status("system", region_name, core._opts(headers, timeout))
+    return core._extension_op(
+        "get_system_shared_memory_status",
+        core._binding.shm_status("system", region_name, core._opts(headers, timeout)),
+    )
 
 
 def register_system_shared_memory(
@@ -437,7 +462,10 @@ def register_system_shared_memory(
 ) -> Op[None]:
     """Register a system shared-memory region."""
     body = {"key": key, "offset": offset, "byte_size": byte_size}
-    return core._binding.shm_register("system", name, body, core._opts(headers, timeout))
+    return core._extension_op(
+        "register_system_shared_memory",
+        core._binding.shm_register("system", name, body, core._opts(headers, timeout)),
+    )
 
 
 def unregister_system_shared_memory(
@@ -449,7 +477,10 @@ def unregister_system_shared_memory(
     timeout: float | None = None,
 ) -> Op[None]:
     """Unregister one system shared-memory region (all when no name)."""
-    return core._binding.shm_unregister("system", name, core._opts(headers, timeout))
+    return core._extension_op(
+        "unregister_system_shared_memory",
+        core._binding.shm_unregister("system", name, core._opts(headers, timeout)),
+    )
 
 
 def get_cuda_shared_memory_status(
@@ -461,7 +492,10 @@ def get_cuda_shared_memory_status(
     timeout: float | None = None,
 ) -> Op[list[dict[str, Any]]]:
     """Registered CUDA shared-memory regions (all, or one)."""
-    return core._binding.shm_status("cuda", region_name, core._opts(headers, timeout))
+    return core._extension_op(
+        "get_cuda_shared_memory_status",
+        core._binding.shm_status("cuda", region_name, core._opts(headers, timeout)),
+    )
 
 
 def register_cuda_shared_memory(
@@ -477,7 +511,10 @@ def register_cuda_shared_memory(
 ) -> Op[None]:
     """Register a CUDA shared-memory region (``raw_handle``: a cudaIpcMemHandle_t)."""
     body = {"raw_handle": raw_handle, "device_id": device_id, "byte_size": byte_size}
-    return core._binding.shm_register("cuda", name, body, core._opts(headers, timeout))
+    return core._extension_op(
+        "register_cuda_shared_memory",
+        core._binding.shm_register("cuda", name, body, core._opts(headers, timeout)),
+    )
 
 
 def unregister_cuda_shared_memory(
@@ -489,7 +526,10 @@ def unregister_cuda_shared_memory(
     timeout: float | None = None,
 ) -> Op[None]:
     """Unregister one CUDA shared-memory region (all when no name)."""
-    return core._binding.shm_unregister("cuda", name, core._opts(headers, timeout))
+    return core._extension_op(
+        "unregister_cuda_shared_memory",
+        core._binding.shm_unregister("cuda", name, core._opts(headers, timeout)),
+    )
 
 
 # -- KServe v1 -----------------------------------------------------------------------------------
@@ -504,7 +544,7 @@ def list_models(
         ModelNotFoundError: The server has neither route.
         UnsupportedError: A gRPC client (the list is REST only).
     """
-    return core._binding.model_list(core._opts(headers, timeout))
+    return core._extension_op("list_models", core._binding.model_list(core._opts(headers, timeout)))
 
 
 def predict(
@@ -518,7 +558,9 @@ def predict(
 ) -> Op[Any]:
     """KServe v1 ``:predict``: send ``{"instances": ...}``, return the ``predictions``."""
     opts = core._opts(headers, timeout)
-    return core._binding.v1_call(model_name, "predict", instances, opts)
+    return core._extension_op(
+        "predict", core._binding.v1_call(model_name, "predict", instances, opts)
+    )
 
 
 def explain(
@@ -536,4 +578,6 @@ def explain(
         ModelNotFoundError: unknown model, or it has no explainer.
     """
     opts = core._opts(headers, timeout)
-    return core._binding.v1_call(model_name, "explain", instances, opts)
+    return core._extension_op(
+        "explain", core._binding.v1_call(model_name, "explain", instances, opts)
+    )

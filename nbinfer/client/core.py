@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Sequence as SequenceABC
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from nbinfer.errors import (
     InvalidInputError,
     ModelNotFoundError,
     NbinferError,
+    RemoteUnsupportedError,
     ServerError,
 )
 from nbinfer.protocol.dtypes import datatype_of
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from nbinfer.transports.http import HttpBinding
 
 logger = logging.getLogger("nbinfer")
+
+T = TypeVar("T")
 
 #: What ``infer`` accepts as inputs.
 Inputs = Mapping[str, Any] | SequenceABC[InferInput] | InferRequest
@@ -265,6 +268,24 @@ class _Core:
         return delay
 
     # -- ops -----------------------------------------------------------------------------
+
+    def _extension_op(self, call: str, op: Op[T]) -> Op[T]:
+        """Run ``op``; a missing route / RPC becomes an error naming ``call`` and this server.
+
+        The server's own answer (501, UNIMPLEMENTED, a route-level 404) is the ``__cause__``;
+        other errors (an unknown model, bad input) pass unchanged.
+        """
+        try:
+            return (yield from op)
+        except RemoteUnsupportedError as exc:
+            raise RemoteUnsupportedError(
+                f"{call}: the server at {self.url} ({self.protocol}) does not offer it "
+                f"({exc.message})",
+                status=exc.status,
+                request_id=exc.request_id,
+                server=self.url,
+                call=call,
+            ) from exc
 
     def _model_metadata_op(self, name: str, version: str, opts: CallOptions) -> Op[ModelMetadata]:
         meta = yield from self._binding.model_metadata(name, version, opts)

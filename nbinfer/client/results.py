@@ -90,7 +90,10 @@ class InferResult:
     Outputs are decoded when first asked for (zero-copy views on the received bytes).
 
     Attributes:
-        headers: The HTTP response headers (empty for gRPC).
+        headers: The response headers, keys lower-cased: the HTTP reply's headers, or over
+            gRPC the initial then trailing metadata (``-bin`` values decoded as latin-1). What a
+            model's hook set in ``context.response_headers`` shows here on both transports;
+            empty for a streamed result (a stream's metadata belongs to the stream).
 
     Example::
 

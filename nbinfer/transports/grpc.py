@@ -41,6 +41,7 @@ __all__ = [
     "AsyncGrpcEngine",
     "GrpcBinding",
     "GrpcEngine",
+    "GrpcReply",
     "grpc_target",
     "map_rpc_error",
 ]
@@ -145,6 +146,35 @@ def _channel_parts(
         metadata += auth  # call credentials need a secure channel: send them as metadata
     compression = grpc.Compression.Gzip if config.compression == "gzip" else None
     return creds, metadata, compression
+
+
+class GrpcReply:
+    """A ``ModelInfer`` reply and the response metadata that came with it.
+
+    Engines return it for ``ModelInfer`` only (the one call whose result shows headers); the
+    binding also takes a bare message, as :class:`nbinfer.testing.MockTransport` answers.
+    """
+
+    __slots__ = ("headers", "message")
+
+    def __init__(self, message: Any, headers: dict[str, str]) -> None:
+        self.message = message
+        self.headers = headers
+
+
+def _headers(*metadata: Any) -> dict[str, str]:
+    """Initial then trailing metadata as one dict (lower-cased keys; ``-bin`` values latin-1)."""
+    out: dict[str, str] = {}
+    for part in metadata:
+        for key, value in part or ():
+            out[key.lower()] = value if type(value) is str else bytes(value).decode("latin-1")
+    return out
+
+
+def _unwrap(reply: Any) -> tuple[Any, dict[str, str]]:
+    if type(reply) is GrpcReply:
+        return reply.message, reply.headers
+    return reply, {}
 
 
 def _serialize(message: Any) -> bytes:
@@ -266,11 +296,13 @@ class GrpcEngine:
 
     def _perform(self, wire: _Wire, call: GrpcCall) -> Any:
         try:
-            return wire.stub(call.rpc)(
-                call.message,
-                timeout=self._timeout(call.timeout),
-                metadata=self._metadata + call.metadata,
-            )
+            stub = wire.stub(call.rpc)
+            timeout = self._timeout(call.timeout)
+            metadata = self._metadata + call.metadata
+            if call.rpc == "ModelInfer":  # the reply carries the response headers
+                reply, rpc = stub.with_call(call.message, timeout=timeout, metadata=metadata)
+                return GrpcReply(reply, _headers(rpc.initial_metadata(), rpc.trailing_metadata()))
+            return stub(call.message, timeout=timeout, metadata=metadata)
         except _grpc().RpcError as exc:
             raise map_rpc_error(exc, self.target, call.request_id) from exc
         except ValueError as exc:  # the channel was closed under the call (an abort)
@@ -281,8 +313,9 @@ class GrpcEngine:
     def call(self, call: GrpcCall) -> Any:
         """Perform one unary call and return the response message.
 
-        On the main thread a ``KeyboardInterrupt`` (any exception raised while waiting) comes at
-        once and cancels the call.
+        ``ModelInfer`` returns a :class:`GrpcReply` (the message and its metadata). On the main
+        thread a ``KeyboardInterrupt`` (any exception raised while waiting) comes at once and
+        cancels the call.
 
         Raises:
             ConnectError: The server could not be reached.
@@ -440,7 +473,12 @@ class AsyncGrpcEngine:
         stub = self._stub(aio, call.rpc)
         timeout = call.timeout if call.timeout is not None else self._config.timeouts.total
         try:
-            return await stub(call.message, timeout=timeout, metadata=aio.metadata + call.metadata)
+            rpc = stub(call.message, timeout=timeout, metadata=aio.metadata + call.metadata)
+            reply = await rpc
+            if call.rpc != "ModelInfer":
+                return reply
+            initial, trailing = await rpc.initial_metadata(), await rpc.trailing_metadata()
+            return GrpcReply(reply, _headers(initial, trailing))
         except _grpc().RpcError as exc:
             raise map_rpc_error(exc, self.target, call.request_id) from exc
 
@@ -514,9 +552,12 @@ class GrpcBinding:
         return GrpcCall("ModelInfer", message, (), timeout, retry, request_id or None)
 
     @staticmethod
-    def fast_infer_reply(model_name: str, reply: Any) -> tuple[pgrpc.ResponseReader, None]:
-        """Decode the reply to a :meth:`fast_infer_call` lazily (no reply headers on gRPC)."""
-        return pgrpc.ResponseReader(reply), None
+    def fast_infer_reply(
+        model_name: str, reply: Any
+    ) -> tuple[pgrpc.ResponseReader, dict[str, str]]:
+        """Decode the reply to a :meth:`fast_infer_call` lazily, with its response metadata."""
+        message, headers = _unwrap(reply)
+        return pgrpc.ResponseReader(message), headers
 
     def _call(self, rpc: str, message: Any, opts: CallOptions, *, idempotent: bool = True) -> Any:
         return GrpcCall(
@@ -569,8 +610,8 @@ class GrpcBinding:
         call = GrpcCall(
             "ModelInfer", msg, _metadata(opts), opts.timeout, retry, request_id=request.id or None
         )
-        reply = yield call
-        return pgrpc.ResponseReader(reply), {}
+        message, headers = _unwrap((yield call))
+        return pgrpc.ResponseReader(message), headers
 
     def stream_request(self, request: InferRequest) -> Any:
         """The ``ModelInferRequest`` sent on a stream."""

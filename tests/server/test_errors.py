@@ -20,7 +20,10 @@ from nbinfer.errors import (
     ModelLoadError,
     ModelNotFoundError,
     ModelNotReadyError,
+    RemoteUnsupportedError,
+    ServerError,
     ServerUnavailableError,
+    UnsupportedError,
     error_for_grpc_code,
     error_for_status,
     grpc_code_of,
@@ -516,3 +519,83 @@ def test_the_server_maps_load_errors_and_not_ready_onto_distinct_statuses() -> N
     assert (status_of(load), grpc_code_of(load)) == (400, "INVALID_ARGUMENT")
     ready = ModelNotReadyError("model 'm' is not ready (LOADING)")
     assert (status_of(ready), grpc_code_of(ready)) == (503, "UNAVAILABLE")
+
+
+# -- a missing extension or route: one class on both transports and from every peer -------------
+
+# How peers say "not here": HTTP 501 / gRPC UNIMPLEMENTED (Triton answers its UNSUPPORTED errors so,
+# nbinfer its absent extensions), grpcio's own UNIMPLEMENTED "Method not found!" for an RPC the
+# server does not register (KServe's gRPC server, MLServer), and a bare 404 for a route the HTTP
+# router lacks: FastAPI's {"detail": "Not Found"} (KServe, MLServer), aiohttp's "404: Not Found",
+# nbinfer's "no route for GET /x".
+MISSING_ANSWERS = [
+    ("nbinfer-http", 501, "tracing is not available in nbinfer (trace extension absent)"),
+    ("nbinfer-route", 404, "no route for GET /v2/trace/setting"),
+    ("fastapi", 404, "Not Found"),
+    ("aiohttp", 404, "404: Not Found"),
+    ("grpcio", "UNIMPLEMENTED", "Method not found!"),
+    ("triton-grpc", "UNIMPLEMENTED", "the server does not support this request"),
+]
+
+
+@pytest.mark.parametrize(("peer", "status", "message"), MISSING_ANSWERS)
+def test_a_missing_route_or_extension_is_unsupported_from_every_peer(
+    peer: str, status: int | str, message: str
+) -> None:
+    if isinstance(status, int):
+        error = error_for_status(status, message)
+    else:
+        error = error_for_grpc_code(status, message)
+    assert type(error) is RemoteUnsupportedError, peer
+    assert isinstance(error, UnsupportedError) and isinstance(error, ServerError)
+    assert error.message == message
+    assert error.status == (404 if status == 404 else 501)
+
+
+def test_a_404_naming_a_model_stays_model_not_found() -> None:
+    for message in (
+        "Request for unknown model: 'm' is not found",  # Triton
+        "Model with name m does not exist.",  # KServe
+        "model 'm' not found",  # nbinfer
+    ):
+        assert type(error_for_status(404, message)) is ModelNotFoundError, message
+        assert type(error_for_grpc_code("NOT_FOUND", message)) is ModelNotFoundError, message
+
+
+def test_the_server_answers_unsupported_as_501_and_unimplemented() -> None:
+    for error in (UnsupportedError("no tracing"), RemoteUnsupportedError("no tracing")):
+        assert (status_of(error), grpc_code_of(error)) == (501, "UNIMPLEMENTED")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize(
+    ("call", "settings"),
+    [
+        ("update_trace_settings", {"trace_level": ["TIMESTAMPS"]}),
+        ("update_log_settings", {"log_file": "/tmp/server.log"}),
+    ],
+)
+def test_an_absent_extension_is_the_same_error_on_both_transports(
+    http_url: str, grpc_url: str, protocol: str, call: str, settings: dict[str, Any]
+) -> None:
+    url = http_url if protocol == "http" else grpc_url
+    with Client(url, protocol=protocol) as client:
+        with pytest.raises(RemoteUnsupportedError) as info:
+            getattr(client, call)(settings=settings)
+        assert client.get_trace_settings()["trace_level"] == ["OFF"]  # still serving
+    error = info.value
+    assert isinstance(error, UnsupportedError) and error.status == 501
+    assert error.message.startswith(f"{call}: the server at {client.url} ({protocol})")
+    assert error.server == client.url and error.context["call"] == call
+    cause = error.__cause__
+    assert isinstance(cause, RemoteUnsupportedError) and cause.server == ""
+    assert cause.message in error.message
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_an_unknown_model_on_an_extension_call_stays_model_not_found(
+    http_url: str, grpc_url: str, protocol: str
+) -> None:
+    url = http_url if protocol == "http" else grpc_url
+    with Client(url, protocol=protocol) as client, pytest.raises(ModelNotFoundError):
+        client.get_inference_statistics("no_such_model")
