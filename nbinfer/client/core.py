@@ -52,6 +52,9 @@ logger = logging.getLogger("nbinfer")
 
 T = TypeVar("T")
 
+#: The keywords of UnsupportedError, set anew when a call names itself and the server.
+_UNSUPPORTED_KEYS = ("server", "version", "extension", "call")
+
 #: What ``infer`` accepts as inputs.
 Inputs = Mapping[str, Any] | SequenceABC[InferInput] | InferRequest
 #: What ``infer`` accepts as ``outputs=``.
@@ -278,13 +281,14 @@ class _Core:
         try:
             return (yield from op)
         except RemoteUnsupportedError as exc:
+            kept = {k: v for k, v in exc.context.items() if k not in _UNSUPPORTED_KEYS}
             raise RemoteUnsupportedError(
                 f"{call}: the server at {self.url} ({self.protocol}) does not offer it "
                 f"({exc.message})",
                 status=exc.status,
                 request_id=exc.request_id,
                 server=self.url,
-                call=call,
+                **{**kept, "call": call},
             ) from exc
 
     def _model_metadata_op(self, name: str, version: str, opts: CallOptions) -> Op[ModelMetadata]:

@@ -587,6 +587,7 @@ def test_an_absent_extension_is_the_same_error_on_both_transports(
     assert isinstance(error, UnsupportedError) and error.status == 501
     assert error.message.startswith(f"{call}: the server at {client.url} ({protocol})")
     assert error.server == client.url and error.context["call"] == call
+    assert error.context.get("grpc_code") == ("UNIMPLEMENTED" if protocol == "grpc" else None)
     cause = error.__cause__
     assert isinstance(cause, RemoteUnsupportedError) and cause.server == ""
     assert cause.message in error.message
