@@ -98,11 +98,10 @@ class InferInput(_Tensor):
     """
 
 
-
-
 def infer_inputs(tensors: Iterable[tuple[str, str, np.ndarray[Any, Any]]]) -> list[InferInput]:
     """:class:`InferInput` objects from ``(name, datatype, array)`` (shape from the array)."""
     return [InferInput(name, datatype, list(arr.shape), arr) for name, datatype, arr in tensors]
+
 
 @dataclass(slots=True)
 class RequestedOutput:

@@ -21,6 +21,7 @@ from nbinfer.errors import (
     ModelNotFoundError,
     ModelNotReadyError,
     NbinferError,
+    RemoteUnsupportedError,
     ServerError,
     ServerUnavailableError,
     UnauthenticatedError,
@@ -109,9 +110,15 @@ class BinaryProbe(SessionCore):
 def _refuses_binary(exc: BaseException) -> bool:
     """Whether a failed binary request may be the server refusing binary tensors.
 
-    Not a missing model, a busy server or missing credentials: JSON would not change those.
+    Not a missing model or route, a busy server or missing credentials: JSON would not change
+    those.
     """
     refusal = isinstance(exc, ServerError) and not isinstance(
-        exc, ModelNotFoundError | ModelNotReadyError | ServerUnavailableError | UnauthenticatedError
+        exc,
+        ModelNotFoundError
+        | ModelNotReadyError
+        | ServerUnavailableError
+        | UnauthenticatedError
+        | RemoteUnsupportedError,
     )
     return refusal
