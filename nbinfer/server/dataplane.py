@@ -46,9 +46,9 @@ from nbinfer.server.exception_handlers import ExceptionHandlers
 from nbinfer.server.lifecycle import Served, ServedModels
 from nbinfer.server.model import InferContext, Model
 from nbinfer.server.modelio import Offload, Timings, model_failed
+from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
 from nbinfer.server.repository import READY, ModelRepository
 from nbinfer.server.sequence import SequenceManager, SequenceSlot, parse_sequence
-from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
 from nbinfer.server.shm import SharedMemoryManager
 from nbinfer.server.stats import statistics_json
 
@@ -640,7 +640,7 @@ class DataPlane:
         self.shm.cuda_register(name, handle, number("device_id", 0), number("byte_size", 0))
 
     def shm_unregister(self, kind: str, name: str = "", *, owner: str = IN_PROCESS) -> None:
-        """Unregister ``owner``'s region (all of its regions of that kind when ``name`` is empty)."""
+        """Unregister ``owner``'s region (all of its regions of ``kind`` when ``name`` is "")."""
         if kind == "system":
             self.shm.unregister(name, owner=owner)
         else:

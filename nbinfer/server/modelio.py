@@ -314,9 +314,7 @@ class ModelIO:
             data = data.reshape(target)
         return data
 
-    def _read_shm(
-        self, plan: _InputPlan, inp: InferInput, shape: list[int], caller: Caller
-    ) -> Any:
+    def _read_shm(self, plan: _InputPlan, inp: InferInput, shape: list[int], caller: Caller) -> Any:
         what = f"input {inp.name!r} of model {self.name!r}"
         ref = shm_reference(inp.parameters, what)
         if ref is None:

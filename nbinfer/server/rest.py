@@ -16,8 +16,8 @@ import base64
 import binascii
 import logging
 import zlib
-from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 

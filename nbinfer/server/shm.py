@@ -323,7 +323,8 @@ class SharedMemoryManager:
 
         Raises:
             InvalidInputError: a region ``owner`` did not register, a window out of its bounds
-                or beyond the object's current size, or ``byte_size`` that does not match ``datatype`` x ``shape``.
+                or beyond the object's current size, or ``byte_size`` that does not match
+                ``datatype`` x ``shape``.
         """
         region, start = self._window(region_name, offset, byte_size, what, owner)
         buf = np.empty(byte_size, dtype=np.uint8)
@@ -360,7 +361,8 @@ class SharedMemoryManager:
 
         Raises:
             InvalidInputError: a region ``owner`` did not register, a window out of its bounds
-                or beyond the object's current size (truncated by the client), or a window too small for the output.
+                or beyond the object's current size (truncated by the client), or a window
+                too small for the output.
         """
         region, start = self._window(region_name, offset, byte_size, what, owner)
         raw = memoryview(tensor_to_bytes(arr, datatype)).cast("B")
