@@ -15,8 +15,6 @@ import os
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +26,12 @@ import tritonclient.utils.shared_memory as shm
 
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.peers import REMOTE, PeerIdentities, socket_uid
+from tests.server import test_shm
 
 SIZE = 64  # one [1, 16] FP32 tensor
+#: The fixtures of test_shm.py: a demo server for the module, POSIX regions destroyed after use.
+server = test_shm.server
+regions = test_shm.regions
 NOBODY = 65534
 
 pytestmark = pytest.mark.skipif(
@@ -110,30 +112,6 @@ os.setgid(args["uid"])
 os.setuid(args["uid"])
 print(json.dumps(run(args["in"], args["out"], everything=True)))
 """
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    srv = LocalServer(demo=True, device="cpu").start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-def regions() -> Iterator[Any]:
-    made: list[Any] = []
-
-    def make(name: str, byte_size: int) -> tuple[Any, str]:
-        key = f"/nbinfer_owner_{os.getpid()}_{name}_{uuid.uuid4().hex[:6]}"
-        handle = shm.create_shared_memory_region(name, key, byte_size)
-        made.append(handle)
-        return handle, key
-
-    yield make
-    for handle in made:
-        shm.destroy_shared_memory_region(handle)
 
 
 def _shm_request(mod: Any, in_region: str, out_region: str) -> tuple[list[Any], list[Any]]:
