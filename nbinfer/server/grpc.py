@@ -188,7 +188,7 @@ class GrpcFrontend:
                     decode(request),
                     headers=_MetadataView(context),
                     response_headers=out_headers,
-                    caller=lambda: peers.of_grpc_peer(context.peer()),
+                    caller=peers.grpc_caller(context.peer),
                 )
                 if out_headers:
                     await _send_headers(context, out_headers)
@@ -239,7 +239,7 @@ class GrpcFrontend:
                 stream = self.dp.infer_stream(
                     request,
                     headers=_MetadataView(context),
-                    caller=lambda: self.dp.peers.of_grpc_peer(context.peer()),
+                    caller=self.dp.peers.grpc_caller(context.peer),
                 )
                 async for response in stream:
                     if final:

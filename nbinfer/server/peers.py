@@ -5,19 +5,21 @@ session, interop or notebook.
 
 A registered shared-memory region belongs to the identity of the connection that registered it,
 and only callers with the same identity may name it (see ``shm.py``). For a TCP peer on a
-loopback address the identity is the uid owning the *client's* socket, read from
-``/proc/net/tcp`` / ``/proc/net/tcp6`` (the row whose local address is the client's and whose
-remote address is the server's; the kernel fills its ``uid`` column, a client cannot forge it).
-Every other caller (another host, a Unix socket, a failed lookup, a platform without ``/proc``)
-is :data:`REMOTE`: remote callers share regions among themselves as before (they all hold the
-server's one token when it has one). Calls made on the data plane in-process, without a
-transport, are :data:`IN_PROCESS`.
+loopback address the identity is the uid owning the *client's* socket, which the kernel records
+and a client cannot forge. It is asked for the one socket whose local address is the client's
+and whose remote address is the server's: through ``NETLINK_SOCK_DIAG`` (an exact lookup,
+~10 µs) when the server's address is known, else from ``/proc/net/tcp`` / ``/proc/net/tcp6``
+(the row's ``uid`` column; reading the table makes the kernel walk its whole TCP hash table,
+~5-20 ms). Every other caller (another host, a Unix socket, a failed lookup, a platform without
+``/proc``) is :data:`REMOTE`: remote callers share regions among themselves as before (they all
+hold the server's one token when it has one). Calls made on the data plane in-process, without
+a transport, are :data:`IN_PROCESS`.
 
-Lookups read the whole table (cost grows with the machine's TCP sockets, see
-docs/server.md), so they run only for requests that register or name a region, and a
-connection's answer is cached for :data:`MAX_AGE` seconds, keyed by its addresses. The cache
-is bounded and short-lived because a port can be reused by another process once a connection
-closes.
+Lookups run only for requests that register or name a region. HTTP knows both addresses: one
+exact lookup per such request, nothing cached, so a port reused by another process after a
+connection closed is seen as that process's. gRPC gives only the peer: the server's address is
+read from ``/proc`` once per peer (cached, bounded), then each call is an exact lookup. Without
+netlink, answers from ``/proc`` are cached for :data:`MAX_AGE` seconds per connection.
 
 Example::
 
@@ -30,12 +32,14 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import struct
 import sys
 import threading
 import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "IN_PROCESS",
@@ -61,6 +65,10 @@ Caller = Callable[[], str]
 
 _TABLES = {socket.AF_INET: "/proc/net/tcp", socket.AF_INET6: "/proc/net/tcp6"}
 _ESTABLISHED = "01"
+_ESTABLISHED_STATE = 1
+_TCPF_ESTABLISHED = 1 << _ESTABLISHED_STATE
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
 
 
 def in_process() -> str:
@@ -77,16 +85,6 @@ def _hex_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -
     return f"{words}:{port:04X}"
 
 
-def _rows(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[tuple[str, str]]:
-    """``(table, form)`` pairs where a socket bound to ``ip`` may be listed."""
-    if isinstance(ip, ipaddress.IPv4Address):
-        mapped = ipaddress.IPv6Address(f"::ffff:{ip}")
-        return [(_TABLES[socket.AF_INET], str(ip)), (_TABLES[socket.AF_INET6], str(mapped))]
-    if ip.ipv4_mapped is not None:
-        return [(_TABLES[socket.AF_INET], str(ip.ipv4_mapped)), (_TABLES[socket.AF_INET6], str(ip))]
-    return [(_TABLES[socket.AF_INET6], str(ip))]
-
-
 def _loopback(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         ip = ipaddress.ip_address(host.split("%", 1)[0])
@@ -97,40 +95,51 @@ def _loopback(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None
     return ip if ip.is_loopback else None
 
 
-def socket_uid(client: tuple[str, int], server: tuple[str, int] | None = None) -> int | None:
-    """The uid owning the loopback client socket ``client`` connected to ``server``.
+def _forms(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses a socket bound to ``ip`` may be listed under (IPv4 first)."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return [ip, ipaddress.IPv6Address(f"::ffff:{ip}")]
+    if ip.ipv4_mapped is not None:
+        return [ip.ipv4_mapped, ip]
+    return [ip]
 
-    With ``server`` None (gRPC gives only the peer), any established row from ``client`` to a
-    loopback address counts. Rows that disagree on the uid answer None, as does anything
-    not found (the socket closed, no ``/proc``). Costs one read of the kernel's table: about
-    10 ms on the 2-core test VM whatever the number of sockets (the kernel walks its whole
-    hash table), hence the cache in :class:`PeerIdentities`.
+
+def _same_family(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address, version: int
+) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    return next((f for f in _forms(ip) if f.version == version), None)
+
+
+_Address = tuple[str, int]
+
+
+def _proc_rows(client: _Address, server: _Address | None) -> list[tuple[int, _Address]]:
+    """``(uid, remote address)`` of the established rows of ``/proc/net/tcp[6]`` from ``client``.
+
+    With ``server`` None, any loopback remote counts. Stops at the first table with a match
+    (each read costs the kernel a walk of its whole hash table).
     """
-    host, port = client
-    ip = _loopback(host)
-    if ip is None:
-        return None
-    uids: set[int] = set()
-    for table, form in _rows(ip):
-        needle = f": {_hex_address(ipaddress.ip_address(form), port)} "
+    ip = _loopback(client[0])
+    server_ip = _loopback(server[0]) if server is not None else None
+    if ip is None or (server is not None and server_ip is None):
+        return []
+    rows: list[tuple[int, _Address]] = []
+    for form in _forms(ip):
         want_remote = None
-        if server is not None:
-            server_ip = _loopback(server[0])
-            if server_ip is None:
-                return None
-            family = ipaddress.ip_address(form).version
-            if family == 6 and isinstance(server_ip, ipaddress.IPv4Address):
-                server_ip = ipaddress.IPv6Address(f"::ffff:{server_ip}")
-            elif family == 4 and isinstance(server_ip, ipaddress.IPv6Address):
-                if server_ip.ipv4_mapped is None:
-                    continue
-                server_ip = server_ip.ipv4_mapped
-            want_remote = _hex_address(server_ip, server[1])
+        if server is not None and server_ip is not None:
+            remote_ip = _same_family(server_ip, form.version)
+            if remote_ip is None:
+                continue
+            want_remote = _hex_address(remote_ip, server[1])
+        table = _TABLES[socket.AF_INET if form.version == 4 else socket.AF_INET6]
         try:
             with open(table, encoding="ascii") as f:
                 text = f.read()
         except OSError:
             continue
+        needle = f": {_hex_address(form, client[1])} "
         start = text.find(needle)
         while start >= 0:
             end = text.find("\n", start)
@@ -138,39 +147,103 @@ def socket_uid(client: tuple[str, int], server: tuple[str, int] | None = None) -
             start = text.find(needle, start + 1)
             # fields: local, remote, state, tx:rx, tr:when, retrnsmt, uid, ...
             if len(fields) < 7 or fields[2] != _ESTABLISHED:
+                continue  # TIME_WAIT rows say uid 0: never trust them
+            if want_remote is not None and fields[1] != want_remote:
                 continue
-            remote = fields[1]
-            if want_remote is not None and remote != want_remote:
+            remote = _parse_hex_address(fields[1])
+            if _loopback(remote[0]) is None:
                 continue
-            if want_remote is None and not _remote_loopback(remote):
-                continue
-            uids.add(int(fields[6]))
-        if uids:  # found in the first table: the other one costs as much again
+            rows.append((int(fields[6]), remote))
+        if rows:
             break
+    return rows
+
+
+def _diag_uid(client: _Address, server: _Address) -> int | None:
+    """The uid of the established socket ``client`` -> ``server`` by an exact netlink lookup.
+
+    Raises:
+        OSError: netlink sock_diag is not available here (the caller falls back to /proc).
+    """
+    ip, server_ip = _loopback(client[0]), _loopback(server[0])
+    if ip is None or server_ip is None:
+        return None
+    for form in _forms(ip):
+        remote = _same_family(server_ip, form.version)
+        if remote is None:
+            continue
+        family = socket.AF_INET if form.version == 4 else socket.AF_INET6
+        sockid = (
+            struct.pack("!HH", client[1], server[1])
+            + form.packed.ljust(16, b"\0")
+            + remote.packed.ljust(16, b"\0")
+            + struct.pack("=III", 0, 0xFFFFFFFF, 0xFFFFFFFF)  # any interface, no cookie
+        )
+        request = struct.pack("=BBBxI", family, socket.IPPROTO_TCP, 0, _TCPF_ESTABLISHED) + sockid
+        header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, 1, 1, 0)
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
+            nl.sendto(header + request, (0, 0))
+            reply = nl.recv(8192)
+        if len(reply) < 16 + 72 or struct.unpack_from("=H", reply, 4)[0] != _SOCK_DIAG_BY_FAMILY:
+            continue  # an error message: no such socket in this family
+        # inet_diag_msg: family, state, timer, retrans, sockid (48 B), expires, rqueue,
+        # wqueue, uid, inode
+        if reply[16 + 1] != _ESTABLISHED_STATE:
+            continue
+        return int(struct.unpack_from("=I", reply, 16 + 4 + 48 + 12)[0])
+    return None
+
+
+def socket_uid(client: _Address, server: _Address | None = None) -> int | None:
+    """The uid owning the established loopback client socket ``client`` -> ``server``.
+
+    With ``server`` None (gRPC gives only the peer), any established socket from ``client``
+    to a loopback address counts, found in ``/proc``; sockets that disagree on the uid answer
+    None, as does anything not found (the socket closed, no ``/proc``).
+    """
+    if server is not None:
+        try:
+            return _diag_uid(client, server)
+        except OSError:
+            pass
+    uids = {uid for uid, _ in _proc_rows(client, server)}
     return uids.pop() if len(uids) == 1 else None
 
 
-def _remote_loopback(hex_address: str) -> bool:
-    words = hex_address.partition(":")[0]
+def _netlink_works() -> bool:
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG).close()
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def _parse_hex_address(text: str) -> _Address:
+    words, _, port = text.partition(":")
     raw = b"".join(
         int(words[i : i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(words), 8)
     )
-    ip = ipaddress.ip_address(raw)
-    return _loopback(str(ip)) is not None
+    return str(ipaddress.ip_address(raw)), int(port, 16)
 
 
 class PeerIdentities:
-    """Owner identities of connections, cached briefly (thread-safe).
+    """Owner identities of connections (thread-safe).
 
     Args:
-        max_age: Seconds an answer is reused for the same addresses.
+        max_age: Seconds a ``/proc`` answer is reused for the same addresses when netlink is
+            not available (with netlink every lookup is exact and nothing is reused).
         max_entries: Connections remembered at once (the oldest go first).
     """
 
     def __init__(self, *, max_age: float = MAX_AGE, max_entries: int = MAX_ENTRIES) -> None:
         self._max_age = max_age
         self._max_entries = max_entries
-        self._cache: OrderedDict[object, tuple[str, float]] = OrderedDict()
+        self._exact = _netlink_works()
+        #: gRPC peer -> the server address it is connected to (found once, in /proc).
+        self._servers: OrderedDict[str, _Address] = OrderedDict()
+        #: (client, server) -> (identity, when): /proc answers, only without netlink.
+        self._answers: OrderedDict[tuple[_Address, _Address | None], tuple[str, float]]
+        self._answers = OrderedDict()
         self._lock = threading.Lock()
 
     def of_addresses(self, client: object, server: object) -> str:
@@ -181,7 +254,19 @@ class PeerIdentities:
         here = None
         if isinstance(server, tuple | list) and len(server) == 2:
             here = (str(server[0]), int(server[1]))
-        return self._cached((peer, here), peer, here)
+        return self._identity(peer, here)
+
+    def grpc_caller(self, peer: Callable[[], str]) -> Caller:
+        """The :data:`Caller` of one gRPC call (``context.peer``): looked up once, if ever."""
+        identity = ""
+
+        def caller() -> str:
+            nonlocal identity
+            if not identity:
+                identity = self.of_grpc_peer(peer())
+            return identity
+
+        return caller
 
     def of_grpc_peer(self, peer: str) -> str:
         """The identity of a gRPC call from ``context.peer()`` (``ipv4:127.0.0.1:PORT``)."""
@@ -189,21 +274,39 @@ class PeerIdentities:
         host, _, port = rest.rpartition(":")
         if scheme not in ("ipv4", "ipv6") or not port.isdigit():
             return REMOTE
-        return self._cached(peer, (host.strip("[]"), int(port)), None)
-
-    def _cached(self, key: object, client: tuple[str, int], server: tuple[str, int] | None) -> str:
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None and now - hit[1] < self._max_age:
-            return hit[0]
+        client = (host.strip("[]"), int(port))
         if _loopback(client[0]) is None:
             return REMOTE
+        with self._lock:
+            server = self._servers.get(peer)
+        if server is None and self._exact:
+            remotes = {remote for _, remote in _proc_rows(client, None)}
+            if len(remotes) != 1:
+                return REMOTE
+            server = remotes.pop()
+            self._remember(self._servers, peer, server)
+        return self._identity(client, server)
+
+    def _identity(self, client: _Address, server: _Address | None) -> str:
+        if _loopback(client[0]) is None:
+            return REMOTE
+        if self._exact and server is not None:
+            uid = socket_uid(client, server)
+            return REMOTE if uid is None else f"uid:{uid}"
+        key = (client, server)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._answers.get(key)
+        if hit is not None and now - hit[1] < self._max_age:
+            return hit[0]
         uid = socket_uid(client, server)
         identity = REMOTE if uid is None else f"uid:{uid}"
-        with self._lock:
-            self._cache[key] = (identity, now)
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._max_entries:
-                self._cache.popitem(last=False)
+        self._remember(self._answers, key, (identity, now))
         return identity
+
+    def _remember(self, cache: OrderedDict[Any, Any], key: object, value: object) -> None:
+        with self._lock:
+            cache[key] = value
+            cache.move_to_end(key)
+            while len(cache) > self._max_entries:
+                cache.popitem(last=False)

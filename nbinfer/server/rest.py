@@ -486,9 +486,16 @@ class RestApp:
         return self._docs_cache
 
     def _caller(self) -> str:
-        """The owner identity of this request's connection (asked only for shared memory)."""
+        """The owner identity of this request's connection (asked only for shared memory).
+
+        Looked up once per request (kept in its scope), whatever the number of regions named.
+        """
         scope = _SCOPE.get()
-        return self.dp.peers.of_addresses(scope.get("client"), scope.get("server"))
+        identity: str | None = scope.get("nbinfer.owner")
+        if identity is None:
+            identity = self.dp.peers.of_addresses(scope.get("client"), scope.get("server"))
+            scope["nbinfer.owner"] = identity
+        return identity
 
     async def _infer(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Run an inference (JSON, binary tensor data or a raw single-input body)."""
