@@ -280,7 +280,9 @@ class PeerIdentities:
         with self._lock:
             server = self._servers.get(peer)
         if server is None and self._exact:
-            remotes = {remote for _, remote in _proc_rows(client, None)}
+            # a read of /proc can miss a row while the kernel's table changes: one retry
+            rows = _proc_rows(client, None) or _proc_rows(client, None)
+            remotes = {remote for _, remote in rows}
             if len(remotes) != 1:
                 return REMOTE
             server = remotes.pop()

@@ -183,10 +183,10 @@ def _run_as_other_user(server: LocalServer, in_region: str, out_region: str) -> 
 
 def _same_answer(real: dict[str, Any], unknown: dict[str, Any], name: str) -> None:
     """The refusal for another user's region is the one for a name nobody registered."""
-    assert "error" in real, real
-    assert real["status"] == unknown["status"]
+    assert "error" in real, (real, unknown)
+    assert real["status"] == unknown["status"], (real, unknown)
     assert real["status"] in ("400", "StatusCode.INVALID_ARGUMENT", "StatusCode.NOT_FOUND")
-    assert real["error"].replace(name, "no_such_region") == unknown["error"]
+    assert real["error"].replace(name, "no_such_region") == unknown["error"], (real, unknown)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a client as another uid")
@@ -209,11 +209,12 @@ def test_another_user_cannot_use_see_or_unregister_a_region(
             _same_answer(r["read"], r["read_unknown"], "mine_in")
             _same_answer(r["write"], r["write_unknown"], "mine_out")
             _same_answer(r["status_one"], r["status_unknown"], "mine_in")
-            assert r["status"] == {"ok": True, "value": []}
+            assert r["status"] == {"ok": True, "value": []}, report
             # unregistering a name that is not yours is a no-op, as for an unknown name
-            assert r["unregister"].get("ok") and r["unregister_all"].get("ok")
+            assert r["unregister"].get("ok") and r["unregister_all"].get("ok"), report
         # the owner's regions are intact and still work
-        assert {"mine_in", "mine_out"} <= _names(owner.get_system_shared_memory_status())
+        mine = _names(owner.get_system_shared_memory_status())
+        assert {"mine_in", "mine_out"} <= mine, (mine, report)
         np.testing.assert_array_equal(
             shm.get_contents_as_numpy(out_handle, np.float32, [1, 16]), sentinel
         )
