@@ -55,7 +55,7 @@ __all__ = [
 REMOTE = "remote"
 #: The identity of calls made on the data plane directly (tests, in-process embedding).
 IN_PROCESS = "process"
-#: Seconds a connection's identity stays cached before it is looked up again.
+#: Seconds a /proc answer stays cached (only where netlink sock_diag is missing).
 MAX_AGE = 1.0
 #: Connections remembered at once.
 MAX_ENTRIES = 4096
