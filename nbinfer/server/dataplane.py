@@ -46,6 +46,7 @@ from nbinfer.server.exception_handlers import ExceptionHandlers
 from nbinfer.server.lifecycle import Served, ServedModels
 from nbinfer.server.model import InferContext, Model
 from nbinfer.server.modelio import Offload, Timings, model_failed
+from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
 from nbinfer.server.repository import READY, ModelRepository
 from nbinfer.server.sequence import SequenceManager, SequenceSlot, parse_sequence
 from nbinfer.server.shm import SharedMemoryManager
@@ -120,6 +121,8 @@ class DataPlane:
         self._closed = False
         #: Registered shared-memory regions (system + CUDA extensions).
         self.shm = SharedMemoryManager()
+        #: Owner identities of the connections that register or name regions (see peers.py).
+        self.peers = PeerIdentities()
         #: Active sequences of stateful models (sequence extension).
         self.sequences = SequenceManager()
         #: The loaded versions with their I/O, flags and schedulers (model lifecycle).
@@ -255,11 +258,14 @@ class DataPlane:
         *,
         headers: Mapping[str, str] | None = None,
         response_headers: dict[str, str] | None = None,
+        caller: Caller = in_process,
     ) -> InferResponse:
         """Run one inference request: resolve -> check -> run -> shape.
 
         ``headers`` (the request's) are visible to the model's hooks as ``context.headers``;
         headers they set in ``context.response_headers`` land in ``response_headers``.
+        ``caller`` names the sender; it is asked only when a tensor names a shared-memory
+        region, and only its own regions are used.
 
         Raises:
             ModelNotFoundError: unknown model / version.
@@ -286,7 +292,7 @@ class DataPlane:
             try:
                 if request.parameters:
                     _check_parameters(request)
-                inputs, batch = io.check_inputs(request)
+                inputs, batch = io.check_inputs(request, caller)
                 wanted = io.requested(request)
                 ctx = self._context(served, request, wanted, headers, response_headers)
                 t.input = time.perf_counter_ns() - t0
@@ -298,7 +304,7 @@ class DataPlane:
                 else:
                     result = await self._run(served, scheduler, request, inputs, batch, ctx, t)
                 out_start = time.perf_counter_ns()
-                outputs = io.outputs(result, wanted, request, batch)
+                outputs = io.outputs(result, wanted, request, batch, caller)
                 t.output += time.perf_counter_ns() - out_start
             except NbinferError:
                 mv.stats.record_failure(time.perf_counter_ns() - t0)
@@ -318,7 +324,11 @@ class DataPlane:
         return _response(served, request, ctx, outputs)
 
     async def infer_stream(
-        self, request: InferRequest, *, headers: Mapping[str, str] | None = None
+        self,
+        request: InferRequest,
+        *,
+        headers: Mapping[str, str] | None = None,
+        caller: Caller = in_process,
     ) -> AsyncIterator[InferResponse]:
         """Run one request and yield its responses: one, or 0..N for a decoupled model.
 
@@ -330,14 +340,14 @@ class DataPlane:
         """
         served = self.models.get(request.model_name, request.model_version)
         if not served.decoupled:
-            yield await self.infer(request, headers=headers)
+            yield await self.infer(request, headers=headers, caller=caller)
             return
         mv, io = served.version, served.io
         t0 = time.perf_counter_ns()
         mv.inflight += 1
         t = Timings()
         try:
-            inputs, batch = io.check_inputs(request)
+            inputs, batch = io.check_inputs(request, caller)
             wanted = io.requested(request)
             ctx = self._context(served, request, wanted, headers)
             t.input = time.perf_counter_ns() - t0
@@ -345,7 +355,7 @@ class DataPlane:
             try:
                 async for item in io.iterate(inputs, ctx, t, self.offload):
                     out_start = time.perf_counter_ns()
-                    outputs = io.outputs(item, wanted, request, batch)
+                    outputs = io.outputs(item, wanted, request, batch, caller)
                     t.output += time.perf_counter_ns() - out_start
                     yield _response(served, request, ctx, outputs)
             finally:
@@ -577,16 +587,25 @@ class DataPlane:
         await self.models.unload(name)
 
     # -- shared memory -----------------------------------------------------------------------
-    def shm_status(self, kind: str, name: str = "") -> list[dict[str, Any]]:
-        """Registered ``"system"`` / ``"cuda"`` shared-memory regions (all, or ``name``).
+    def shm_status(
+        self, kind: str, name: str = "", *, owner: str = IN_PROCESS
+    ) -> list[dict[str, Any]]:
+        """``owner``'s registered ``"system"`` / ``"cuda"`` regions (all, or ``name``).
 
         Raises:
-            InvalidInputError: ``name`` is not registered.
+            InvalidInputError: ``name`` is not registered (by ``owner``).
         """
-        return self.shm.status(name) if kind == "system" else self.shm.cuda_status(name)
+        if kind == "system":
+            return self.shm.status(name, owner=owner)
+        return self.shm.cuda_status(name)
 
-    def shm_register(self, kind: str, name: str, body: Mapping[str, Any]) -> None:
+    def shm_register(
+        self, kind: str, name: str, body: Mapping[str, Any], *, owner: str = IN_PROCESS
+    ) -> None:
         """Register a region: system ``{key, offset, byte_size}``; CUDA ``{raw_handle, ...}``.
+
+        The region belongs to ``owner`` (a :class:`PeerIdentities` answer): only requests
+        from the same identity can use it.
 
         Raises:
             InvalidInputError: malformed body, unknown key, window out of bounds, name taken;
@@ -612,16 +631,18 @@ class DataPlane:
                 raise InvalidInputError(
                     f"shared memory region {name!r}: 'key' must be a non-empty string"
                 )
-            self.shm.register(name, key, offset=number("offset", 0), byte_size=number("byte_size"))
+            self.shm.register(
+                name, key, offset=number("offset", 0), byte_size=number("byte_size"), owner=owner
+            )
             return
         raw = body.get("raw_handle")
         handle = raw if isinstance(raw, bytes) else b""
         self.shm.cuda_register(name, handle, number("device_id", 0), number("byte_size", 0))
 
-    def shm_unregister(self, kind: str, name: str = "") -> None:
-        """Unregister a region (all regions of that kind when ``name`` is empty)."""
+    def shm_unregister(self, kind: str, name: str = "", *, owner: str = IN_PROCESS) -> None:
+        """Unregister ``owner``'s region (all of its regions of ``kind`` when ``name`` is "")."""
         if kind == "system":
-            self.shm.unregister(name)
+            self.shm.unregister(name, owner=owner)
         else:
             self.shm.cuda_unregister(name)
 

@@ -177,6 +177,7 @@ class GrpcFrontend:
         infer = self.dp.infer
         decode = gcodec.request_from_bytes
         encode = gcodec.response_to_bytes
+        peers = self.dp.peers  # the caller's shm identity: asked only when it names a region
 
         async def model_infer(request: Any, context: Any) -> Any:
             if token is not None and not _authorized(context, token):
@@ -184,7 +185,10 @@ class GrpcFrontend:
             try:
                 out_headers: dict[str, str] = {}
                 response = await infer(
-                    decode(request), headers=_MetadataView(context), response_headers=out_headers
+                    decode(request),
+                    headers=_MetadataView(context),
+                    response_headers=out_headers,
+                    caller=peers.grpc_caller(context.peer),
                 )
                 if out_headers:
                     await _send_headers(context, out_headers)
@@ -232,7 +236,11 @@ class GrpcFrontend:
                 decoupled = final and self.dp.is_decoupled(
                     request.model_name, request.model_version
                 )
-                stream = self.dp.infer_stream(request, headers=_MetadataView(context))
+                stream = self.dp.infer_stream(
+                    request,
+                    headers=_MetadataView(context),
+                    caller=self.dp.peers.grpc_caller(context.peer),
+                )
                 async for response in stream:
                     if final:
                         response.parameters[FINAL_RESPONSE] = not decoupled
@@ -277,17 +285,22 @@ class GrpcFrontend:
 
     async def system_shared_memory_status(self, request: Any, context: Any) -> Any:
         """SystemSharedMemoryStatus."""
-        return gcodec.shm_status_to_proto("system", self.dp.shm_status("system", request.name))
+        owner = self.dp.peers.of_grpc_peer(context.peer())
+        return gcodec.shm_status_to_proto(
+            "system", self.dp.shm_status("system", request.name, owner=owner)
+        )
 
     async def system_shared_memory_register(self, request: Any, context: Any) -> Any:
         """SystemSharedMemoryRegister."""
         body = {"key": request.key, "offset": request.offset, "byte_size": request.byte_size}
-        await asyncio.to_thread(self.dp.shm_register, "system", request.name, body)
+        owner = await asyncio.to_thread(self.dp.peers.of_grpc_peer, context.peer())
+        await asyncio.to_thread(self.dp.shm_register, "system", request.name, body, owner=owner)
         return response_message("SystemSharedMemoryRegister")
 
     async def system_shared_memory_unregister(self, request: Any, context: Any) -> Any:
         """SystemSharedMemoryUnregister (empty name: every region)."""
-        self.dp.shm_unregister("system", request.name)
+        owner = self.dp.peers.of_grpc_peer(context.peer())
+        self.dp.shm_unregister("system", request.name, owner=owner)
         return response_message("SystemSharedMemoryUnregister")
 
     async def cuda_shared_memory_status(self, request: Any, context: Any) -> Any:

@@ -39,6 +39,7 @@ from nbinfer.server.model import (
     format_model_traceback,
     to_bytes_array,
 )
+from nbinfer.server.peers import Caller, in_process
 from nbinfer.server.shm import SHM_REGION, SharedMemoryManager, shm_reference
 
 __all__ = ["ModelIO", "Offload", "Timings", "model_failed"]
@@ -207,8 +208,13 @@ class ModelIO:
         )
 
     # -- inputs --------------------------------------------------------------------------------
-    def check_inputs(self, request: InferRequest) -> tuple[dict[str, np.ndarray[Any, Any]], int]:
+    def check_inputs(
+        self, request: InferRequest, caller: Caller = in_process
+    ) -> tuple[dict[str, np.ndarray[Any, Any]], int]:
         """The request's inputs as arrays of the declared dtype and shape, and the batch size.
+
+        ``caller`` is asked for its identity only when an input names a shared-memory region
+        (only the caller's own regions can be read).
 
         Raises:
             InvalidInputError: an unknown, repeated or missing input; a wrong datatype, shape,
@@ -233,7 +239,7 @@ class ModelIO:
                 raise InvalidInputError(
                     f"input {inp.name!r} of model {name!r} given more than once", model=name
                 )
-            arrays[inp.name] = self._check_input(spec, inp)
+            arrays[inp.name] = self._check_input(spec, inp, caller)
             if batched:
                 b = int(inp.shape[0])
                 if batch is None:
@@ -255,7 +261,9 @@ class ModelIO:
                 )
         return arrays, (batch if batch is not None and self.mbs > 0 else 1)
 
-    def _check_input(self, plan: _InputPlan, inp: InferInput) -> np.ndarray[Any, Any]:
+    def _check_input(
+        self, plan: _InputPlan, inp: InferInput, caller: Caller
+    ) -> np.ndarray[Any, Any]:
         name = self.name
         if inp.datatype != plan.datatype:
             raise InvalidInputError(
@@ -283,7 +291,7 @@ class ModelIO:
             )
         data = inp.data
         if data is None:
-            data = self._read_shm(plan, inp, shape)
+            data = self._read_shm(plan, inp, shape, caller)
         if not isinstance(data, np.ndarray):
             data = np.asarray(data)
         count = math.prod(shape)
@@ -306,7 +314,7 @@ class ModelIO:
             data = data.reshape(target)
         return data
 
-    def _read_shm(self, plan: _InputPlan, inp: InferInput, shape: list[int]) -> Any:
+    def _read_shm(self, plan: _InputPlan, inp: InferInput, shape: list[int], caller: Caller) -> Any:
         what = f"input {inp.name!r} of model {self.name!r}"
         ref = shm_reference(inp.parameters, what)
         if ref is None:
@@ -322,6 +330,7 @@ class ModelIO:
             shape=shape,
             tensor=inp.name,
             what=what,
+            owner=caller(),
         )
 
     def requested(self, request: InferRequest) -> list[str]:
@@ -499,9 +508,16 @@ class ModelIO:
         return arrays
 
     def outputs(
-        self, result: Any, wanted: list[str], request: InferRequest, batch: int
+        self,
+        result: Any,
+        wanted: list[str],
+        request: InferRequest,
+        batch: int,
+        caller: Caller = in_process,
     ) -> list[InferOutput]:
         """The response outputs: typed, shape-checked, classified or written to shared memory.
+
+        Outputs go only into ``caller``'s own regions (see :meth:`check_inputs`).
 
         Raises:
             InferenceError: a wanted output is missing, cannot be converted or has the wrong
@@ -552,13 +568,20 @@ class ModelIO:
             else:
                 datatype = spec.datatype if spec is not None else datatype_of(arr.dtype)
             if in_shm and out_name in in_shm:
-                outputs.append(self._output_to_shm(out_name, datatype, arr, in_shm[out_name]))
+                outputs.append(
+                    self._output_to_shm(out_name, datatype, arr, in_shm[out_name], caller)
+                )
             else:
                 outputs.append(InferOutput(out_name, datatype, list(arr.shape), arr))
         return outputs
 
     def _output_to_shm(
-        self, name: str, datatype: str, arr: np.ndarray[Any, Any], params: Mapping[str, Any]
+        self,
+        name: str,
+        datatype: str,
+        arr: np.ndarray[Any, Any],
+        params: Mapping[str, Any],
+        caller: Caller,
     ) -> InferOutput:
         """Write an output into its shared-memory region; the response keeps only metadata."""
         what = f"output {name!r} of model {self.name!r}"
@@ -566,7 +589,13 @@ class ModelIO:
         assert ref is not None
         region, offset, byte_size = ref
         written = self.shm.write(
-            region, offset=offset, byte_size=byte_size, arr=arr, datatype=datatype, what=what
+            region,
+            offset=offset,
+            byte_size=byte_size,
+            arr=arr,
+            datatype=datatype,
+            what=what,
+            owner=caller(),
         )
         echo: dict[str, Any] = {SHM_REGION: region, "shared_memory_byte_size": written}
         if offset:

@@ -17,6 +17,7 @@ import binascii
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,9 @@ Send = Callable[[Message], Awaitable[None]]
 _JSON = b"application/json"
 _OCTET = b"application/octet-stream"
 _IHCL = b"inference-header-content-length"
+#: The ASGI scope of the request this task serves (uvicorn runs each request in its own task):
+#: shared-memory calls read the connection's addresses from it (see :meth:`App._caller`).
+_SCOPE: ContextVar[Scope] = ContextVar("nbinfer_http_scope")
 _EMPTY: list[tuple[bytes, bytes]] = []
 # Below this size a response is never compressed (it would not pay off).
 _MIN_COMPRESS = 1024
@@ -214,6 +218,7 @@ class RestApp:
                 await _lifespan(receive, send)
             return
         method: str = scope["method"]
+        _SCOPE.set(scope)
         status: int
         ctype: bytes
         body: Any
@@ -397,18 +402,23 @@ class RestApp:
     # shared memory: ``region`` comes in the model slot, the kind (system / cuda) in the version's
     async def _shm_status(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
         """Status of registered shared-memory regions."""
-        return _json_response(self.dp.shm_status(kind, region))
+        return _json_response(self.dp.shm_status(kind, region, owner=self._caller()))
 
     async def _shm_register(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
         """Register a shared-memory region."""
-        await asyncio.to_thread(self.dp.shm_register, kind, region, _shm_body(_json_body(body)))
+        fields = _shm_body(_json_body(body))
+
+        def register() -> None:  # opens the key and finds the owner: off the event loop
+            self.dp.shm_register(kind, region, fields, owner=self._caller())
+
+        await asyncio.to_thread(register)
         return 200, _JSON, b"", _EMPTY
 
     async def _shm_unregister(
         self, region: str, kind: str, body: bytes, headers: _Headers
     ) -> _Reply:
         """Unregister one or every shared-memory region."""
-        self.dp.shm_unregister(kind, region)
+        self.dp.shm_unregister(kind, region, owner=self._caller())
         return 200, _JSON, b"", _EMPTY
 
     async def _metrics(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
@@ -475,6 +485,18 @@ class RestApp:
             self._docs_cache = orjson.dumps(document), docs_page(document).encode()
         return self._docs_cache
 
+    def _caller(self) -> str:
+        """The owner identity of this request's connection (asked only for shared memory).
+
+        Looked up once per request (kept in its scope), whatever the number of regions named.
+        """
+        scope = _SCOPE.get()
+        identity: str | None = scope.get("nbinfer.owner")
+        if identity is None:
+            identity = self.dp.peers.of_addresses(scope.get("client"), scope.get("server"))
+            scope["nbinfer.owner"] = identity
+        return identity
+
     async def _infer(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Run an inference (JSON, binary tensor data or a raw single-input body)."""
         raw_len = headers.get(_IHCL)
@@ -502,7 +524,7 @@ class RestApp:
         request.model_version = version
         out_headers: dict[str, str] = {}
         response = await self.dp.infer(
-            request, headers=_HeaderView(headers), response_headers=out_headers
+            request, headers=_HeaderView(headers), response_headers=out_headers, caller=self._caller
         )
         parts, out_len = codec.encode_response_parts(response, binary_outputs=binary)
         out: Any

@@ -7,7 +7,10 @@ A client registers a region it created (``name`` -> POSIX shm ``key``, ``offset`
 ``byte_size``); inputs whose parameters name that region (``shared_memory_region``,
 ``shared_memory_byte_size``, ``shared_memory_offset``) are read from it (one copy), and
 requested outputs with those parameters are written into it instead of travelling in the
-response. The server opens ``/dev/shm/<key>`` itself (``shm_open``), never through
+response. A region belongs to the identity of the caller that registered it (the uid of a
+loopback peer, see ``peers.py``): every later use (read, write, status, unregister) from
+another identity answers exactly as for an unknown name, so one local user can neither use nor
+learn of another's regions. The server opens ``/dev/shm/<key>`` itself (``shm_open``), never through
 ``multiprocessing.shared_memory`` whose resource tracker would unlink the client's segment, and
 copies with ``pread`` / ``pwrite`` after checking the object's current size: it never maps the
 client's object, so a client that truncates it gets a 400 instead of crashing the server with
@@ -38,6 +41,7 @@ import numpy as np
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.tensors import tensor_from_bytes, tensor_to_bytes
 from nbinfer.server.paths import check_shm_key
+from nbinfer.server.peers import IN_PROCESS
 
 __all__ = [
     "SHM_BYTE_SIZE",
@@ -150,6 +154,7 @@ class _Region:
     offset: int
     byte_size: int
     fd: int
+    owner: str
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def status(self) -> dict[str, Any]:
@@ -207,12 +212,18 @@ class SharedMemoryManager:
     """
 
     def __init__(self) -> None:
-        self._regions: dict[str, _Region] = {}
+        #: Keyed by (owner, name): each identity has its own names, so registering a name
+        #: another identity uses neither fails nor tells it that the name exists.
+        self._regions: dict[tuple[str, str], _Region] = {}
         self._lock = threading.Lock()
 
     # -- system shared memory -----------------------------------------------------------------
-    def register(self, name: str, key: str, *, offset: int = 0, byte_size: int) -> None:
+    def register(
+        self, name: str, key: str, *, offset: int = 0, byte_size: int, owner: str = IN_PROCESS
+    ) -> None:
         """Register system region ``name``: ``byte_size`` bytes at ``offset`` of shm ``key``.
+
+        The region belongs to ``owner`` (the caller's identity): only it can use the region.
 
         Raises:
             InvalidInputError: the name is taken, the key cannot be opened, or the window
@@ -225,7 +236,7 @@ class SharedMemoryManager:
         if isinstance(byte_size, bool) or not isinstance(byte_size, int) or byte_size <= 0:
             raise InvalidInputError(f"region {name!r}: byte_size must be an integer > 0")
         with self._lock:
-            if name in self._regions:
+            if (owner, name) in self._regions:
                 raise InvalidInputError(
                     f"shared memory region {name!r} is already registered; unregister it first"
                 )
@@ -237,47 +248,53 @@ class SharedMemoryManager:
                 f"exceeds the {size} bytes of shared memory key {key!r}"
             )
         with self._lock:
-            if name in self._regions:
+            if (owner, name) in self._regions:
                 os.close(fd)
                 raise InvalidInputError(f"shared memory region {name!r} is already registered")
-            self._regions[name] = _Region(name, key, offset, byte_size, fd)
+            self._regions[owner, name] = _Region(name, key, offset, byte_size, fd, owner)
         logger.info("registered system shared memory region %r (key %r, %d B)", name, key, size)
 
-    def unregister(self, name: str = "") -> None:
-        """Unregister region ``name`` (all regions when empty); unknown names are ignored."""
+    def unregister(self, name: str = "", *, owner: str = IN_PROCESS) -> None:
+        """Unregister ``owner``'s region ``name`` (all of its regions when empty).
+
+        Unknown names, and other owners' regions, are ignored.
+        """
         with self._lock:
             if name:
-                gone = [self._regions.pop(name)] if name in self._regions else []
+                region = self._regions.pop((owner, name), None)
+                gone = [region] if region is not None else []
             else:
-                gone = list(self._regions.values())
-                self._regions.clear()
+                gone = [r for r in self._regions.values() if r.owner == owner]
+                for region in gone:
+                    del self._regions[owner, region.name]
         for region in gone:
             region.close()
 
-    def status(self, name: str = "") -> list[dict[str, Any]]:
-        """The registered regions (all, or only ``name``).
+    def status(self, name: str = "", *, owner: str = IN_PROCESS) -> list[dict[str, Any]]:
+        """``owner``'s registered regions (all, or only ``name``).
 
         Raises:
-            InvalidInputError: ``name`` is not registered.
+            InvalidInputError: ``name`` is not registered by ``owner``.
         """
         with self._lock:
             if not name:
-                return [r.status() for r in self._regions.values()]
-            region = self._regions.get(name)
+                return [r.status() for r in self._regions.values() if r.owner == owner]
+            region = self._regions.get((owner, name))
         if region is None:
             raise InvalidInputError(f"unable to find system shared memory region {name!r}")
         return [region.status()]
 
     def _window(
-        self, region_name: str, offset: int, byte_size: int, what: str
+        self, region_name: str, offset: int, byte_size: int, what: str, owner: str
     ) -> tuple[_Region, int]:
         with self._lock:
-            region = self._regions.get(region_name)
-            known = ", ".join(self._regions) or "none"
+            region = self._regions.get((owner, region_name))
+            if region is None:
+                known = ", ".join(r.name for r in self._regions.values() if r.owner == owner)
         if region is None:
             raise InvalidInputError(
                 f"{what}: shared memory region {region_name!r} is not registered "
-                f"(registered: {known})"
+                f"(registered: {known or 'none'})"
             )
         if offset + byte_size > region.byte_size:
             raise InvalidInputError(
@@ -296,6 +313,7 @@ class SharedMemoryManager:
         shape: list[int],
         tensor: str,
         what: str,
+        owner: str = IN_PROCESS,
     ) -> np.ndarray[Any, Any]:
         """Tensor ``tensor`` read from a region into a fresh array (BYTES are decoded).
 
@@ -304,10 +322,11 @@ class SharedMemoryManager:
         sees memory the client can change or take away under it.
 
         Raises:
-            InvalidInputError: unknown region, a window out of its bounds or beyond the object's
-                current size, or ``byte_size`` that does not match ``datatype`` x ``shape``.
+            InvalidInputError: a region ``owner`` did not register, a window out of its bounds
+                or beyond the object's current size, or ``byte_size`` that does not match
+                ``datatype`` x ``shape``.
         """
-        region, start = self._window(region_name, offset, byte_size, what)
+        region, start = self._window(region_name, offset, byte_size, what, owner)
         buf = np.empty(byte_size, dtype=np.uint8)
         view = buf.data
         with region.lock:
@@ -336,14 +355,16 @@ class SharedMemoryManager:
         arr: np.ndarray[Any, Any],
         datatype: str,
         what: str,
+        owner: str = IN_PROCESS,
     ) -> int:
         """Write an output into a region; returns the number of bytes written.
 
         Raises:
-            InvalidInputError: unknown region, a window out of its bounds or beyond the object's
-                current size (truncated by the client), or a window too small for the output.
+            InvalidInputError: a region ``owner`` did not register, a window out of its bounds
+                or beyond the object's current size (truncated by the client), or a window
+                too small for the output.
         """
-        region, start = self._window(region_name, offset, byte_size, what)
+        region, start = self._window(region_name, offset, byte_size, what, owner)
         raw = memoryview(tensor_to_bytes(arr, datatype)).cast("B")
         size = raw.nbytes
         if size > byte_size:
@@ -387,5 +408,9 @@ class SharedMemoryManager:
         return []
 
     def close(self) -> None:
-        """Close every region. Idempotent."""
-        self.unregister()
+        """Close every region, whoever owns it. Idempotent."""
+        with self._lock:
+            gone = list(self._regions.values())
+            self._regions.clear()
+        for region in gone:
+            region.close()
