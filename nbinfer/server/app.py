@@ -96,7 +96,7 @@ class ServerOptions:
     model_workers: int = 0
     #: Seconds a stop waits for requests in flight before abandoning them.
     grace_period: float = SHUTDOWN_GRACE
-    #: One log line per HTTP request (logger ``nbinfer.access``); off: no cost per request.
+    #: One log line per HTTP request and gRPC call (logger ``nbinfer.access``); off: no cost.
     access_log: bool = False
     #: The access log line, in gunicorn's atoms (see ``observability.AccessLog``).
     access_log_format: str = DEFAULT_ACCESS_LOG_FORMAT
@@ -304,6 +304,7 @@ async def serve_async(
         auth_token=options.auth_token,
         max_connections=options.max_grpc_connections or grpc_cap,
         handshake_timeout=options.header_timeout,
+        access_log=options.access_log,
     )
     await grpc_server.start()
     await http_server.startup(sockets=[sock])

@@ -10,7 +10,9 @@ app.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +25,7 @@ from nbinfer.protocol.grpc import RPCS, SERVICE_NAME, response_message
 from nbinfer.protocol.types import InferResponse
 from nbinfer.server.auth import PUBLIC_GRPC_METHODS, authorized
 from nbinfer.server.dataplane import EMPTY_FINAL, FINAL_RESPONSE
-from nbinfer.server.observability import LogSettings, trace_settings
+from nbinfer.server.observability import LogSettings, log_grpc_call, trace_settings
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -116,6 +118,63 @@ def _guard(fn: _Handler, message_class: Any, token: str | None = None) -> _Handl
     return handler
 
 
+def _bound_address(address: str, port: int) -> tuple[str, int] | None:
+    """``(ip, port)`` of a server bound to one IP; None for a wildcard or a host name."""
+    host = address.rpartition(":")[0].strip("[]")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return None  # a name ("localhost") may be bound on several addresses
+    return None if ip.is_unspecified else (str(ip), port)
+
+
+def _code_name(context: Any, failure: BaseException | None) -> str:
+    """The status code name an RPC ended with (gRPC answers UNKNOWN for an unhandled error)."""
+    if isinstance(failure, asyncio.CancelledError):
+        return "CANCELLED"
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return str(code.name)
+    return "UNKNOWN" if failure is not None else "OK"
+
+
+def _logged(rpc: str, handler: Any) -> Any:
+    """``handler`` with its behaviour wrapped to write one access log line per call."""
+    method = f"/{SERVICE_NAME}/{rpc}"
+    if handler.unary_unary is not None:
+        unary = handler.unary_unary
+
+        async def logged_unary(request: Any, context: Any) -> Any:
+            t0 = time.perf_counter()
+            failure: BaseException | None = None
+            try:
+                return await unary(request, context)
+            except BaseException as exc:
+                failure = exc
+                raise
+            finally:
+                code = _code_name(context, failure)
+                log_grpc_call(context, method, code, time.perf_counter() - t0)
+
+        return handler._replace(unary_unary=logged_unary)
+    stream = handler.stream_stream
+
+    async def logged_stream(requests: Any, context: Any) -> AsyncIterator[Any]:
+        t0 = time.perf_counter()
+        failure: BaseException | None = None
+        try:
+            async for reply in stream(requests, context):
+                yield reply
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            code = _code_name(context, failure)
+            log_grpc_call(context, method, code, time.perf_counter() - t0)
+
+    return handler._replace(stream_stream=logged_stream)
+
+
 class GrpcFrontend:
     """The v2 gRPC service implemented over a DataPlane.
 
@@ -123,11 +182,24 @@ class GrpcFrontend:
         dataplane: The transport-neutral server core.
         auth_token: When set, every call but ServerLive needs the metadata
             ``authorization: Bearer <token>`` (UNAUTHENTICATED otherwise).
+        server_address: The ``(ip, port)`` the server is bound to, when it is one address:
+            shared-memory owner lookups are then one exact netlink query per call, never a
+            read of ``/proc`` on the event loop to learn which address a peer reached.
+        access_log: Write one ``nbinfer.access`` line per RPC (off: nothing is wrapped).
     """
 
-    def __init__(self, dataplane: DataPlane, *, auth_token: str | None = None) -> None:
+    def __init__(
+        self,
+        dataplane: DataPlane,
+        *,
+        auth_token: str | None = None,
+        server_address: tuple[str, int] | None = None,
+        access_log: bool = False,
+    ) -> None:
         self.dp = dataplane
         self.auth_token = auth_token or None
+        self.server_address = server_address
+        self.access_log = access_log
 
     # -- health / metadata -----------------------------------------------------------------
 
@@ -178,6 +250,7 @@ class GrpcFrontend:
         decode = gcodec.request_from_bytes
         encode = gcodec.response_to_bytes
         peers = self.dp.peers  # the caller's shm identity: asked only when it names a region
+        here = self.server_address
 
         async def model_infer(request: Any, context: Any) -> Any:
             if token is not None and not _authorized(context, token):
@@ -188,7 +261,7 @@ class GrpcFrontend:
                     decode(request),
                     headers=_MetadataView(context),
                     response_headers=out_headers,
-                    caller=peers.grpc_caller(context.peer),
+                    caller=peers.grpc_caller(context.peer, here),
                 )
                 if out_headers:
                     await _send_headers(context, out_headers)
@@ -239,7 +312,7 @@ class GrpcFrontend:
                 stream = self.dp.infer_stream(
                     request,
                     headers=_MetadataView(context),
-                    caller=self.dp.peers.grpc_caller(context.peer),
+                    caller=self.dp.peers.grpc_caller(context.peer, self.server_address),
                 )
                 async for response in stream:
                     if final:
@@ -283,9 +356,13 @@ class GrpcFrontend:
 
     # -- shared memory -----------------------------------------------------------------------
 
+    def _owner(self, context: Any) -> str:
+        """The caller's shared-memory identity (see ``peers.py``)."""
+        return self.dp.peers.of_grpc_peer(context.peer(), self.server_address)
+
     async def system_shared_memory_status(self, request: Any, context: Any) -> Any:
         """SystemSharedMemoryStatus."""
-        owner = self.dp.peers.of_grpc_peer(context.peer())
+        owner = self._owner(context)
         return gcodec.shm_status_to_proto(
             "system", self.dp.shm_status("system", request.name, owner=owner)
         )
@@ -293,13 +370,13 @@ class GrpcFrontend:
     async def system_shared_memory_register(self, request: Any, context: Any) -> Any:
         """SystemSharedMemoryRegister."""
         body = {"key": request.key, "offset": request.offset, "byte_size": request.byte_size}
-        owner = await asyncio.to_thread(self.dp.peers.of_grpc_peer, context.peer())
+        owner = await asyncio.to_thread(self._owner, context)
         await asyncio.to_thread(self.dp.shm_register, "system", request.name, body, owner=owner)
         return response_message("SystemSharedMemoryRegister")
 
     async def system_shared_memory_unregister(self, request: Any, context: Any) -> Any:
         """SystemSharedMemoryUnregister (empty name: every region)."""
-        owner = self.dp.peers.of_grpc_peer(context.peer())
+        owner = self._owner(context)
         self.dp.shm_unregister("system", request.name, owner=owner)
         return response_message("SystemSharedMemoryUnregister")
 
@@ -380,6 +457,8 @@ class GrpcFrontend:
             self._infer_handler(self._token("ModelInfer"))
         )
         methods["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer)
+        if self.access_log:
+            methods = {rpc: _logged(rpc, handler) for rpc, handler in methods.items()}
         return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
 
 
@@ -391,6 +470,7 @@ async def create_grpc_server(
     auth_token: str | None = None,
     max_connections: int | None = None,
     handshake_timeout: float | None = None,
+    access_log: bool = False,
 ) -> tuple[Any, int]:
     """Create (not start) a grpc.aio server for ``dataplane`` bound to ``address``.
 
@@ -401,6 +481,7 @@ async def create_grpc_server(
         auth_token: Require ``authorization: Bearer <token>`` metadata (see ``auth.py``).
         max_connections: Open connections at once (more are refused by gRPC core).
         handshake_timeout: Seconds a new connection has to complete its HTTP/2 handshake.
+        access_log: One ``nbinfer.access`` line per RPC (off: the handlers are not wrapped).
 
     Returns:
         ``(server, bound_port)``.
@@ -415,9 +496,14 @@ async def create_grpc_server(
     if handshake_timeout:
         options.append(("grpc.server_handshake_timeout_ms", int(handshake_timeout * 1000)))
     server = grpc.aio.server(options=options)
-    frontend = GrpcFrontend(dataplane, auth_token=auth_token)
-    server.add_generic_rpc_handlers((frontend.handler(),))
     port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"could not bind gRPC to {address}")
+    frontend = GrpcFrontend(
+        dataplane,
+        auth_token=auth_token,
+        server_address=_bound_address(address, port),
+        access_log=access_log,
+    )
+    server.add_generic_rpc_handlers((frontend.handler(),))
     return server, port

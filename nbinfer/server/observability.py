@@ -12,7 +12,8 @@ modules); never the client, transports, session, interop or notebook.
   read ``trace_level: ["OFF"]`` and asking for any other level is an
   :class:`~nbinfer.errors.UnsupportedError` (HTTP 501 / gRPC ``UNIMPLEMENTED``).
 * :class:`AccessLog` is the opt-in access / latency log of the HTTP frontend (one line per
-  request on the ``nbinfer.access`` logger, in gunicorn's format atoms as KServe offers them).
+  request on the ``nbinfer.access`` logger, in gunicorn's format atoms as KServe offers them);
+  :func:`log_grpc_call` writes the gRPC frontend's line per RPC on the same logger.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -31,6 +33,7 @@ __all__ = [
     "AccessLog",
     "LogSettings",
     "check_access_log_format",
+    "log_grpc_call",
     "metrics_text",
     "trace_settings",
 ]
@@ -328,3 +331,33 @@ class AccessLog:
             if access_logger.isEnabledFor(logging.INFO):
                 seconds = time.perf_counter() - t0
                 access_logger.info(self.fmt % _atoms(scope, status, size, seconds))
+
+
+def log_grpc_call(context: Any, method: str, code: str, seconds: float) -> None:
+    """Write the access log line of one finished gRPC call (the gRPC frontend's ``--access-log``).
+
+    The line is fixed (``--access-log-format`` shapes HTTP lines only: its atoms are HTTP's):
+    the peer as gRPC names it, the full method, the status code name, the latency in ms (from
+    the handler's start to its answer) and the ``x-request-id`` metadata (``-`` when absent).
+
+    Args:
+        context: The call's ``grpc.aio.ServicerContext``.
+        method: ``/inference.GRPCInferenceService/ModelInfer`` and the like.
+        code: The status code's name (``OK``, ``NOT_FOUND``, ...).
+        seconds: The call's latency.
+    """
+    if not access_logger.isEnabledFor(logging.INFO):
+        return
+    request_id = "-"
+    for key, value in context.invocation_metadata() or ():
+        if key == "x-request-id":
+            request_id = value if isinstance(value, str) else bytes(value).decode("latin-1")
+            break
+    access_logger.info(
+        '%s "%s" %s %.3f ms request_id=%s',
+        urllib.parse.unquote(context.peer()),
+        method,
+        code,
+        seconds * 1e3,
+        request_id,
+    )

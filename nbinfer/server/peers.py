@@ -17,15 +17,17 @@ a transport, are :data:`IN_PROCESS`.
 
 Lookups run only for requests that register or name a region. HTTP knows both addresses: one
 exact lookup per such request, nothing cached, so a port reused by another process after a
-connection closed is seen as that process's. gRPC gives only the peer: the server's address is
-read from ``/proc`` once per peer (cached, bounded), then each call is an exact lookup. Without
-netlink, answers from ``/proc`` are cached for :data:`MAX_AGE` seconds per connection.
+connection closed is seen as that process's. gRPC gives only the peer: the frontend passes the
+address its server is bound to, so each call is one exact lookup too; only a server bound to a
+wildcard or a name (its local address per connection unknown) reads it from ``/proc`` once per
+peer (cached, bounded). Without netlink, answers from ``/proc`` are cached for :data:`MAX_AGE`
+seconds per connection.
 
 Example::
 
     peers = PeerIdentities()
     peers.of_addresses(("127.0.0.1", 50412), ("127.0.0.1", 8000))  # 'uid:1000'
-    peers.of_grpc_peer("ipv4:127.0.0.1:50414")  # 'uid:1000'
+    peers.of_grpc_peer("ipv4:127.0.0.1:50414", ("127.0.0.1", 8001))  # 'uid:1000'
 """
 
 from __future__ import annotations
@@ -256,20 +258,27 @@ class PeerIdentities:
             here = (str(server[0]), int(server[1]))
         return self._identity(peer, here)
 
-    def grpc_caller(self, peer: Callable[[], str]) -> Caller:
+    def grpc_caller(self, peer: Callable[[], str], server: _Address | None = None) -> Caller:
         """The :data:`Caller` of one gRPC call (``context.peer``): looked up once, if ever."""
         identity = ""
 
         def caller() -> str:
             nonlocal identity
             if not identity:
-                identity = self.of_grpc_peer(peer())
+                identity = self.of_grpc_peer(peer(), server)
             return identity
 
         return caller
 
-    def of_grpc_peer(self, peer: str) -> str:
-        """The identity of a gRPC call from ``context.peer()`` (``ipv4:127.0.0.1:PORT``)."""
+    def of_grpc_peer(self, peer: str, server: _Address | None = None) -> str:
+        """The identity of a gRPC call from ``context.peer()`` (``ipv4:127.0.0.1:PORT``).
+
+        Args:
+            peer: The client's address as gRPC names it.
+            server: The gRPC server's own bound address when the frontend knows it (a loopback
+                IP and port): the lookup is then one exact netlink query, with no ``/proc``
+                read to find which server address the peer is connected to.
+        """
         scheme, _, rest = urllib.parse.unquote(peer).partition(":")
         host, _, port = rest.rpartition(":")
         if scheme not in ("ipv4", "ipv6") or not port.isdigit():
@@ -277,6 +286,8 @@ class PeerIdentities:
         client = (host.strip("[]"), int(port))
         if _loopback(client[0]) is None:
             return REMOTE
+        if server is not None:
+            return self._identity(client, server)
         with self._lock:
             server = self._servers.get(peer)
         if server is None and self._exact:

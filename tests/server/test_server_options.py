@@ -174,14 +174,56 @@ def test_access_log_writes_one_line_per_request_with_method_path_status_latency_
     )  # log lines arrive async
 
 
+def test_access_log_writes_one_line_per_grpc_call_with_peer_method_code_latency_and_id(
+    server: LocalServer,
+) -> None:
+    import tritonclient.grpc as tg
+    from tritonclient.utils import InferenceServerException
+
+    client = tg.InferenceServerClient(server.grpc_url)
+    try:
+        x = tg.InferInput("INPUT0", [1, 16], "FP32")
+        x.set_data_from_numpy(np.ones((1, 16), np.float32))
+        y = tg.InferInput("INPUT1", [1, 16], "FP32")
+        y.set_data_from_numpy(np.ones((1, 16), np.float32))
+        client.infer("add_sub", [x, y], headers={"x-request-id": "grpc-7"})
+        with pytest.raises(InferenceServerException, match="nothing_here"):
+            client.get_model_metadata("nothing_here", headers={"x-request-id": "grpc-8"})
+    finally:
+        client.close()
+    ok = re.compile(
+        r'nbinfer\.access: ipv4:127\.0\.0\.1:\d+ "/inference\.GRPCInferenceService/ModelInfer" '
+        r"OK \d+\.\d{3} ms request_id=grpc-7$"
+    )
+    missing = re.compile(
+        r'"/inference\.GRPCInferenceService/ModelMetadata" NOT_FOUND \d+\.\d{3} ms '
+        r"request_id=grpc-8$"
+    )
+
+    def logged(line: re.Pattern[str]) -> bool:
+        return any(line.search(x) for x in server.logs().splitlines())
+
+    assert _wait_for(lambda: logged(ok) and logged(missing)), server.logs(tail=10)  # async
+    assert sum("request_id=grpc-7" in x for x in server.logs().splitlines()) == 1
+
+
 def test_access_log_is_off_by_default(repository: Path) -> None:
+    import tritonclient.grpc as tg
+
     with LocalServer(model_repository=repository, demo=False, device="cpu") as srv:
         with httpx.Client(base_url=srv.http_url) as http:
             for _ in range(3):
                 assert http.get("/v2/health/ready").status_code == 200
+        client = tg.InferenceServerClient(srv.grpc_url)
+        try:
+            for _ in range(3):
+                assert client.is_server_ready()
+        finally:
+            client.close()
         time.sleep(0.3)
         assert "nbinfer.access" not in srv.logs()
         assert "/v2/health/ready" not in srv.logs()
+        assert "GRPCInferenceService" not in srv.logs()
 
 
 def test_access_log_format_takes_gunicorn_atoms_and_refuses_unknown_ones(

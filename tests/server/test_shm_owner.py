@@ -242,6 +242,47 @@ def test_a_loopback_connection_is_owned_by_its_process_uid() -> None:
     assert PeerIdentities(max_age=0).of_addresses(peer, here) == REMOTE
 
 
+def _netlink_missing() -> bool:
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4).close()  # NETLINK_SOCK_DIAG
+    except (OSError, AttributeError):
+        return True
+    return False
+
+
+#: Paths opened while a test records them (an audit hook cannot be removed: it stays idle).
+_opened: list[str] | None = None
+
+
+def _record_open(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open" and _opened is not None:
+        _opened.append(str(args[0]))
+
+
+@pytest.mark.skipif(_netlink_missing(), reason="no NETLINK_SOCK_DIAG here: /proc is the way")
+def test_a_grpc_peer_with_the_servers_address_is_found_without_reading_proc() -> None:
+    global _opened
+    sys.addaudithook(_record_open)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        here = listener.getsockname()
+        with socket.create_connection(here) as conn:
+            peer = f"ipv4:127.0.0.1:{conn.getsockname()[1]}"
+            peers = PeerIdentities()
+            _opened = []
+            try:
+                assert peers.of_grpc_peer(peer, here) == f"uid:{os.getuid()}"
+                assert peers.grpc_caller(lambda: peer, here)() == f"uid:{os.getuid()}"
+                with_address = list(_opened)
+                peers.of_grpc_peer(peer)  # without it: the server's address comes from /proc
+                without = _opened[len(with_address) :]
+            finally:
+                _opened = None
+    assert not [p for p in with_address if p.startswith("/proc")], with_address
+    assert "/proc/net/tcp" in without  # the recorder sees /proc reads when they happen
+    # a wrong server address is not the peer's connection: remote, still without /proc
+    assert PeerIdentities().of_grpc_peer(peer, ("127.0.0.1", 1)) == REMOTE
+
+
 def test_non_loopback_and_unknown_peers_are_remote() -> None:
     peers = PeerIdentities()
     assert peers.of_addresses(("10.1.2.3", 40000), ("10.1.2.4", 8000)) == REMOTE
