@@ -114,8 +114,8 @@ class LocalServer:
             unknown name raises :class:`~nbinfer.errors.InvalidInputError` when starting.
         grace_period: Seconds a stop gives requests in flight before the server abandons
             them (KServe's ``grace_period``); :meth:`stop` waits that long plus a margin.
-        access_log: Log one line per HTTP request (method, path, status, latency in ms,
-            request id) in the server's log; off by default (no cost per request).
+        access_log: Log one line per HTTP request and gRPC call (method, status, latency in
+            ms, request id) in the server's log; off by default (no cost per request).
         access_log_format: The line, in gunicorn's atoms (see ``docs/server.md``).
         exception_handlers: ``{MyError: handler}`` where ``handler(exc) -> (status, message)``
             answers a model's ``MyError`` on HTTP (that status) and gRPC (its code). Keys and
