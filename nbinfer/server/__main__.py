@@ -168,8 +168,7 @@ def _add_kserve_options(parser: argparse.ArgumentParser) -> None:
         "--access-log",
         action="store_true",
         help="log one line per HTTP request and gRPC call: method, status, latency (ms), "
-        "request id "
-        "(off: no cost per request; KServe's --enable_latency_logging)",
+        "request id (off: no cost per request; KServe's --enable_latency_logging)",
     )
     group.add_argument(
         "--access-log-format",

@@ -1,7 +1,9 @@
 """The gRPC frontend: a grpc.aio generic handler for ``inference.GRPCInferenceService``.
 
 Each RPC is a few lines over the DataPlane: protobuf <-> types with :mod:`nbinfer.protocol.grpc`,
-errors mapped with :func:`nbinfer.errors.grpc_code_of` onto ``context.abort``.
+errors mapped with :func:`nbinfer.errors.grpc_code_of` onto ``context.abort``. With
+``--access-log`` each method handler is wrapped to write one ``nbinfer.access`` line per call;
+without it nothing is wrapped.
 
 Imports the dataplane, auth, observability, protocol and errors; never the REST frontend or the
 app.
