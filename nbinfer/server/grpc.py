@@ -12,6 +12,7 @@ app.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import time
@@ -130,14 +131,24 @@ def _bound_address(address: str, port: int) -> tuple[str, int] | None:
     return None if ip.is_unspecified else (str(ip), port)
 
 
-def _code_name(context: Any, failure: BaseException | None) -> str:
-    """The status code name an RPC ended with (gRPC answers UNKNOWN for an unhandled error)."""
-    if isinstance(failure, asyncio.CancelledError):
-        return "CANCELLED"
-    code = context.code()
-    if isinstance(code, grpc.StatusCode):
-        return str(code.name)
-    return "UNKNOWN" if failure is not None else "OK"
+@contextlib.contextmanager
+def _call_logged(method: str, context: Any) -> Iterator[None]:
+    """Write the access log line of the call run inside, however it ends."""
+    t0 = time.perf_counter()
+    code = "OK"
+    try:
+        yield
+    except (asyncio.CancelledError, GeneratorExit):
+        code = "CANCELLED"
+        raise
+    except BaseException:
+        code = "UNKNOWN"  # gRPC's answer to an unhandled error, unless the handler aborted
+        raise
+    finally:
+        status = context.code()
+        if isinstance(status, grpc.StatusCode) and code != "CANCELLED":
+            code = str(status.name)
+        log_grpc_call(context, method, code, time.perf_counter() - t0)
 
 
 def _logged(rpc: str, handler: Any) -> Any:
@@ -147,32 +158,16 @@ def _logged(rpc: str, handler: Any) -> Any:
         unary = handler.unary_unary
 
         async def logged_unary(request: Any, context: Any) -> Any:
-            t0 = time.perf_counter()
-            failure: BaseException | None = None
-            try:
+            with _call_logged(method, context):
                 return await unary(request, context)
-            except BaseException as exc:
-                failure = exc
-                raise
-            finally:
-                code = _code_name(context, failure)
-                log_grpc_call(context, method, code, time.perf_counter() - t0)
 
         return handler._replace(unary_unary=logged_unary)
     stream = handler.stream_stream
 
     async def logged_stream(requests: Any, context: Any) -> AsyncIterator[Any]:
-        t0 = time.perf_counter()
-        failure: BaseException | None = None
-        try:
+        with _call_logged(method, context):
             async for reply in stream(requests, context):
                 yield reply
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            code = _code_name(context, failure)
-            log_grpc_call(context, method, code, time.perf_counter() - t0)
 
     return handler._replace(stream_stream=logged_stream)
 
