@@ -82,7 +82,10 @@ def run(region_in, region_out, everything):
         if proto == "http":
             c, mod = th.InferenceServerClient(args["http"]), th
         else:
-            c, mod = tg.InferenceServerClient(args["grpc"]), tg
+            # a channel of its own subchannels: grpc's global pool could otherwise hand the
+            # other user the root warm-up's connection (a socket root owns) to the same target
+            local = [("grpc.use_local_subchannel_pool", 1)]
+            c, mod = tg.InferenceServerClient(args["grpc"], channel_args=local), tg
         report[proto] = calls(c, mod, region_in, region_out, everything)
         c.close()
     return report
