@@ -60,7 +60,7 @@ def test_the_public_boundary_still_applies_to_both_faces(session: Session, face:
     a = np.arange(16, dtype=np.float32)
     with pytest.raises(InvalidInputError, match=rf"session\.{face}\(\):") as caught:
         result = getattr(session, face)("add_sub", {"INPUT0": a, "INPUT1": a}, "one too many")
-        if inspect.isawaitable(result):  # the asyncio face raises when awaited
+        if inspect.iscoroutine(result):  # the asyncio face raises when awaited
             asyncio.run(result)
     assert isinstance(caught.value.__cause__, TypeError)
 

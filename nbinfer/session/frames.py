@@ -597,7 +597,8 @@ class FrameFront(BinaryProbe):
             "aclassify",
             _classify_call,
             _aclassify_now,
-            doc="Like :meth:`classify`, from a coroutine (inference on the async client).",
+            doc="Like :meth:`classify`, from a coroutine "
+            "(inference on the session's async client).",
         )
     )
 
