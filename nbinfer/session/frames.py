@@ -3,8 +3,10 @@
 Owns how what people pass becomes requests: DataFrames planned onto the model's inputs and cut
 into chunks (``interop.pandas``), the "one array, one sample" rule, ``classification=``, images
 (``interop.images``), and results back as DataFrames; it builds on ``binary`` (whether requests
-go as binary tensors). The sync and async faces share one argument handling (:class:`_Call`);
-they differ only in how a request is sent.
+go as binary tensors). Each sync / async pair is declared once: a private method holds the
+parameters, the docstring and the argument handling (``_infer_call``, ``_classify_call``), and
+``_blocking`` / ``_awaiting`` derive both public faces from it, which differ only in how the
+read call is sent; a new option is added in one place.
 
 May import ``client``, ``errors``, ``protocol``, ``interop`` and the session's core and binary
 probe; never the server or the notebook layer.
@@ -19,8 +21,8 @@ import functools
 import inspect
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -75,6 +77,7 @@ class _Call:
     as_frame: bool | None
     expand: bool
     concurrency: int | None = None
+    progress: bool | None = None
     job: FrameJob | None = None
     index: Any = None
     data: Any = None
@@ -85,54 +88,74 @@ class _Call:
         return dict(self.options, outputs=self.requested, model_version=self.version, binary=binary)
 
 
+@dataclasses.dataclass
+class _Classify:
+    """One ``classify`` / ``aclassify`` call after its arguments are read."""
+
+    model: str
+    version: str
+    images: Any
+    options: dict[str, Any]
+
+
+_S = TypeVar("_S", bound="FrameFront")
+_P = ParamSpec("_P")
+_C = TypeVar("_C")
+_R = TypeVar("_R")
+
+
+def _blocking(
+    name: str, declared: Callable[Concatenate[_S, _P], _C], run: Callable[[_S, _C], _R]
+) -> Callable[Concatenate[_S, _P], _R]:
+    """The sync face of a declaration: read the arguments (``declared``), then ``run`` them."""
+
+    def method(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return run(self, declared(self, *args, **kwargs))
+
+    return _dressed(method, name, declared, run, declared.__doc__)
+
+
+def _awaiting(
+    name: str,
+    declared: Callable[Concatenate[_S, _P], _C],
+    run: Callable[[_S, _C], Awaitable[_R]],
+    doc: str,
+) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]:
+    """The asyncio face of a declaration: the arguments are read when the coroutine runs."""
+
+    async def method(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return await run(self, declared(self, *args, **kwargs))
+
+    return _dressed(method, name, declared, run, doc)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _dressed(
+    method: _F, name: str, declared: Callable[..., Any], run: Callable[..., Any], doc: str | None
+) -> _F:
+    """Dress a face as the public method it is: the declaration's parameters, the runner's result.
+
+    ``help()``, IDEs and ``inspect.signature`` then show the full signature (mypy reads the
+    same from the adapters' ParamSpec typing); docs/_ext/client_faces.py does it for griffe.
+    """
+    returns = inspect.signature(run).return_annotation
+    this, *params = inspect.signature(declared).parameters.values()
+    method.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [this.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD), *params],
+        return_annotation=returns,
+    )
+    method.__name__ = name
+    method.__qualname__ = f"FrameFront.{name}"
+    method.__doc__ = doc
+    hints = {k: v for k, v in declared.__annotations__.items() if k != "return"}
+    method.__annotations__ = {**hints, "return": returns}
+    return method
+
+
 class FrameFront(BinaryProbe):
     """The inference half of :class:`~nbinfer.Session` (see there)."""
-
-    # -- argument handling shared by infer and ainfer ----------------------------------------
-
-    def _call(
-        self,
-        model: str,
-        data: Any,
-        *,
-        outputs: Sequence[str | RequestedOutput] | str | None,
-        model_version: str,
-        as_frame: bool | None,
-        columns: ColumnSelection | None,
-        batch_size: int | None,
-        concurrency: int | None,
-        expand: bool,
-        classification: int | None,
-        inputs: InputSpecs | None,
-        options: dict[str, Any],
-    ) -> _Call:
-        """Read one call's arguments: outputs, binary choice, and a frame plan or samples."""
-        unknown = sorted(set(options) - _client_options())
-        if unknown:  # said here, before a chunk is sent (a worker thread would wrap it)
-            raise InvalidInputError(
-                f"unknown option(s) {unknown}; besides its own, inference takes those of "
-                f"Client.infer: {sorted(_client_options() - {'outputs', 'model_version'})}",
-                model=model,
-            )
-        explicit = options.pop("binary", None)
-        call = _Call(
-            model,
-            model_version,
-            self._requested(model, model_version, outputs, classification),
-            explicit,
-            self._binary_unknown(explicit),
-            options,
-            as_frame,
-            expand,
-            _count("concurrency", concurrency),
-        )
-        if _is_frame(data):
-            rows = _count("batch_size", batch_size)
-            call.job = self._frame_job(model, model_version, data, columns, rows, inputs)
-            call.index = data.index
-        else:
-            call.data, call.single = self._samples(model, model_version, data)
-        return call
 
     def _binary_now(self, call: _Call) -> bool | None:
         """``binary=`` for a request of ``call`` that is not the probe."""
@@ -235,11 +258,11 @@ class FrameFront(BinaryProbe):
             names = [o if isinstance(o, str) else o.name for o in _output_list(outputs)]
         return [RequestedOutput(name, class_count=count) for name in names]
 
-    # -- the two faces -----------------------------------------------------------------------
+    # -- infer / ainfer: one declaration (parameters, docstring, argument handling), two faces --
 
-    @public
-    def infer(
+    def _infer_call(
         self,
+        /,
         model: str,
         data: Any,
         *,
@@ -254,7 +277,7 @@ class FrameFront(BinaryProbe):
         classification: int | None = None,
         inputs: InputSpecs | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> _Call:
         """Run inference on ``model``; a DataFrame of any size is split, pipelined and reassembled.
 
         Args:
@@ -302,30 +325,46 @@ class FrameFront(BinaryProbe):
             frame = session.infer("iris", df)                     # any number of rows
             top = session.infer("iris", df, classification=1)     # label / score columns
         """
-        call = self._call(
+        unknown = sorted(set(kwargs) - _client_options())
+        if unknown:  # said here, before a chunk is sent (a worker thread would wrap it)
+            raise InvalidInputError(
+                f"unknown option(s) {unknown}; besides its own, inference takes those of "
+                f"Client.infer: {sorted(_client_options() - {'outputs', 'model_version'})}",
+                model=model,
+            )
+        explicit = kwargs.pop("binary", None)
+        call = _Call(
             model,
-            data,
-            outputs=outputs,
-            model_version=model_version,
-            as_frame=as_frame,
-            columns=columns,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            expand=expand,
-            classification=classification,
-            inputs=inputs,
-            options=kwargs,
+            model_version,
+            self._requested(model, model_version, outputs, classification),
+            explicit,
+            self._binary_unknown(explicit),
+            kwargs,
+            as_frame,
+            expand,
+            _count("concurrency", concurrency),
+            progress,
         )
+        if _is_frame(data):
+            rows = _count("batch_size", batch_size)
+            call.job = self._frame_job(model, model_version, data, columns, rows, inputs)
+            call.index = data.index
+        else:
+            call.data, call.single = self._samples(model, model_version, data)
+        return call
+
+    def _send(self, call: _Call) -> Any:
+        """Run a read ``infer`` call on the sync client (chunks on its worker threads)."""
 
         def send(payload: Any, binary: bool | None) -> concurrent.futures.Future[InferResult]:
-            return self.client.async_infer(model, payload, **call.send_options(binary))
+            return self.client.async_infer(call.model, payload, **call.send_options(binary))
 
         if call.job is None:
             if call.probe:
                 result = self._probe_binary(lambda b: send(call.data, b)).result()
             else:  # the sync client's own path: no worker thread for one request
                 options = call.send_options(self._binary_now(call))
-                result = self.client.infer(model, call.data, **options)
+                result = self.client.infer(call.model, call.data, **options)
             return self._finish(call, result)
         from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, infer_frame
 
@@ -339,52 +378,21 @@ class FrameFront(BinaryProbe):
                 call.job,
                 submit,
                 concurrency=call.concurrency or DEFAULT_CONCURRENCY,
-                progress=progress,
+                progress=call.progress,
             )
         except KeyboardInterrupt:
             self.client._abort_in_flight()  # the chunks in flight on the worker threads
             raise
         return self._frame_result(call, outs)
 
-    @public
-    async def ainfer(
-        self,
-        model: str,
-        data: Any,
-        *,
-        outputs: Sequence[str | RequestedOutput] | str | None = None,
-        model_version: str = "",
-        as_frame: bool | None = None,
-        columns: ColumnSelection | None = None,
-        batch_size: int | None = None,
-        concurrency: int | None = None,
-        progress: bool | None = None,
-        expand: bool = True,
-        classification: int | None = None,
-        inputs: InputSpecs | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """Like :meth:`infer`, from a coroutine (``await session.ainfer(...)``)."""
-        call = self._call(
-            model,
-            data,
-            outputs=outputs,
-            model_version=model_version,
-            as_frame=as_frame,
-            columns=columns,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            expand=expand,
-            classification=classification,
-            inputs=inputs,
-            options=kwargs,
-        )
+    async def _asend(self, call: _Call) -> Any:
+        """Run a read ``ainfer`` call on the session's async client."""
         aclient = self._aclient()
         lock = asyncio.Lock()  # one probe per call
 
         def send(payload: Any) -> Callable[[bool | None], Awaitable[InferResult]]:
             def with_binary(binary: bool | None) -> Awaitable[InferResult]:
-                return aclient.infer(model, payload, **call.send_options(binary))
+                return aclient.infer(call.model, payload, **call.send_options(binary))
 
             return with_binary
 
@@ -398,9 +406,22 @@ class FrameFront(BinaryProbe):
         from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, ainfer_frame
 
         outs = await ainfer_frame(
-            call.job, submit, concurrency=call.concurrency or DEFAULT_CONCURRENCY, progress=progress
+            call.job,
+            submit,
+            concurrency=call.concurrency or DEFAULT_CONCURRENCY,
+            progress=call.progress,
         )
         return self._frame_result(call, outs)
+
+    infer = public(_blocking("infer", _infer_call, _send))
+    ainfer = public(
+        _awaiting(
+            "ainfer",
+            _infer_call,
+            _asend,
+            doc="Like :meth:`infer`, from a coroutine (``await session.ainfer(...)``).",
+        )
+    )
 
     # -- one array, one sample --------------------------------------------------------------
 
@@ -497,10 +518,11 @@ class FrameFront(BinaryProbe):
         options.setdefault("extensions", self.client.get_server_metadata().extensions)
         return options
 
-    @public
-    def classify(
-        self, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
-    ) -> pd.DataFrame:
+    # -- classify / aclassify: one declaration, two faces ------------------------------------
+
+    def _classify_call(
+        self, /, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
+    ) -> _Classify:
         """Classify images: top-k classes per image as a DataFrame that displays as a grid.
 
         Preprocessing comes from the model's metadata (size, channels, layout, datatype); see
@@ -534,38 +556,51 @@ class FrameFront(BinaryProbe):
             top = session.classify("digits", "digits/*.png", top_k=3)
             top[top["rank"] == 1]
         """
+        options = self._image_options(model, model_version, dict(options, top_k=top_k))
+        return _Classify(model, model_version, images, options)
+
+    def _classify_now(self, call: _Classify) -> pd.DataFrame:
+        """Run a read ``classify`` call on the sync client (batches on its worker threads)."""
         from nbinfer.interop.images import classify_images
 
         def submit(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> Any:
             return self.client.async_infer(
-                model, inputs, outputs=outputs, model_version=model_version
+                call.model, inputs, outputs=outputs, model_version=call.version
             )
 
-        opts = self._image_options(model, model_version, dict(options, top_k=top_k))
-        metadata = self.client.get_model_metadata(model, model_version)
+        metadata = self.client.get_model_metadata(call.model, call.version)
         try:
-            frame: pd.DataFrame = classify_images(submit, metadata, images, **opts)
+            frame: pd.DataFrame = classify_images(submit, metadata, call.images, **call.options)
         except KeyboardInterrupt:
             self.client._abort_in_flight()  # the batches in flight on the worker threads
             raise
         return frame
 
-    @public
-    async def aclassify(
-        self, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
-    ) -> pd.DataFrame:
-        """Like :meth:`classify`, from a coroutine (inference on the session's async client)."""
+    async def _aclassify_now(self, call: _Classify) -> pd.DataFrame:
+        """Run a read ``aclassify`` call on the session's async client."""
         from nbinfer.interop.images import aclassify_images
 
         aclient = self._aclient()
 
         async def infer(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> InferResult:
-            return await aclient.infer(model, inputs, outputs=outputs, model_version=model_version)
+            return await aclient.infer(
+                call.model, inputs, outputs=outputs, model_version=call.version
+            )
 
-        opts = self._image_options(model, model_version, dict(options, top_k=top_k))
-        metadata = await aclient.get_model_metadata(model, model_version)
-        frame: pd.DataFrame = await aclassify_images(infer, metadata, images, **opts)
+        metadata = await aclient.get_model_metadata(call.model, call.version)
+        frame: pd.DataFrame = await aclassify_images(infer, metadata, call.images, **call.options)
         return frame
+
+    classify = public(_blocking("classify", _classify_call, _classify_now))
+    aclassify = public(
+        _awaiting(
+            "aclassify",
+            _classify_call,
+            _aclassify_now,
+            doc="Like :meth:`classify`, from a coroutine "
+            "(inference on the session's async client).",
+        )
+    )
 
 
 def _input_specs(inputs: InputSpecs) -> list[TensorSpec]:
