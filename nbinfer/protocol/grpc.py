@@ -517,20 +517,22 @@ class ResponseReader(_LazyReader):
 
 def _plain_layout(msg: pb.ModelInferResponse) -> list[PlainOutput] | None:
     """One raw entry of the exact size per fixed-width output and nothing else, or None."""
-    outs = msg.outputs
-    raw = msg.raw_output_contents
+    # upb containers are sliced, not iterated: a slice is one C call, iteration one per item
+    outs = msg.outputs[:]
+    raw = msg.raw_output_contents[:]
     if len(raw) != len(outs):
         return None
     plain: list[PlainOutput] = []
     for out, data in zip(outs, raw, strict=True):
-        dtype = PLAIN_DTYPES.get(out.datatype)
-        shape = tuple(out.shape)
-        if dtype is None or any(d < 0 for d in shape) or out.HasField("contents"):
+        datatype = out.datatype
+        dtype = PLAIN_DTYPES.get(datatype)
+        shape = tuple(out.shape[:])
+        if dtype is None or min(shape, default=0) < 0 or out.HasField("contents"):
             return None
         count = math.prod(shape)
         if len(data) != count * dtype.itemsize:
             return None
-        plain.append((out.name, out.datatype, dtype, shape, data, 0, count))
+        plain.append((out.name, datatype, dtype, shape, data, 0, count))
     return plain
 
 

@@ -112,9 +112,9 @@ class ResponseReader:
             return data
         arr = self._arrays[index]
         if arr is None:
-            _, _, dtype, shape, buffer, offset, size = self._plain[index]
+            _, _, dtype, shape, buffer, offset, _ = self._plain[index]
             # a view of immutable bytes: read-only, as every decoded tensor is
-            arr = self._arrays[index] = np.frombuffer(buffer, dtype, size, offset).reshape(shape)
+            arr = self._arrays[index] = np.ndarray(shape, dtype, buffer, offset)
         return arr
 
     def output(self, index: int) -> InferOutput:
