@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar, cast
 
@@ -67,13 +67,9 @@ __all__ = [
     "config_proto_to_json",
     "load_request_from_proto",
     "load_request_to_proto",
-    "log_settings_from_proto",
-    "log_settings_to_proto",
     "method_path",
     "shm_status_from_proto",
     "shm_status_to_proto",
-    "trace_settings_from_proto",
-    "trace_settings_to_proto",
     "request_message",
     "response_message",
     "rpc_of",
@@ -659,51 +655,7 @@ def load_request_from_proto(
 
 
 # ---------------------------------------------------------------------------------------------
-# Settings and shared-memory status (the same dict shapes as the REST routes)
-
-
-def trace_settings_to_proto(settings: Mapping[str, Any], target: MutableMapping[str, Any]) -> None:
-    """Write trace settings into a ``map<string, SettingValue>``.
-
-    A list becomes several values, anything else one string; ``None`` leaves the entry empty
-    (which resets the setting in a request).
-    """
-    for key, value in settings.items():
-        entry = target[key]
-        if value is None:
-            continue
-        values = value if isinstance(value, list | tuple) else [value]
-        entry.value.extend(str(v) for v in values)
-
-
-def trace_settings_from_proto(source: Mapping[str, Any]) -> dict[str, Any]:
-    """Read a ``map<string, SettingValue>``: one value as a string, ``trace_level`` as a list."""
-    out: dict[str, Any] = {}
-    for key, entry in source.items():
-        values = list(entry.value)
-        out[key] = values[0] if len(values) == 1 and key != "trace_level" else values
-    return out
-
-
-def log_settings_to_proto(settings: Mapping[str, Any], target: MutableMapping[str, Any]) -> None:
-    """Write log settings into a ``map<string, LogSettingValue>`` (bool, uint32 or string)."""
-    for key, value in settings.items():
-        entry = target[key]
-        if isinstance(value, bool):
-            entry.bool_param = value
-        elif isinstance(value, int):
-            entry.uint32_param = value
-        else:
-            entry.string_param = str(value)
-
-
-def log_settings_from_proto(source: Mapping[str, Any]) -> dict[str, Any]:
-    """Read a ``map<string, LogSettingValue>`` (an unset value reads as None)."""
-    out: dict[str, Any] = {}
-    for key, entry in source.items():
-        which = entry.WhichOneof("parameter_choice")
-        out[key] = None if which is None else getattr(entry, which)
-    return out
+# Shared-memory status (the same dict shapes as the REST routes; settings: grpc_settings.py)
 
 
 #: The fields of a shared-memory region's status, by kind (``system`` / ``cuda``).

@@ -25,6 +25,12 @@ from google.protobuf.message import DecodeError
 from nbinfer.errors import InvalidInputError, NbinferError, grpc_code_of
 from nbinfer.protocol import grpc as gcodec
 from nbinfer.protocol.grpc import RPCS, SERVICE_NAME, response_message
+from nbinfer.protocol.grpc_settings import (
+    log_settings_from_proto,
+    log_settings_to_proto,
+    trace_settings_from_proto,
+    trace_settings_to_proto,
+)
 from nbinfer.protocol.types import InferResponse
 from nbinfer.server.auth import PUBLIC_GRPC_METHODS, authorized
 from nbinfer.server.dataplane import EMPTY_FINAL, FINAL_RESPONSE
@@ -400,19 +406,19 @@ class GrpcFrontend:
 
     async def trace_setting(self, request: Any, context: Any) -> Any:
         """TraceSetting: tracing is ``OFF`` (asking for a level is UNIMPLEMENTED, as over HTTP)."""
-        update = gcodec.trace_settings_from_proto(request.settings)
+        update = trace_settings_from_proto(request.settings)
         if request.model_name:
             self.dp.model_metadata(request.model_name)  # an unknown model is NOT_FOUND
         reply: Any = response_message("TraceSetting")
-        gcodec.trace_settings_to_proto(trace_settings(request.model_name, update), reply.settings)
+        trace_settings_to_proto(trace_settings(request.model_name, update), reply.settings)
         return reply
 
     async def log_settings(self, request: Any, context: Any) -> Any:
         """LogSettings over the ``nbinfer`` logger (the same settings as ``/v2/logging``)."""
-        update = gcodec.log_settings_from_proto(request.settings)
+        update = log_settings_from_proto(request.settings)
         current = LogSettings.update(update) if update else LogSettings.get()
         reply: Any = response_message("LogSettings")
-        gcodec.log_settings_to_proto(current, reply.settings)
+        log_settings_to_proto(current, reply.settings)
         return reply
 
     def _token(self, rpc: str) -> str | None:

@@ -32,6 +32,12 @@ from nbinfer.errors import (
 )
 from nbinfer.protocol import grpc as pgrpc
 from nbinfer.protocol.dtypes import datatype_of
+from nbinfer.protocol.grpc_settings import (
+    log_settings_from_proto,
+    log_settings_to_proto,
+    trace_settings_from_proto,
+    trace_settings_to_proto,
+)
 from nbinfer.protocol.types import InferRequest, InferResponse, ModelMetadata, RepositoryModel
 from nbinfer.protocol.types import ServerMetadata as ServerMetadataT
 from nbinfer.transports import CallOptions, GrpcCall, Op
@@ -664,18 +670,18 @@ class GrpcBinding:
     ) -> Op[dict[str, Any]]:
         """``TraceSetting`` (get when ``settings`` is None)."""
         msg: Any = pgrpc.request_message("TraceSetting", model_name=name)
-        pgrpc.trace_settings_to_proto(settings or {}, msg.settings)
+        trace_settings_to_proto(settings or {}, msg.settings)
         reply = yield self._call("TraceSetting", msg, opts, idempotent=settings is None)
-        return pgrpc.trace_settings_from_proto(reply.settings)
+        return trace_settings_from_proto(reply.settings)
 
     def log_settings(
         self, settings: Mapping[str, Any] | None, opts: CallOptions
     ) -> Op[dict[str, Any]]:
         """``LogSettings`` (get when ``settings`` is None)."""
         msg: Any = pgrpc.request_message("LogSettings")
-        pgrpc.log_settings_to_proto(settings or {}, msg.settings)
+        log_settings_to_proto(settings or {}, msg.settings)
         reply = yield self._call("LogSettings", msg, opts, idempotent=settings is None)
-        return pgrpc.log_settings_from_proto(reply.settings)
+        return log_settings_from_proto(reply.settings)
 
     def shm_status(self, kind: str, name: str, opts: CallOptions) -> Op[list[dict[str, Any]]]:
         """``{System,Cuda}SharedMemoryStatus`` as a list of region dicts."""

@@ -13,12 +13,14 @@ import pytest
 from nbinfer.errors import InvalidInputError, UnsupportedError
 from nbinfer.protocol.grpc import (
     RPCS,
-    log_settings_from_proto,
-    log_settings_to_proto,
     request_message,
     response_message,
     shm_status_from_proto,
     shm_status_to_proto,
+)
+from nbinfer.protocol.grpc_settings import (
+    log_settings_from_proto,
+    log_settings_to_proto,
     trace_settings_from_proto,
     trace_settings_to_proto,
 )
