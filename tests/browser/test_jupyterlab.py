@@ -183,6 +183,8 @@ def test_model_browser_in_jupyterlab(lab: dict[str, Any], chromium: Any, tmp_pat
         form = ui.locator(".nbb-main")
         form.get_by_text("FP32 [-1, 4]").first.wait_for(timeout=30_000)
         boxes = form.locator(".widget-text input[type=number]")
+        # The signature line can paint before the input boxes: wait for the fourth, then count.
+        boxes.nth(3).wait_for(timeout=30_000)
         assert boxes.count() == 4
         for box, value in zip(boxes.all(), ["5.1", "3.5", "1.4", "0.2"], strict=True):
             box.fill(value)
