@@ -17,6 +17,7 @@ at it (``cd A && PYTHONPATH=A python /path/to/grpc_big.py``): the embedded serve
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", default=None, help="write the figures as JSON here")
     args = parser.parse_args(argv)
     with LocalServer(demo=True) as server:
         import psutil
@@ -57,9 +59,17 @@ def main(argv: list[str] | None = None) -> int:
         client.close()
     print(f"grpc 16MB each way, best of {args.rounds} x {args.seconds:g}s (MB/s in + out)")
     print(f"{'client':<13} {'MB/s':>7} {'cpu ms/call':>12} {'srv ms/call':>12}")
+    figures = {}
     for name, runs in (("nbinfer", ours), ("tritonclient", theirs)):
         rate, cpu, srv = max(runs)
         print(f"{name:<13} {rate * bench.BIG_MB:>7.0f} {cpu / 1e3:>12.1f} {srv / 1e3:>12.1f}")
+        figures[name] = {
+            "mb_s": rate * bench.BIG_MB,
+            "cpu_ms": cpu / 1e3,
+            "server_cpu_ms": srv / 1e3,
+        }
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")
     return 0
 
 

@@ -14,6 +14,7 @@ KServe runs from its own virtualenv (default /work/kserve-venv, created on first
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -347,6 +348,7 @@ def main() -> int:
     ap.add_argument("--shape", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--rounds", type=int, default=1, help="alternating rounds; median kept")
     ap.add_argument("--no-kserve", action="store_true", help="measure nbinfer only")
+    ap.add_argument("--json", default=None, help="write the cells as JSON here")
     args = ap.parse_args()
 
     def log(msg: str) -> None:
@@ -389,6 +391,12 @@ def main() -> int:
     _print_table(results, args)
     if skipped:
         print(f"\nKServe side skipped: {skipped}")
+    if args.json:
+        cells = [
+            {"server": name, "protocol": proto, "concurrency": conc, **figures}
+            for (name, proto, conc), figures in results.items()
+        ]
+        Path(args.json).write_text(json.dumps(cells, indent=2), encoding="utf-8")
     return 0
 
 
