@@ -4,7 +4,8 @@ Runs, one after another (never in parallel: they share the machine's cores):
 
 * ``client.py`` — nbinfer's client vs tritonclient, HTTP and gRPC, small requests at concurrency
   1 and 8 (sync and asyncio) and 16 MB each way over the wire;
-* ``server.py`` — the embedded server vs KServe's ModelServer under the same tritonclient load;
+* ``server.py`` — the embedded server vs KServe's ModelServer under the same tritonclient load,
+  and a do-nothing grpc.aio server beside them (``--floor``: the ceiling of the gRPC row);
 * ``grpc_big.py`` — the 16 MB gRPC row with the server's CPU per call;
 * ``local_shm.py`` — the zero-copy local path vs HTTP binary (and tritonclient's own shm);
 * a fresh kernel: ``import pandas`` then ``import nbinfer`` + ``Session()`` + the first ``infer``.
@@ -36,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 #: script -> (full arguments, quick arguments)
 RUNS: dict[str, tuple[list[str], list[str]]] = {
     "client.py": ([], ["--seconds", "0.5", "--rounds", "1"]),
-    "server.py": (["--rounds", "3", "--duration", "5"], ["--duration", "1"]),
+    "server.py": (["--rounds", "3", "--duration", "5", "--floor"], ["--duration", "1", "--floor"]),
     "grpc_big.py": ([], ["--seconds", "1", "--rounds", "1"]),
     "local_shm.py": ([], ["--seconds", "1", "--rounds", "1"]),
 }
@@ -104,6 +105,10 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
             ours, theirs = rps.get(("nbinfer", proto, conc)), rps.get(("kserve", proto, conc))
             if ours and theirs:
                 rows.append(Row(f"server {proto} c={conc} vs KServe", ours / theirs, target, "x"))
+            floor = rps.get(("floor", proto, conc))
+            if floor and theirs:  # the ceiling: a grpc.aio server doing no work at all
+                name = f"do-nothing grpc.aio c={conc} vs KServe"
+                rows.append(Row(name, floor / theirs, target, "x"))
     shm = load("local_shm.json")
     if shm:
         medians = shm["medians"]

@@ -8,7 +8,12 @@ same run.
 KServe runs from its own virtualenv (default /work/kserve-venv, created on first use with
 ``python -m venv`` + ``pip install kserve==0.21.*``); pass ``--no-kserve`` to measure nbinfer only.
 
-    python benchmarks/server.py --duration 10
+``--floor`` adds a third gRPC server, the ceiling of any grpc.aio server: a grpc.aio process on
+the same event loop as nbinfer's (uvloop) that answers every ModelInfer with the bytes nbinfer
+answered once, doing no work at all. Its ratio to KServe is the best a Python grpc.aio server
+can show against KServe under this load on this machine.
+
+    python benchmarks/server.py --duration 10 [--floor]
 """
 
 from __future__ import annotations
@@ -265,6 +270,63 @@ def start_nbinfer(tmp: Path) -> tuple[Any, str, str]:
     return server, server.http_url, server.grpc_url
 
 
+_FLOOR_SCRIPT = r"""
+import asyncio, sys
+import grpc
+import uvloop
+
+port, answer = int(sys.argv[1]), open(sys.argv[2], "rb").read()
+
+
+def model_infer(request, context):
+    return answer
+
+
+async def main():
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    handler = grpc.unary_unary_rpc_method_handler(model_infer)  # bytes in, bytes out
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("inference.GRPCInferenceService",
+                                              {"ModelInfer": handler}),)
+    )
+    await server.start()
+    print("ready", flush=True)
+    await server.wait_for_termination()
+
+
+uvloop.run(main())
+"""
+
+
+def start_floor(tmp: Path, nb_grpc: str, shape: list[int]) -> tuple[subprocess.Popen[str], str]:
+    """Start the do-nothing grpc.aio server answering nbinfer's own ModelInfer reply."""
+    import grpc
+    import tritonclient.grpc as tg
+
+    ins, _ = inputs("grpc", shape)
+    request = tg.service_pb2.ModelInferRequest(model_name="add_sub")
+    request.inputs.extend(i._get_tensor() for i in ins)
+    request.raw_input_contents.extend(i._get_content() for i in ins)
+    with grpc.insecure_channel(nb_grpc) as channel:
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        answer = call(request.SerializeToString(), timeout=30)
+    (tmp / "answer.bin").write_bytes(answer)
+    (tmp / "floor.py").write_text(_FLOOR_SCRIPT)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp / "floor.py"), str(port), str(tmp / "answer.bin")],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        proc.kill()
+        raise RuntimeError("the grpc.aio floor server did not start")
+    return proc, f"127.0.0.1:{port}"
+
+
 def start_kserve(py: Path, tmp: Path) -> tuple[subprocess.Popen[bytes], str, str, float]:
     script = tmp / "kserve_add_sub.py"
     script.write_text(_KSERVE_SCRIPT)
@@ -329,7 +391,7 @@ def _print_table(results: dict[tuple[str, str, int], dict[str, float]], args: An
     for proto in args.protocols:
         for conc in args.concurrency:
             base = results.get(("kserve", proto, conc))
-            for name in ("nbinfer", "kserve"):
+            for name in ("nbinfer", "kserve", "floor"):
                 r = results.get((name, proto, conc))
                 if r is None:
                     continue
@@ -349,6 +411,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1, help="alternating rounds; median kept")
     ap.add_argument("--no-kserve", action="store_true", help="measure nbinfer only")
     ap.add_argument("--json", default=None, help="write the cells as JSON here")
+    ap.add_argument(
+        "--floor", action="store_true", help="also measure a do-nothing grpc.aio server (gRPC)"
+    )
     args = ap.parse_args()
 
     def log(msg: str) -> None:
@@ -367,12 +432,18 @@ def main() -> int:
         skipped = (
             "--no-kserve given" if args.no_kserve else _add_kserve(tmp, servers, cleanups, log)
         )
+        if args.floor:
+            floor, floor_grpc = start_floor(tmp, nb_grpc.removeprefix("grpc://"), args.shape)
+            servers.append(("floor", "", floor_grpc))
+            cleanups.append(floor.kill)
         try:
             for proto in args.protocols:
                 for conc in args.concurrency:
                     runs: dict[str, list[dict[str, float]]] = {}
                     for _ in range(args.rounds):  # alternate servers: shared noise cancels
                         for name, http_url, grpc_url in servers:
+                            if not http_url and proto == "http":
+                                continue  # the floor server speaks gRPC only
                             r = drive(proto, http_url, grpc_url, conc, args.duration, args.shape)
                             runs.setdefault(name, []).append(r)
                             log(
