@@ -98,6 +98,36 @@ def triton_sync(protocol: str, address: str) -> Callable[[], Callable[[dict[str,
     return make
 
 
+def raw_grpc(address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
+    """The floor of any Python gRPC client: grpcio sending pre-serialized bytes, no parsing.
+
+    The request is serialized once (by tritonclient's protobuf classes) and the answer's bytes
+    are not even parsed; what remains is grpcio's own per-call cost, which both clients pay.
+    """
+    import grpc
+    import tritonclient.grpc as tg
+
+    def make() -> Callable[[dict[str, Any]], Any]:
+        channel = grpc.insecure_channel(address)
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        cache: dict[int, bytes] = {}
+
+        def infer(data: dict[str, Any]) -> Any:
+            body = cache.get(id(data))
+            if body is None:
+                inputs, outputs = triton_inputs(tg, data, False)
+                request = tg.service_pb2.ModelInferRequest(model_name="add_sub")
+                request.inputs.extend(i._get_tensor() for i in inputs)
+                request.raw_input_contents.extend(i._get_content() for i in inputs)
+                request.outputs.extend(o._get_tensor() for o in outputs)
+                body = cache[id(data)] = request.SerializeToString()
+            return call(body)
+
+        return infer
+
+    return make
+
+
 def triton_async(protocol: str, address: str) -> tuple[Any, Callable[..., Awaitable[Any]]]:
     if protocol == "http":
         import tritonclient.http as base
@@ -278,6 +308,13 @@ def main(argv: list[str] | None = None) -> int:
                 lambda c=conc: run_threads(tc_make, SMALL, c, secs),
             )
             row(f"{proto} sync  c={conc} add_sub", "req/s", ours, theirs)
+        if proto == "grpc":  # the ceiling of the gRPC rows: grpcio alone, bytes in, bytes out
+            for conc in (1, 8):
+                ours, theirs = best_of(
+                    lambda c=conc: run_threads(raw_grpc(address), SMALL, c, secs),
+                    lambda c=conc: run_threads(tc_make, SMALL, c, secs),
+                )
+                row(f"grpc sync  c={conc} raw grpcio floor", "req/s", ours, theirs)
         for conc in (1, 8):
             ours, theirs = best_of(
                 lambda c=conc: run_async_client(nb_async_factory(url), SMALL, c, secs),
