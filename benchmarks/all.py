@@ -93,9 +93,13 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
             ("grpc sync  c=8 add_sub", 1.0),
             ("grpc async c=1 add_sub", 1.0),
             ("grpc async c=8 add_sub", 1.0),
+            ("grpc sync  c=1 raw grpcio floor", 1.0),  # the ceiling of the gRPC rows
+            ("grpc sync  c=8 raw grpcio floor", 1.0),
         ):
             if scenario in by:
                 label = "client " + " ".join(scenario.replace(" add_sub", "").split())
+                label = label.replace("client grpc sync c=1 raw grpcio floor", "raw grpcio c=1")
+                label = label.replace("client grpc sync c=8 raw grpcio floor", "raw grpcio c=8")
                 label = label.replace(" sync 16MB each way", " 16 MB each way")
                 rows.append(Row(f"{label} vs tritonclient", by[scenario], target, "x"))
     server = load("server.json")
