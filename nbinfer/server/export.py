@@ -33,7 +33,14 @@ import numpy as np
 
 from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.protocol.dtypes import numpy_dtype
-from nbinfer.server.export_python import write_python
+from nbinfer.server.export_python import (
+    EXECUTION_ENV,
+    ExecutionEnv,
+    check_env_name,
+    python_requirements,
+    write_execution_env,
+    write_python,
+)
 from nbinfer.server.model import MODEL_OPTIONS, Model, TensorDef
 from nbinfer.server.model_config import triton_type
 from nbinfer.server.pbtxt import config_to_pbtxt
@@ -258,6 +265,8 @@ def export_model(
     name: str | None = None,
     version: int | str = 1,
     format: str = "auto",
+    execution_env: str | None = None,
+    execution_env_python: str | None = None,
 ) -> Path:
     """Write ``model`` as a Triton model repository entry ``<out_dir>/<name>``; return its path.
 
@@ -270,14 +279,43 @@ def export_model(
         format: ``"auto"``, ``"onnx"`` (ONNX models), ``"torchscript"`` (torch models) or
             ``"python"`` (Triton Python backend; functions / ``Model`` objects are stored with
             cloudpickle next to a generated ``model.py``).
+        execution_env: For Python-backend exports, also write ``build_python_env.sh``
+            (Triton's conda + conda-pack recipe for the Python and packages the export needs)
+            and name its result in ``config.pbtxt`` as ``EXECUTION_ENV_PATH``: an archive
+            (``"python_env.tar.gz"``) or, for any other name, an unpacked directory.
+        execution_env_python: The ``X.Y`` of that environment (default: this interpreter's);
+            it must be the Python of the target's ``triton_python_backend_stub``.
 
     Example::
 
         export_model(nbinfer.server.demo.Iris(), "repo")   # repo/iris/{config.pbtxt,1/...}
 
     Raises:
-        InvalidInputError: the format does not fit the model, or the model cannot be serialised.
+        InvalidInputError: the format does not fit the model, the model cannot be serialised,
+            or an execution environment was asked for a native (ONNX / TorchScript) export.
     """
+    return _export(
+        model,
+        out_dir,
+        name=name,
+        version=version,
+        format=format,
+        execution_env=execution_env,
+        execution_env_python=execution_env_python,
+    )[0]
+
+
+def _export(
+    model: Model,
+    out_dir: str | Path,
+    *,
+    name: str | None,
+    version: int | str,
+    format: str,
+    execution_env: str | None,
+    execution_env_python: str | None,
+) -> tuple[Path, ExecutionEnv | None]:
+    """:func:`export_model`, also returning the execution-environment recipe it wrote."""
     if format not in FORMATS:
         raise InvalidInputError(f"unknown export format {format!r}; use one of {FORMATS}")
     model_name = name or model.name
@@ -292,23 +330,16 @@ def export_model(
         model.finalize()
     kind = _kind_of(model)
     format = _resolve_format(model, kind, format)
+    if execution_env is not None:
+        _check_execution_env(model, format, execution_env)
+    elif execution_env_python is not None:
+        raise InvalidInputError("execution_env_python is the Python of an execution_env: give both")
     model_dir = Path(out_dir) / model_name
     version_dir = model_dir / version_str
     if version_dir.exists():
         shutil.rmtree(version_dir)
     version_dir.mkdir(parents=True)
-    if format == "onnx":
-        shutil.copyfile(model.path, version_dir / "model.onnx")  # type: ignore[attr-defined]
-        route = {"platform": "onnxruntime_onnx"}
-    elif format == "torchscript":
-        _write_torchscript(model, version_dir / "model.pt")
-        route = {"platform": "pytorch_libtorch"}
-    elif kind == "triton_python":
-        _copy_triton_python(model, model_dir, version_dir)
-        route = {"backend": "python"}
-    else:
-        write_python(model, version_dir, format)
-        route = {"backend": "python"}
+    route, requires = _write_entry(model, kind, format, model_dir, version_dir)
     outs = model.output_defs()
     label_files = _label_files(outs)
     params = {
@@ -331,6 +362,13 @@ def export_model(
             config[option.config_key] = exported[option.config_key]
     if kind == "triton_python":
         _keep_extra_config(config, model)
+    env = None
+    if execution_env is not None:
+        env = write_execution_env(model_dir, execution_env, requires, python=execution_env_python)
+        config["parameters"] = {
+            **(config.get("parameters") or {}),
+            "EXECUTION_ENV_PATH": {"string_value": env.parameter},
+        }
     for d in outs:
         if d.labels and d.name in label_files:
             (model_dir / label_files[d.name]).write_text(
@@ -338,7 +376,33 @@ def export_model(
             )
     (model_dir / "config.pbtxt").write_text(config_to_pbtxt(config), encoding="utf-8")
     logger.info("exported model %r to %s (%s)", model.name, model_dir, format)
-    return model_dir
+    return model_dir, env
+
+
+def _check_execution_env(model: Model, format: str, execution_env: str) -> None:
+    if format in ("onnx", "torchscript"):
+        raise InvalidInputError(
+            f"model {model.name!r} exports natively ({format}): Triton's "
+            f"{'onnxruntime' if format == 'onnx' else 'pytorch'} backend runs no Python, so "
+            "an execution environment (EXECUTION_ENV_PATH) does not apply"
+        )
+    check_env_name(execution_env)
+
+
+def _write_entry(
+    model: Model, kind: str, format: str, model_dir: Path, version_dir: Path
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Write the version directory's files; the config's route and what its Python needs."""
+    if format == "onnx":
+        shutil.copyfile(model.path, version_dir / "model.onnx")  # type: ignore[attr-defined]
+        return {"platform": "onnxruntime_onnx"}, {}
+    if format == "torchscript":
+        _write_torchscript(model, version_dir / "model.pt")
+        return {"platform": "pytorch_libtorch"}, {}
+    if kind == "triton_python":
+        _copy_triton_python(model, model_dir, version_dir)
+        return {"backend": "python"}, python_requirements(version_dir)
+    return {"backend": "python"}, write_python(model, version_dir, format)["requires"]
 
 
 def _keep_extra_config(config: dict[str, Any], model: Model) -> None:
@@ -419,6 +483,22 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", type=int, default=1, help="version directory (1)")
     parser.add_argument("--format", default="auto", choices=FORMATS, help="export format")
     parser.add_argument(
+        "--execution-env",
+        nargs="?",
+        const=EXECUTION_ENV,
+        default=None,
+        metavar="NAME",
+        help="Python-backend exports: also write build_python_env.sh (Triton's conda-pack "
+        f"recipe) and set EXECUTION_ENV_PATH to NAME in the model directory ({EXECUTION_ENV}; "
+        "a name without .tar.gz is an unpacked directory)",
+    )
+    parser.add_argument(
+        "--execution-env-python",
+        default=None,
+        metavar="X.Y",
+        help="Python of that environment (default: this one's; must match Triton's stub)",
+    )
+    parser.add_argument(
         "--kserve-manifest",
         metavar="FILE",
         default=None,
@@ -485,8 +565,14 @@ def run_export(args: argparse.Namespace) -> int:
     repo: Any = None
     try:
         model, repo = _load_source(Path(args.model_repository), args.model)
-        path = export_model(
-            model, args.out, name=args.name, version=args.version, format=args.format
+        path, env = _export(
+            model,
+            args.out,
+            name=args.name,
+            version=args.version,
+            format=args.format,
+            execution_env=args.execution_env,
+            execution_env_python=args.execution_env_python,
         )
         sys.stdout.write(f"exported {args.model!r} to {path}\n")
         settings_file = path / str(args.version) / "nbinfer_export.json"
@@ -499,6 +585,12 @@ def run_export(args: argparse.Namespace) -> int:
             )
             if settings.get("note"):
                 sys.stdout.write(settings["note"] + "\n")
+        if env is not None:
+            sys.stdout.write(
+                f"wrote {env.script}: run it (conda + conda-pack) to build {env.target} with "
+                f"Python {env.python} and {', '.join(env.packages)}; config.pbtxt sets "
+                f"EXECUTION_ENV_PATH to {env.parameter}\n"
+            )
         if args.kserve_manifest:
             isvc = re.sub(r"[^a-z0-9-]+", "-", (args.name or args.model).lower()).strip("-")
             text = kserve_manifest(

@@ -5,7 +5,9 @@ file, or just the model and what it uses when the file needs more of nbinfer) be
 ``nbinfer_runtime.py``, a numpy-only module carrying the pieces of :mod:`nbinfer.server.model`
 a model needs, generated from nbinfer's own source. A model that exists only as a live object
 (notebook cell, closure, constructor arguments) takes the *pickled* route: cloudpickle, the
-same Python version. ``nbinfer_export.json`` says which route was taken and what the target needs.
+same Python version. ``nbinfer_export.json`` says which route was taken and what the target needs;
+:func:`write_execution_env` turns those needs into Triton's execution-environment recipe (a
+conda + conda-pack script whose result ``config.pbtxt`` names as ``EXECUTION_ENV_PATH``).
 
 Imports the model API only (reads its source to vendor it); :mod:`nbinfer.server.export`
 calls :func:`write_python` and owns the rest of the entry (config, labels).
@@ -17,9 +19,12 @@ import ast
 import contextlib
 import json
 import logging
+import re
+import shlex
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +32,18 @@ from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.server.model import FunctionModel, Model
 
-__all__ = ["RUNTIME_NAMES", "RUNTIME_PYTHON", "runtime_source", "write_python"]
+__all__ = [
+    "ENV_SCRIPT",
+    "EXECUTION_ENV",
+    "RUNTIME_NAMES",
+    "RUNTIME_PYTHON",
+    "ExecutionEnv",
+    "check_env_name",
+    "python_requirements",
+    "runtime_source",
+    "write_execution_env",
+    "write_python",
+]
 
 logger = logging.getLogger("nbinfer")
 
@@ -378,3 +394,140 @@ def write_python(model: Model, version_dir: Path, format: str) -> dict[str, Any]
         json.dumps(settings, indent=2) + "\n", encoding="utf-8"
     )
     return settings
+
+
+# -- Triton's execution environment -----------------------------------------------------------
+#: Default name (beside ``config.pbtxt``) of the environment Triton's Python backend runs in.
+EXECUTION_ENV = "python_env.tar.gz"
+#: The script that builds it.
+ENV_SCRIPT = "build_python_env.sh"
+_ENV_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+@dataclass(frozen=True)
+class ExecutionEnv:
+    """Triton's execution-environment recipe written beside an exported Python model.
+
+    ``target`` is the archive (``*.tar.gz``) or unpacked directory the script builds in the
+    model directory; ``config.pbtxt`` names it as :attr:`parameter`.
+    """
+
+    script: Path
+    target: str
+    python: str
+    packages: tuple[str, ...]
+
+    @property
+    def parameter(self) -> str:
+        """The ``EXECUTION_ENV_PATH`` value: relative to the model, so the bucket can move."""
+        return f"$$TRITON_MODEL_DIRECTORY/{self.target}"
+
+    @property
+    def packed(self) -> bool:
+        """Whether Triton unpacks an archive at load (else it uses the directory as is)."""
+        return self.target.endswith(".tar.gz")
+
+
+def check_env_name(name: str) -> None:
+    """Refuse an environment name that is not a plain name inside the model directory.
+
+    Raises:
+        InvalidInputError: a path, ``..`` or an empty name (Triton leaves an
+            ``EXECUTION_ENV_PATH`` escaping ``$$TRITON_MODEL_DIRECTORY`` undefined).
+    """
+    if not _ENV_NAME.match(name) or name in (ENV_SCRIPT, "config.pbtxt"):
+        raise InvalidInputError(
+            f"execution environment {name!r} must be a file or directory name inside the model "
+            f"directory (e.g. {EXECUTION_ENV!r} for an archive, 'python_env' for a directory)"
+        )
+
+
+def python_requirements(version_dir: Path) -> dict[str, Any]:
+    """What a hand-written Triton Python model in ``version_dir`` imports (its ``.py`` files)."""
+    trees = [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(version_dir.rglob("*.py"))]
+    packages = sorted({pkg for tree in trees for pkg in _requirements(tree)})
+    return {"python": RUNTIME_PYTHON, "packages": packages}
+
+
+def _env_python(requires: str, asked: str | None) -> str:
+    """The ``X.Y`` to build: ``asked`` (default: this interpreter's) if the export allows it."""
+    version = asked or f"{sys.version_info.major}.{sys.version_info.minor}"
+    found = re.fullmatch(r"3\.(\d+)", version)
+    if found is None:
+        raise InvalidInputError(f"execution environment Python {version!r} is not 3.<minor>")
+    if requires.startswith("==") and version != requires[2:]:
+        raise InvalidInputError(
+            f"this export is pickled: its execution environment needs Python {requires[2:]} "
+            f"(the pickling interpreter's), not {version}"
+        )
+    if requires.startswith(">="):
+        floor = tuple(int(x) for x in requires[2:].split("."))
+        if (3, int(found.group(1))) < floor:
+            raise InvalidInputError(
+                f"this export needs Python {requires}; an execution environment of {version} "
+                "cannot run it"
+            )
+    return version
+
+
+def write_execution_env(
+    model_dir: Path, target: str, requires: dict[str, Any], *, python: str | None = None
+) -> ExecutionEnv:
+    """Write ``build_python_env.sh``: Triton's documented conda + conda-pack recipe.
+
+    The recipe is the one of Triton's python_backend README ("Creating Custom Execution
+    Environments"): a conda environment with the Python and packages the export needs, packed
+    with conda-pack; ``target`` ending in ``.tar.gz`` keeps the archive, any other name unpacks
+    it into that directory (faster model loads). The environment's Python must be the one of
+    the image's ``triton_python_backend_stub``.
+
+    Raises:
+        InvalidInputError: a bad ``target`` or a Python version the export cannot run on.
+    """
+    check_env_name(target)
+    version = _env_python(str(requires.get("python") or RUNTIME_PYTHON), python)
+    env = ExecutionEnv(model_dir / ENV_SCRIPT, target, version, tuple(requires["packages"]))
+    if env.packed:
+        place = 'mv "$WORK/env.tar.gz" "$TARGET"'
+    else:
+        place = 'mkdir -p "$TARGET"\ntar -xzf "$WORK/env.tar.gz" -C "$TARGET"  # has bin/activate'
+    packages = " ".join(shlex.quote(p) for p in env.packages)
+    text = f"""#!/usr/bin/env bash
+# Builds the Python execution environment of the Triton model in this directory (written by
+# nbinfer export). The recipe is Triton's (python_backend README, "Creating Custom Execution
+# Environments"): a conda environment with Python {version} and the packages the model imports,
+# packed with conda-pack. config.pbtxt names the result as EXECUTION_ENV_PATH
+# ({env.parameter}).
+#
+# Run it with conda (or mamba: CONDA=mamba) on PATH, on Linux of the Triton image's CPU
+# architecture:  bash {ENV_SCRIPT}
+# Python {version} must be the Python of the image's triton_python_backend_stub (else build that
+# stub too, same README); edit PACKAGES to pin versions the image needs (e.g. 'numpy<2' for
+# Python backends built against numpy 1.x).
+set -euo pipefail
+
+PYTHON_VERSION={shlex.quote(version)}
+PACKAGES=({packages})
+CONDA="${{CONDA:-conda}}"
+MODEL_DIR="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
+TARGET="$MODEL_DIR/{target}"
+
+if ! command -v "$CONDA" >/dev/null 2>&1; then
+    echo "{ENV_SCRIPT}: needs conda on PATH (or CONDA=/path/to/conda or mamba)" >&2
+    exit 127
+fi
+# packages installed outside the environment (~/.local) must not leak into the pack
+export PYTHONNOUSERSITE=True
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+"$CONDA" create -y -p "$WORK/env" --override-channels -c conda-forge "python=$PYTHON_VERSION" pip
+"$WORK/env/bin/python" -m pip install "${{PACKAGES[@]}}" conda-pack
+"$WORK/env/bin/conda-pack" -p "$WORK/env" -o "$WORK/env.tar.gz"
+rm -rf "$TARGET"
+{place}
+echo "$TARGET (Python $PYTHON_VERSION: ${{PACKAGES[*]}}) is ready; config.pbtxt uses it"
+"""
+    env.script.write_text(text, encoding="utf-8")
+    env.script.chmod(0o755)
+    return env

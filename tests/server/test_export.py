@@ -334,3 +334,115 @@ def test_main_export_needs_a_storage_uri_for_the_manifest(
     argv = ["--model-repository", str(tmp_path), "--model", "m", "--out", str(tmp_path)]
     assert main_export([*argv, "--kserve-manifest", str(tmp_path / "x.yaml")]) == 2
     assert "--storage-uri" in capsys.readouterr().err
+
+
+# -- Triton's execution environment -------------------------------------------------------------
+
+_WITH_ORJSON = """
+import orjson
+import numpy as np
+from nbinfer.server.model import Model
+
+
+class Pack(Model):
+    name = "pack"
+    inputs = [("x", "INT32", [-1])]
+    outputs = [("y", "BYTES", [1])]
+
+    def predict(self, inputs, context):
+        return {"y": np.array([orjson.dumps(inputs["x"].tolist())], dtype=object)}
+"""
+
+
+def _repository_with(tmp_path: Path, name: str, source: str) -> Path:
+    repo = tmp_path / "repo"
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "1" / "model.py").write_text(source)
+    return repo
+
+
+def test_execution_env_recipe_builds_the_python_and_packages_the_export_needs(
+    tmp_path: Path,
+) -> None:
+    import shutil
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    from google.protobuf import text_format
+
+    from nbinfer.protocol._generated import model_config_pb2
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not installed")
+    repo = ModelRepository(_repository_with(tmp_path, "pack", _WITH_ORJSON), device="cpu")
+    try:
+        model = repo.resolve("pack").model
+        assert model is not None
+        path = export_model(model, tmp_path / "out", execution_env="python_env")
+    finally:
+        repo.close()
+    script = path / "build_python_env.sh"
+    text = script.read_text()
+    assert subprocess.run([bash, "-n", str(script)], capture_output=True).returncode == 0
+    assert f"PYTHON_VERSION={sys.version_info.major}.{sys.version_info.minor}\n" in text
+    assert f"PACKAGES=(numpy orjson=={version('orjson')})\n" in text
+    assert "conda-pack" in text and 'TARGET="$MODEL_DIR/python_env"' in text
+    config = text_format.Parse((path / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    param = config.parameters["EXECUTION_ENV_PATH"].string_value
+    assert param == "$$TRITON_MODEL_DIRECTORY/python_env"
+    # without conda the script says so and builds nothing
+    done = subprocess.run(
+        [bash, str(script)], capture_output=True, text=True, env={"PATH": "/nonexistent"}
+    )
+    assert done.returncode == 127 and "needs conda" in done.stderr
+    assert not (path / "python_env").exists()
+    # nbinfer still serves the entry (the parameter is Triton's)
+    reloaded = load_model_dir(path)
+    assert reloaded is not None
+    got = _outputs(reloaded, "pack", [InferInput("x", "INT32", [2], np.array([1, 2], np.int32))])
+    assert got["y"].tolist() == [b"[1,2]"]
+
+
+def test_execution_env_follows_what_the_export_can_run_on(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from nbinfer.server.backends.torch import TorchModel
+
+    def double(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        return x * 2
+
+    pickled = FunctionModel(double, inputs=[("x", "FP32", [-1])], outputs=[("y", "FP32", [-1])])
+    with pytest.raises(InvalidInputError, match=r"pickled: .* needs Python 3\.\d+.*not 3\.99"):
+        export_model(pickled, tmp_path, execution_env="e", execution_env_python="3.99")
+    with pytest.raises(InvalidInputError, match="give both"):
+        export_model(pickled, tmp_path, execution_env_python="3.11")
+    path = export_model(pickled, tmp_path, execution_env="env.tar.gz")
+    assert "pip install" in (path / "build_python_env.sh").read_text()
+    assert "cloudpickle" in (path / "build_python_env.sh").read_text()
+    with pytest.raises(InvalidInputError, match="inside the model directory"):
+        export_model(pickled, tmp_path, execution_env="../env")
+    native = TorchModel(
+        torch.nn.Identity(),
+        name="same",
+        inputs=[("x", "FP32", [-1])],
+        outputs=[("y", "FP32", [-1])],
+    )
+    with pytest.raises(InvalidInputError, match=r"natively \(torchscript\).*does not apply"):
+        export_model(native, tmp_path, execution_env="env.tar.gz")
+    assert not (tmp_path / "same").exists()
+
+
+def test_main_export_writes_the_execution_env_recipe_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _repository_with(tmp_path, "triple", _NATIVE)
+    argv = ["--model-repository", str(repo), "--model", "triple", "--out", str(tmp_path / "out")]
+    assert main_export([*argv, "--execution-env", "--execution-env-python", "3.10"]) == 0
+    out = capsys.readouterr().out
+    script = tmp_path / "out" / "triple" / "build_python_env.sh"
+    assert f"wrote {script}: run it (conda + conda-pack) to build python_env.tar.gz" in out
+    assert "Python 3.10 and numpy" in out and "$$TRITON_MODEL_DIRECTORY/python_env.tar.gz" in out
+    assert "PYTHON_VERSION=3.10\n" in script.read_text()
+    assert main_export([*argv, "--execution-env-python", "3.9", "--execution-env"]) == 1
+    assert "needs Python >=3.10" in capsys.readouterr().err
