@@ -187,13 +187,18 @@ def triton_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
     started: list[Peer] = []
 
     def launch(
-        repository: Path, models: tuple[str, ...] = MATRIX_MODELS, *, flags: tuple[str, ...] = ()
+        repository: Path,
+        models: tuple[str, ...] = MATRIX_MODELS,
+        *,
+        flags: tuple[str, ...] = (),
+        path: str | None = None,
     ) -> Peer:
         http, grpc = free_port(), free_port()
         env = dict(os.environ)
         # Triton's embedded Python finds its prefix through `python3` on PATH (PYTHONPATH is
-        # ignored): the numpy-only venv plays a stock Triton image's Python.
-        env["PATH"] = f"{stock / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        # ignored): the numpy-only venv plays a stock Triton image's Python (``path`` replaces
+        # that PATH, e.g. for models bringing their own execution environment).
+        env["PATH"] = path or f"{stock / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["LD_LIBRARY_PATH"] = os.pathsep.join([*libs, env.get("LD_LIBRARY_PATH", "")])
         env.pop("PYTHONPATH", None)
         cmd = [

@@ -21,6 +21,8 @@ from nbinfer.errors import InvalidInputError
 from nbinfer.protocol._generated import model_config_pb2
 from nbinfer.server.export import kserve_manifest
 
+PEER_MODELS = Path(__file__).parent / "models"
+
 RNG = np.random.default_rng(7)
 CASES: dict[str, dict[str, np.ndarray[Any, Any]]] = {
     "add_sub": {
@@ -117,6 +119,41 @@ def test_exported_batching_model_keeps_the_batch_dim_implicit(
         meta = client.get_model_metadata("scale")
         assert list(meta.inputs[0].shape) == [-1, 3]
         np.testing.assert_array_equal(client.infer("scale", {"x": x}).as_numpy("y"), x * 3)
+
+
+def test_triton_runs_the_export_in_the_execution_env_it_names(
+    tmp_path: Path, triton_launcher: Any
+) -> None:
+    """``execution_env=`` writes an ``EXECUTION_ENV_PATH`` the real Triton loads the model with.
+
+    The recipe script needs conda, which CI has not: the stock numpy-only venv stands in for
+    what it builds (an unpacked environment with ``bin/activate``, as conda-pack's has), and
+    Triton starts with a PATH whose Python has no numpy, so only that environment can run it.
+    """
+    from venvs import ensure_venv
+
+    from nbinfer.server.export import export_model
+    from nbinfer.server.repository import ModelRepository
+
+    repo = ModelRepository(PEER_MODELS, device="cpu")
+    try:
+        model = repo.resolve("negate").model
+        assert model is not None
+        path = export_model(model, tmp_path / "repo", execution_env="python_env")
+    finally:
+        repo.close()
+    assert (path / "build_python_env.sh").is_file()
+    env = ensure_venv("stock-python")
+    (path / "python_env").symlink_to(env, target_is_directory=True)
+    peer = triton_launcher(
+        tmp_path / "repo", models=("negate",), flags=("--log-verbose=1",), path="/usr/bin:/bin"
+    )
+    x = CASES["negate"]["x"]
+    with Client(peer.http_url) as client:
+        np.testing.assert_array_equal(client.infer("negate", {"x": x}).as_numpy("y"), -x)
+    assert peer.log is not None
+    peer.log.seek(0)
+    assert f"source {env.resolve()}/bin/activate" in peer.log.read().decode(errors="replace")
 
 
 _VALIDATE = """
