@@ -11,6 +11,7 @@ Models:
 * ``add_one``    FP32 ``INPUT0`` [-1, 4] -> ``OUTPUT0`` = INPUT0 + 1 (also KServe v1 ``:predict``)
 * ``times_two``  INT64 ``INPUT0`` [-1] -> ``OUTPUT0`` = INPUT0 * 2
 * ``upper``      BYTES ``INPUT0`` [-1] -> ``OUTPUT0`` = upper-cased INPUT0
+* ``identity_bf16`` BF16 ``INPUT0`` [-1] -> ``OUTPUT0`` = INPUT0 (KServe's codec has no BF16)
 * ``broken``     raises ``ValueError`` (an unexpected error in the model)
 * ``refusing``   raises ``kserve.errors.InferenceError`` (a model-declared inference failure)
 
@@ -173,6 +174,7 @@ def main() -> None:  # noqa: C901 - the models are local classes: kserve is impo
         TensorModel("add_one", "FP32", [-1, 4], lambda x: x + np.float32(1)),
         TensorModel("times_two", "INT64", [-1], lambda x: x * 2),
         TensorModel("upper", "BYTES", [-1], upper),
+        TensorModel("identity_bf16", "BF16", [-1], lambda x: x),
         TensorModel("broken", "FP32", [-1], explode),
         TensorModel("refusing", "FP32", [-1], refuse),
         AddSub(),

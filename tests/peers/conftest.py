@@ -4,7 +4,9 @@ Every server fixture below is session-scoped and yields a :class:`Peer`: ``name`
 ``http_url`` (``http://127.0.0.1:P``), ``grpc_url`` (``grpc://127.0.0.1:Q``), ``models`` (the
 names it serves) and ``binary_http`` (whether it takes the binary tensor extension). Each serves
 the same ``add_sub`` (FP32 ``INPUT0``, ``INPUT1`` [-1, 16] -> ``OUTPUT0`` sum, ``OUTPUT1``
-difference), ``times_two`` (INT64 [-1] -> x * 2) and ``upper`` (BYTES [-1] -> upper-cased):
+difference), ``times_two`` (INT64 [-1] -> x * 2), ``upper`` (BYTES [-1] -> upper-cased) and
+``identity_bf16`` (BF16 [-1] -> the same; Triton's is ``triton_models/``, MLServer's declares no
+tensors since its types have no BF16):
 
 * ``nbinfer_peer``  nbinfer's own ``LocalServer`` (demo models + ``tests/peers/models``).
 * ``triton``        real ``tritonserver`` 2.51 (from the ``nvidia-pytriton`` wheel, Python
@@ -49,6 +51,8 @@ from venvs import PeerUnavailable, ensure_venv, python_of
 
 HERE = Path(__file__).parent
 PEER_MODELS = HERE / "models"
+#: Hand-written Triton Python models (copied into the Triton repository beside the exports).
+TRITON_MODELS = HERE / "triton_models"
 KSERVE_SCRIPT = HERE.parent / "client" / "kserve_server.py"
 MATRIX_MODELS = ("add_sub", "times_two", "upper")
 START_TIMEOUT = 90.0
@@ -150,7 +154,8 @@ def nbinfer_peer() -> Iterator[Peer]:
     server.start()
     http = int(server.http_url.rsplit(":", 1)[1])
     grpc = int(server.grpc_url.rsplit(":", 1)[1])
-    yield Peer("nbinfer", http, grpc, models=(*MATRIX_MODELS, "negate"), stop_fn=server.stop)
+    models = (*MATRIX_MODELS, "negate", "identity_bf16")
+    yield Peer("nbinfer", http, grpc, models=models, stop_fn=server.stop)
     server.stop()
 
 
@@ -226,7 +231,10 @@ def triton_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
 
 
 def export_peer_models(out: Path) -> Path:
-    """Export demo ``add_sub`` / ``echo`` and the models of ``tests/peers/models`` to ``out``."""
+    """Export demo ``add_sub`` / ``echo`` and the models of ``tests/peers/models`` to ``out``.
+
+    ``triton_models/`` (Triton-only models) are copied beside them.
+    """
     from nbinfer.server.demo.models import AddSub, Echo
     from nbinfer.server.export import export_model
     from nbinfer.server.repository import ModelRepository
@@ -241,6 +249,7 @@ def export_peer_models(out: Path) -> Path:
             export_model(model, out)
     finally:
         repo.close()
+    shutil.copytree(TRITON_MODELS, out, dirs_exist_ok=True)
     return out
 
 
@@ -251,7 +260,8 @@ def triton_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def triton(triton_launcher: Callable[..., Peer], triton_repository: Path) -> Peer:
-    return triton_launcher(triton_repository, models=(*MATRIX_MODELS, "negate", "echo"))
+    models = (*MATRIX_MODELS, "negate", "echo", "identity_bf16")
+    return triton_launcher(triton_repository, models=models)
 
 
 #: The header a restricted Triton expects on its repository and statistics APIs.
@@ -297,6 +307,7 @@ def mlserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
         "add_sub": ("AddSub", fp32, [("OUTPUT0", "FP32", [-1, 16]), ("OUTPUT1", "FP32", [-1, 16])]),
         "times_two": ("TimesTwo", [("INPUT0", "INT64", [-1])], [("OUTPUT0", "INT64", [-1])]),
         "upper": ("Upper", [("INPUT0", "BYTES", [-1])], [("OUTPUT0", "BYTES", [-1])]),
+        "identity_bf16": ("Identity", [], []),  # MLServer's Datatype has no BF16 to declare
     }
     for name, (cls, ins, outs) in declared.items():
         (root / name).mkdir()
