@@ -37,6 +37,7 @@ from nbinfer.server.export_python import (
     EXECUTION_ENV,
     ExecutionEnv,
     check_env_name,
+    check_python_export,
     python_requirements,
     write_execution_env,
     write_python,
@@ -330,6 +331,8 @@ def _export(
         model.finalize()
     kind = _kind_of(model)
     format = _resolve_format(model, kind, format)
+    if kind == "python":
+        check_python_export(model)
     if execution_env is not None:
         _check_execution_env(model, format, execution_env)
     elif execution_env_python is not None:

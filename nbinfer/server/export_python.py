@@ -39,6 +39,7 @@ __all__ = [
     "RUNTIME_PYTHON",
     "ExecutionEnv",
     "check_env_name",
+    "check_python_export",
     "python_requirements",
     "runtime_source",
     "write_execution_env",
@@ -373,13 +374,32 @@ def _pickle_by_value(objs: Sequence[Any]) -> None:
                 cloudpickle.register_pickle_by_value(module)
 
 
-def write_python(model: Model, version_dir: Path, format: str) -> dict[str, Any]:
-    """The Python-backend files: ``model.py`` (entry), runtime, source or pickle, settings."""
+def check_python_export(model: Model) -> None:
+    """Refuse a model its Triton Python-backend export could not run (before writing files).
+
+    Raises:
+        InvalidInputError: a decoupled or stateful model, or BF16 tensors (numpy has no
+            bfloat16, so Triton's ``Tensor.as_numpy()`` refuses them and the numpy-only
+            runtime has no dtype for them).
+    """
     if model.is_decoupled or model.stateful:
         what = "decoupled" if model.is_decoupled else "stateful (sequence)"
         raise InvalidInputError(
             f"model {model.name!r} is {what}: its Triton export is not supported yet"
         )
+    bf16 = [d.name for d in (*model.input_defs(), *model.output_defs()) if d.datatype == "BF16"]
+    if bf16:
+        raise InvalidInputError(
+            f"model {model.name!r} has BF16 tensors ({', '.join(bf16)}): Triton's Python backend "
+            "gives them no numpy view (Tensor.as_numpy refuses BF16), so its Python-backend "
+            "export could not run them; declare FP32 or FP16, or export a TorchScript / ONNX "
+            "model (native backends take BF16)"
+        )
+
+
+def write_python(model: Model, version_dir: Path, format: str) -> dict[str, Any]:
+    """The Python-backend files: ``model.py`` (entry), runtime, source or pickle, settings."""
+    check_python_export(model)
     settings: dict[str, Any]
     if format == "pickle":
         settings = _write_pickled_python(model, version_dir, "format='pickle' was asked for")

@@ -222,6 +222,16 @@ def test_format_must_fit_the_model(tmp_path: Path) -> None:
         export_model(Iris(), tmp_path, version=0)
 
 
+def test_python_export_refuses_bf16_tensors_triton_cannot_hand_it(tmp_path: Path) -> None:
+    def same(x: Any) -> Any:
+        return x
+
+    bf16 = FunctionModel(same, inputs=[("x", "BF16", [-1])], outputs=[("y", "BF16", [-1])])
+    with pytest.raises(InvalidInputError, match=r"BF16 tensors \(x, y\).*as_numpy refuses BF16"):
+        export_model(bf16, tmp_path / "repo")
+    assert not (tmp_path / "repo").exists()
+
+
 # -- KServe manifest ----------------------------------------------------------------------------
 
 
