@@ -211,6 +211,14 @@ def test_triton_python_model_exports_its_files_unchanged(tmp_path: Path) -> None
     x = np.array([[1.0], [2.0]], np.float32)
     got = _outputs(reloaded, "shift", [InferInput("X", "FP32", [2, 1], x)])
     np.testing.assert_array_equal(got["Y"], x + 10)
+    # its execution environment comes from what its own model.py imports
+    path = export_model(original, tmp_path / "env", execution_env="env.tar.gz")
+    assert "PACKAGES=(numpy)\n" in (path / "build_python_env.sh").read_text()
+    config = parse_pbtxt((path / "config.pbtxt").read_text())
+    assert "dynamic_batching" in config
+    assert config["parameters"]["EXECUTION_ENV_PATH"] == {
+        "string_value": "$$TRITON_MODEL_DIRECTORY/env.tar.gz"
+    }
 
 
 def test_format_must_fit_the_model(tmp_path: Path) -> None:
