@@ -89,11 +89,15 @@ def softmax(logits: npt.ArrayLike) -> FloatArray:
     Returns:
         Float32 array of the same shape whose rows sum to 1.
     """
-    z = np.asarray(logits, dtype=np.float32)
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    out: FloatArray = e / e.sum(axis=-1, keepdims=True)
-    return out
+    return _softmax_in_place(np.array(logits, dtype=np.float32))
+
+
+def _softmax_in_place(z: FloatArray) -> FloatArray:
+    """Softmax over the last axis of a float32 array the caller owns, without temporaries."""
+    z -= z.max(axis=-1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=-1, keepdims=True)
+    return z
 
 
 def _as_float32(x: npt.ArrayLike, model: str, trailing: tuple[int, ...]) -> FloatArray:
@@ -127,8 +131,12 @@ def iris_predict(weights: Weights, x: npt.ArrayLike) -> FloatArray:
         InvalidInputError: ``x`` is not numeric or not of shape ``(n, 4)``.
     """
     arr = _as_float32(x, "iris", (4,))
-    z = (arr - weights["mean"]) / weights["std"]
-    return softmax(z @ weights["w"] + weights["b"])
+    # Standardising folded into the 4 x 3 weights: one pass over the rows instead of three.
+    scale = weights["w"] / weights["std"][:, None]
+    shift = weights["b"] - (weights["mean"] / weights["std"]) @ weights["w"]
+    z = arr @ scale.astype(np.float32, copy=False)
+    z += shift
+    return _softmax_in_place(z)
 
 
 def digits_predict(weights: Weights, x: npt.ArrayLike) -> FloatArray:
