@@ -332,6 +332,7 @@ class FrameFront(BinaryProbe):
                 f"Client.infer: {sorted(_client_options() - {'outputs', 'model_version'})}",
                 model=model,
             )
+        self._meet(model)
         explicit = kwargs.pop("binary", None)
         call = _Call(
             model,
@@ -515,7 +516,7 @@ class FrameFront(BinaryProbe):
     def _image_options(self, model: str, version: str, options: dict[str, Any]) -> dict[str, Any]:
         options.setdefault("config", self._config(model, version))
         options.setdefault("server_labels", self._labels(model, version))
-        options.setdefault("extensions", self.client.get_server_metadata().extensions)
+        options.setdefault("extensions", self.capabilities.extensions)  # metadata read once
         return options
 
     # -- classify / aclassify: one declaration, two faces ------------------------------------
@@ -556,6 +557,7 @@ class FrameFront(BinaryProbe):
             top = session.classify("digits", "digits/*.png", top_k=3)
             top[top["rank"] == 1]
         """
+        self._meet(model)
         options = self._image_options(model, model_version, dict(options, top_k=top_k))
         return _Classify(model, model_version, images, options)
 
