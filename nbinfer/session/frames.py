@@ -567,7 +567,11 @@ class FrameFront(BinaryProbe):
 
         def submit(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> Any:
             return self.client.async_infer(
-                call.model, inputs, outputs=outputs, model_version=call.version
+                call.model,
+                inputs,
+                outputs=outputs,
+                model_version=call.version,
+                binary=self._binary_choice(None),
             )
 
         metadata = self.client.get_model_metadata(call.model, call.version)
@@ -586,7 +590,11 @@ class FrameFront(BinaryProbe):
 
         async def infer(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> InferResult:
             return await aclient.infer(
-                call.model, inputs, outputs=outputs, model_version=call.version
+                call.model,
+                inputs,
+                outputs=outputs,
+                model_version=call.version,
+                binary=self._binary_choice(None),
             )
 
         metadata = await aclient.get_model_metadata(call.model, call.version)
