@@ -65,7 +65,7 @@ def test_a_session_reads_the_server_metadata_once_whatever_it_does(
         assert session.model("iris").metadata.name == "iris"
         session._repr_mimebundle_()  # the notebook card reads the capability record
         lines = _access_lines(server, session.client)
-    assert _metadata_reads(lines) - before == 1, [l for l in lines if "/v2 " in l]
+    assert _metadata_reads(lines) - before == 1, [line for line in lines if "/v2 " in line]
 
 
 def test_kserve_model_list_falls_back_to_v1_where_v2_has_no_list(server: LocalServer) -> None:
