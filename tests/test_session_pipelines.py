@@ -10,9 +10,7 @@ and the order of events, never about durations.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -27,6 +25,7 @@ from nbinfer.server.dataplane import DEFAULT_EXTENSIONS, DataPlane
 from nbinfer.server.demo.models import Digits
 from nbinfer.server.model import Model
 from nbinfer.server.repository import ModelRepository
+from tests.inprocess import serving
 
 PIL = pytest.importorskip("PIL.Image")
 
@@ -89,36 +88,6 @@ class RecordingPlane(DataPlane):
     async def infer(self, request: InferRequest, **kwargs: Any) -> InferResponse:
         self.asked.append(tuple((o.name, o.class_count) for o in request.outputs))
         return await super().infer(request, **kwargs)
-
-
-@contextlib.contextmanager
-def serving(plane: DataPlane) -> Iterator[tuple[str, str]]:
-    """Serve ``plane`` on 127.0.0.1 from a thread of this process; yields (http, grpc) URLs."""
-    from nbinfer.server.app import ServerOptions, serve_async
-
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    urls: list[str] = []
-    stop: list[asyncio.Event] = []
-
-    async def main() -> None:
-        stop.append(asyncio.Event())
-        await serve_async(
-            ServerOptions(),
-            stop=stop[0],
-            on_ready=lambda http, grpc: (urls.extend([http, f"grpc://{grpc}"]), ready.set()),
-            dataplane=plane,
-        )
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    assert ready.wait(30), "server did not start"
-    try:
-        yield urls[0], urls[1]
-    finally:
-        loop.call_soon_threadsafe(stop[0].set)
-        thread.join(30)
-        loop.close()
 
 
 GATE = Gate()
