@@ -117,9 +117,11 @@ def test_kserve_grpc_lists_the_models_the_session_met_and_says_how_to_list_all(
             assert session.model("times_two").name == "times_two"
             with pytest.raises(ModelNotFoundError):
                 session.model("nope")
+            with pytest.raises(ModelNotFoundError):
+                session.infer("gone", {"INPUT0": A})  # met, but the server does not know it
             models = session.models
         assert list(models.columns) == ["name", "state"]  # the columns it could fill
-        assert models["name"].tolist() == ["add_sub", "times_two"]  # met, in order; not "nope"
+        assert models["name"].tolist() == ["add_sub", "times_two"]  # met, known, in order
         assert set(models["state"]) == {"READY"}  # each asked with ModelReady
         assert models.attrs["source"] == "session" and models.attrs["complete"] is False
         note = models.attrs["note"]
