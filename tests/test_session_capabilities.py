@@ -2,12 +2,15 @@
 
 The embedded server started with ``access_log=True`` writes one line per HTTP request and per
 gRPC call; the tests read those lines to pin how often a session reads the server metadata
-(once, whatever it does afterwards) and which routes KServe's model list falls back to.
+(once, whatever it does afterwards) and which routes KServe's model list falls back to. The
+last test serves a DataPlane that lists no models at all (in this process) to pin what
+``session.models`` gives there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,8 +19,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbinfer import Client, Session
+from nbinfer import Client, Session, UnsupportedError
+from nbinfer.protocol.types import RepositoryModel
+from nbinfer.server.dataplane import DataPlane
+from nbinfer.server.demo import demo_models
 from nbinfer.server.launcher import LocalServer
+from nbinfer.server.repository import ModelRepository
+from tests.inprocess import serving
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +88,31 @@ def test_kserve_model_list_falls_back_to_v1_where_v2_has_no_list(server: LocalSe
     assert asked == ["GET /v2/models HTTP/1.1", "GET /v1/models HTTP/1.1"]
     statuses = [line.split('"')[2].split()[0] for line in lines if "/models " in line]
     assert statuses == ["404", "200"]
+
+
+class _NoListing(DataPlane):
+    """nbinfer's server answering neither its repository index nor KServe's v1 list."""
+
+    def repository_index(self, *, ready_only: bool = False) -> list[RepositoryModel]:
+        raise UnsupportedError("this server lists no models")
+
+
+def test_a_server_that_lists_no_models_gets_the_ones_the_session_met(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plane = _NoListing(ModelRepository(models=demo_models()), extensions=["binary_tensor_data"])
+    with serving(plane) as (http, _), Session(http) as session:
+        with caplog.at_level(logging.WARNING, logger="nbinfer"):
+            assert session.models.empty
+            session.infer("iris", pd.DataFrame(np.ones((2, 4)), columns=list("abcd")))
+            session.model("add_sub")
+            models = session.models
+        assert models.to_dict("list") == {"name": ["iris", "add_sub"], "state": ["READY"] * 2}
+        assert (models.attrs["source"], models.attrs["complete"]) == ("session", False)
+        note = models.attrs["note"]
+        assert "server 'nbinfer'" in note and "offers no model listing" in note
+        assert "session.model('name')" in note
+        said = [r for r in caplog.records if "offers no model listing" in r.getMessage()]
+        assert len(said) == 1
+        probed = session.capabilities.probed
+        assert probed["repository_index"] is False and probed["model_list"] is False
