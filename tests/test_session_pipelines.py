@@ -48,7 +48,7 @@ class Gate(Model):
         self.calls += 1
         self.peak = max(self.peak, self.inside)
         try:
-            await asyncio.sleep(0.03)  # long enough for the client to send what it may
+            await asyncio.sleep(0.05)  # long enough for the client to send what it may
         finally:
             self.inside -= 1
         return {"y": inputs["x"]}
