@@ -355,6 +355,8 @@ class ModelBrowser:
         self._editors: list[_Editor] = []
         self._current: str | None = None
         self._index_error: BaseException | None = None
+        #: Why the list holds only known models (the session's note on a server with no listing).
+        self._listing_note = ""
         self._pool = (
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbinfer-browser")
             if background
@@ -540,6 +542,10 @@ class ModelBrowser:
             self._index_error = exc
             return None
         self._index_error = None
+        if frame.attrs.get("complete") is False:  # no listing: the models the session met
+            self._known = list(dict.fromkeys([*self._known, *map(str, frame["name"])]))
+            self._listing_note = str(frame.attrs.get("note", ""))
+            return None
         if "state" not in frame.columns:  # a name-only listing (KServe's /v2/models)
             return self._rows_of(list(frame["name"]))
         return [
@@ -573,6 +579,8 @@ class ModelBrowser:
         self.open_box.layout.display = "none" if indexed else None
         if indexed:
             self.list_note.value = ""
+        elif self._listing_note:
+            self.list_note.value = f'<div class="nbb-note">{escape(self._listing_note)}</div>'
         elif self._index_error is not None:
             self.list_note.value = (
                 '<div class="nbb-note">The server refused its model index '

@@ -38,13 +38,19 @@ class BinaryProbe(SessionCore):
     """How a session decides ``binary=`` for its inference requests."""
 
     def _binary_choice(self, explicit: bool | None) -> bool | None:
-        """``binary=`` for a request: explicit, else what a probe found.
+        """``binary=`` for a request: explicit, else what a probe found or the server lists.
 
-        ``None`` leaves the choice to the client (from the server's extensions).
+        Said from the capability record, so a new async client (one per event loop) does not
+        read the server metadata again; ``None`` (nothing known yet) leaves it to the client.
         """
         if explicit is not None or self.client.config.binary is not None:
             return explicit
-        return self._binary_found
+        if self._binary_found is not None:
+            return self._binary_found
+        caps = self._capabilities
+        if caps is None or self.protocol != "http":
+            return None
+        return caps.offers("binary_tensor_data")
 
     def _binary_unknown(self, explicit: bool | None) -> bool:
         """Whether the next HTTP request should probe binary tensors (once per session)."""

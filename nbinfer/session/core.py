@@ -62,6 +62,8 @@ _GRPC_LIST_HINT = (
     " The v2 gRPC protocol lists models only through the repository index; KServe lists them over"
     " REST (GET /v2/models): Session('http://host:port').models."
 )
+#: The columns of a listing this session assembles itself (no listing on the server).
+_MET_COLUMNS = ["name", "state"]
 _STATS_HINT = (
     "Inference statistics are a Triton / nbinfer extension; for this server read its own "
     "metrics (e.g. its Prometheus endpoint) instead."
@@ -187,6 +189,10 @@ class SessionCore:
         self._caps_lock = threading.Lock()
         self._probe_lock = threading.Lock()
         self._inferred_specs: set[str] = set()
+        #: Model names this session has met (infer, classify, model(), load, serve), in order:
+        #: what :attr:`models` lists when the server offers no listing.
+        self._met: dict[str, None] = {}
+        self._listing_said = False
         self._caps_tried = False
         #: Binary tensors over HTTP as found by a probe (servers that take them unlisted).
         self._binary_found: bool | None = None
@@ -422,11 +428,14 @@ class SessionCore:
         """The server's models as a DataFrame, from whatever listing the server offers.
 
         The repository index gives ``name, version, state, reason``; KServe's model list
-        (``GET /v2/models``, else ``/v1/models``) gives ``name`` only.
+        (``GET /v2/models``, else ``/v1/models``) gives ``name`` only. A server that lists its
+        models nowhere this session can reach (KServe over gRPC) gets ``name, state`` for the
+        models this session has used, each checked with model-ready: a warning (once) and
+        ``attrs["note"]`` say so and how to list them all. ``attrs["source"]`` is
+        ``"repository_index"``, ``"model_list"`` or ``"session"``; ``attrs["complete"]`` is
+        ``False`` for the last.
 
         Raises:
-            UnsupportedError: The server lists its models nowhere this session can reach
-                (e.g. KServe over gRPC); the message says what to do instead.
             UnauthenticatedError: The listing is restricted; the message names the header.
         """
         import pandas
@@ -436,18 +445,69 @@ class SessionCore:
             rows = self._ask("repository_index", api, self.client.get_model_repository_index)
         except UnsupportedError:
             if self.protocol != "http":
-                raise
+                return self._models_met()
             try:
                 names = self._ask("model_list", "model list", self.client.list_models)
-            except UnsupportedError as exc:
-                what = "a model listing (neither the repository index nor KServe's /v2/models)"
-                raise self.capabilities.unsupported(
-                    "model_repository", what, self._hint("repository_index")
-                ) from exc
-            return pandas.DataFrame({"name": names}, columns=["name"])
-        return pandas.DataFrame(
+            except UnsupportedError:
+                return self._models_met()
+            frame = pandas.DataFrame({"name": names}, columns=["name"])
+            return _listed(frame, "model_list")
+        frame = pandas.DataFrame(
             [(m.name, m.version, _state(m.state), m.reason) for m in rows],
             columns=["name", "version", "state", "reason"],
+        )
+        return _listed(frame, "repository_index")
+
+    def _meet(self, name: str) -> None:
+        """Remember a model name this session was given (listed when the server lists none)."""
+        if name:
+            self._met[name] = None
+
+    def _models_met(self) -> pd.DataFrame:
+        """The listing of a server that offers none: the models this session has met.
+
+        Each is checked with model-ready (one it no longer knows is left out); the frame's
+        ``attrs`` say it is incomplete and how to list them all, logged once per session.
+        """
+        import pandas
+
+        rows = []
+        for name in list(self._met):
+            try:
+                ready = self.client.is_model_ready(name)
+            except ModelNotFoundError:
+                continue
+            rows.append((name, "READY" if ready else "UNAVAILABLE"))
+        frame = _listed(pandas.DataFrame(rows, columns=_MET_COLUMNS), "session", complete=False)
+        note = self._listing_note()
+        frame.attrs["note"] = note
+        if not self._listing_said:
+            self._listing_said = True
+            logger.warning("%s", note)
+        return frame
+
+    def _listing_note(self) -> str:
+        """What a listing assembled by the session says: why, what it holds, how to list all."""
+        caps = self.capabilities
+        if self.protocol == "grpc":
+            host = self.url.split("://", 1)[-1].rsplit(":", 1)[0] or "host"
+            why = (
+                f"{caps.server} offers no model listing over gRPC (no repository index RPC; "
+                "KServe lists its models over REST only)"
+            )
+            how = (
+                f"list them all over its HTTP port: Session('http://{host}:<http port>').models "
+                "(GET /v2/models)"
+            )
+        else:
+            why = (
+                f"{caps.server} offers no model listing (no repository index, no GET /v2/models "
+                "or /v1/models)"
+            )
+            how = "open any other model by name: session.model('name')"
+        return (
+            f"{why}: session.models holds only the models this session has used, each checked "
+            f"with model-ready; {how}."
         )
 
     @public
@@ -461,6 +521,7 @@ class SessionCore:
         return self._handle(name, version)
 
     def _handle(self, name: str, version: str = "") -> ModelHandle:
+        self._meet(name)
         return ModelHandle(cast("Session", self), name, version)  # every SessionCore is one
 
     def _labels(self, name: str, version: str) -> dict[str, list[str]]:
@@ -618,6 +679,13 @@ def _stats_row(entry: Mapping[str, Any]) -> dict[str, Any]:
         "compute_input_ms": mean_ms("compute_input"),
         "compute_output_ms": mean_ms("compute_output"),
     }
+
+
+def _listed(frame: pd.DataFrame, source: str, *, complete: bool = True) -> pd.DataFrame:
+    """``frame`` with where its listing came from in ``attrs`` (``source``, ``complete``)."""
+    frame.attrs["source"] = source
+    frame.attrs["complete"] = complete
+    return frame
 
 
 def _state(state: str) -> str:

@@ -332,6 +332,7 @@ class FrameFront(BinaryProbe):
                 f"Client.infer: {sorted(_client_options() - {'outputs', 'model_version'})}",
                 model=model,
             )
+        self._meet(model)
         explicit = kwargs.pop("binary", None)
         call = _Call(
             model,
@@ -515,7 +516,7 @@ class FrameFront(BinaryProbe):
     def _image_options(self, model: str, version: str, options: dict[str, Any]) -> dict[str, Any]:
         options.setdefault("config", self._config(model, version))
         options.setdefault("server_labels", self._labels(model, version))
-        options.setdefault("extensions", self.client.get_server_metadata().extensions)
+        options.setdefault("extensions", self.capabilities.extensions)  # metadata read once
         return options
 
     # -- classify / aclassify: one declaration, two faces ------------------------------------
@@ -556,6 +557,7 @@ class FrameFront(BinaryProbe):
             top = session.classify("digits", "digits/*.png", top_k=3)
             top[top["rank"] == 1]
         """
+        self._meet(model)
         options = self._image_options(model, model_version, dict(options, top_k=top_k))
         return _Classify(model, model_version, images, options)
 
@@ -565,7 +567,11 @@ class FrameFront(BinaryProbe):
 
         def submit(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> Any:
             return self.client.async_infer(
-                call.model, inputs, outputs=outputs, model_version=call.version
+                call.model,
+                inputs,
+                outputs=outputs,
+                model_version=call.version,
+                binary=self._binary_choice(None),
             )
 
         metadata = self.client.get_model_metadata(call.model, call.version)
@@ -584,7 +590,11 @@ class FrameFront(BinaryProbe):
 
         async def infer(inputs: dict[str, Any], outputs: list[RequestedOutput]) -> InferResult:
             return await aclient.infer(
-                call.model, inputs, outputs=outputs, model_version=call.version
+                call.model,
+                inputs,
+                outputs=outputs,
+                model_version=call.version,
+                binary=self._binary_choice(None),
             )
 
         metadata = await aclient.get_model_metadata(call.model, call.version)

@@ -115,6 +115,41 @@ def test_connect_with_token_reaches_an_authenticated_server() -> None:
         assert grpc._closed and own.session is None
 
 
+_TRIPLE = """
+import nbinfer
+
+
+class Triple(nbinfer.Model):
+    name = "triple"
+    inputs = (("x", "FP32", [-1]),)
+    outputs = (("y", "FP32", [-1]),)
+
+    def predict(self, inputs, context):
+        return {"y": inputs["x"] * 3}
+"""
+
+
+def test_local_serves_a_model_repository_on_the_device_asked(tmp_path: Any) -> None:
+    (tmp_path / "triple" / "1").mkdir(parents=True)
+    (tmp_path / "triple" / "1" / "model.py").write_text(_TRIPLE)
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbinfer")
+    own = type(magics(ip))(ip)  # a second magics object: leaves the module's session alone
+    try:
+        session = own.nbinfer(f"local --model-repository {tmp_path} --device cpu")
+        assert session.server is not None and session.server.device == "cpu"
+        assert session.server.model_repository == str(tmp_path)
+        models = own.nbinfer("models")
+        row = models[models["name"] == "triple"]
+        assert row["state"].tolist() == ["READY"]
+        assert "iris" in set(models["name"])  # the demo models beside it
+        out = session.infer("triple", {"x": np.array([1.0, 2.0], dtype=np.float32)})
+        np.testing.assert_array_equal(out.as_numpy("y"), [3.0, 6.0])
+    finally:
+        own.nbinfer("stop")
+    assert own.session is None and session._closed
+
+
 def test_browse_returns_the_model_browser(shell: InteractiveShell) -> None:
     if not hasattr(nbinfer.Session, "browse"):
         pytest.skip("Session.browse() (the model browser, notebook/widgets.py) is not there yet")

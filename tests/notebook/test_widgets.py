@@ -7,10 +7,8 @@ repository index and statistics answer 401 (as Triton's restricted APIs do).
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import io
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,10 +19,10 @@ import pytest
 from nbinfer import Session
 from nbinfer.errors import UnauthenticatedError
 from nbinfer.notebook.widgets import ModelBrowser
-from nbinfer.server.app import ServerOptions, serve_async
 from nbinfer.server.dataplane import DataPlane
 from nbinfer.server.demo import demo_models
 from nbinfer.server.repository import ModelRepository
+from tests.inprocess import serving
 
 
 @pytest.fixture(scope="module")
@@ -273,29 +271,8 @@ class _RestrictedPlane(DataPlane):
 
 def _serve(plane: DataPlane) -> Iterator[str]:
     """Serve ``plane`` over HTTP on 127.0.0.1 from a thread; yields its URL."""
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    urls: list[str] = []
-    stop: list[asyncio.Event] = []
-
-    async def main() -> None:
-        stop.append(asyncio.Event())
-        await serve_async(
-            ServerOptions(),
-            stop=stop[0],
-            on_ready=lambda http, grpc: (urls.append(http), ready.set()),
-            dataplane=plane,
-        )
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    assert ready.wait(30), "server did not start"
-    try:
-        yield urls[0]
-    finally:
-        loop.call_soon_threadsafe(stop[0].set)
-        thread.join(30)
-        loop.close()
+    with serving(plane) as (http, _):
+        yield http
 
 
 @pytest.fixture(scope="module")

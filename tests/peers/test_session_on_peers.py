@@ -19,6 +19,7 @@ import pytest
 
 from nbinfer import (
     InvalidInputError,
+    ModelNotFoundError,
     Session,
     TensorSpec,
     UnauthenticatedError,
@@ -105,14 +106,32 @@ def test_kserve_http_lists_models_from_its_own_list(kserve_undeclared: Peer) -> 
         assert session.models["name"].tolist() == models["name"].tolist()
 
 
-def test_kserve_grpc_has_no_listing_and_says_what_to_do(kserve_undeclared: Peer) -> None:
+def test_kserve_grpc_lists_the_models_the_session_met_and_says_how_to_list_all(
+    kserve_undeclared: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
     with Session(kserve_undeclared.grpc_url) as session:
-        with pytest.raises(UnsupportedError) as info:
-            _ = session.models
-        message = str(info.value)
-        assert "server 'kserve' 0.21.0 does not offer the model_repository extension" in message
-        assert "session.model('name')" in message and "GET /v2/models" in message
-        assert info.value.extension == "model_repository"
+        with caplog.at_level(logging.WARNING, logger="nbinfer"):
+            empty = session.models  # nothing met yet: an empty frame, not an error
+            assert list(empty.columns) == ["name", "state"] and empty.empty
+            _check_add_sub(session.infer("add_sub", FRAME))
+            assert session.model("times_two").name == "times_two"
+            with pytest.raises(ModelNotFoundError):
+                session.model("nope")
+            with pytest.raises(ModelNotFoundError):
+                session.infer("gone", {"INPUT0": A})  # met, but the server does not know it
+            models = session.models
+        assert list(models.columns) == ["name", "state"]  # the columns it could fill
+        assert models["name"].tolist() == ["add_sub", "times_two"]  # met, known, in order
+        assert set(models["state"]) == {"READY"}  # each asked with ModelReady
+        assert models.attrs["source"] == "session" and models.attrs["complete"] is False
+        note = models.attrs["note"]
+        assert "server 'kserve' 0.21.0 offers no model listing over gRPC" in note
+        assert "GET /v2/models" in note and "Session('http://127.0.0.1:<http port>')" in note
+        said = [r for r in caplog.records if "offers no model listing" in r.getMessage()]
+        assert len(said) == 1 and said[0].levelno == logging.WARNING  # once per session
+        assert session.capabilities.probed["repository_index"] is False  # asked once
+        with Session(kserve_undeclared.http_url) as over_http:  # what the note says to do
+            assert set(over_http.models["name"]) == {"add_sub", "times_two", "upper"}
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -271,5 +290,21 @@ def test_model_browser_lists_kserve_models_from_the_same_record(kserve_undeclare
         assert browser.capabilities is session.capabilities
         assert browser.models == ["add_sub", "times_two", "upper"]
         assert "Statistics" not in browser.tabs.titles  # no statistics extension
+        assert "\u25cf add_sub" in [label for label, _ in browser.model_list.options]  # ready
+        browser.close()
+
+
+def test_model_browser_over_kserve_grpc_shows_the_met_models_and_the_note(
+    kserve_undeclared: Peer,
+) -> None:
+    pytest.importorskip("ipywidgets")
+    with Session(kserve_undeclared.grpc_url) as session:
+        _check_add_sub(session.infer("add_sub", FRAME))
+        browser = session.browse(models=["upper"])
+        browser.wait()
+        assert browser.models == ["upper", "add_sub"]  # browse(models=) and what the session met
+        assert browser.load_button.layout.display == "none"  # no repository: no load / unload
+        assert browser.open_box.layout.display is None  # open others by name
+        assert "offers no model listing over gRPC" in browser.list_note.value
         assert "\u25cf add_sub" in [label for label, _ in browser.model_list.options]  # ready
         browser.close()
