@@ -435,14 +435,18 @@ class SessionCore:
         ``"repository_index"``, ``"model_list"`` or ``"session"``; ``attrs["complete"]`` is
         ``False`` for the last.
 
-        Raises:
-            UnauthenticatedError: The listing is restricted; the message names the header.
+        A server whose listing is restricted (Triton's ``--http-restricted-api``) gets the
+        same session-assembled frame, its note naming the header to pass.
         """
         import pandas
 
         api = "model repository index"
         try:
             rows = self._ask("repository_index", api, self.client.get_model_repository_index)
+        except UnauthenticatedError as exc:
+            if self.capabilities.error is not None:
+                raise  # the whole server refuses this session, not just its listing
+            return self._models_met(restricted=exc)
         except UnsupportedError:
             if self.protocol != "http":
                 return self._models_met()
@@ -463,8 +467,8 @@ class SessionCore:
         if name:
             self._met[name] = None
 
-    def _models_met(self) -> pd.DataFrame:
-        """The listing of a server that offers none: the models this session has met.
+    def _models_met(self, restricted: UnauthenticatedError | None = None) -> pd.DataFrame:
+        """The listing of a server that offers none (or ``restricted`` it): the models met.
 
         Each is checked with model-ready (one it no longer knows is left out); the frame's
         ``attrs`` say it is incomplete and how to list them all, logged once per session.
@@ -479,7 +483,7 @@ class SessionCore:
                 continue
             rows.append((name, "READY" if ready else "UNAVAILABLE"))
         frame = _listed(pandas.DataFrame(rows, columns=_MET_COLUMNS), "session", complete=False)
-        note = self._listing_note()
+        note = self._listing_note() if restricted is None else self._restricted_note(restricted)
         frame.attrs["note"] = note
         if not self._listing_said:
             self._listing_said = True
@@ -508,6 +512,14 @@ class SessionCore:
         return (
             f"{why}: session.models holds only the models this session has used, each checked "
             f"with model-ready; {how}."
+        )
+
+    @staticmethod
+    def _restricted_note(exc: UnauthenticatedError) -> str:
+        """The note of a listing the server restricts: its access error says which header."""
+        return (
+            f"{exc}. Until then session.models holds only the models this session has used, "
+            "each checked with model-ready."
         )
 
     @public

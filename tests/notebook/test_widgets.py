@@ -325,8 +325,9 @@ def test_restricted_repository_and_statistics_are_explained_not_raised(
         assert browser.error.value == ""
         assert browser.capabilities.repository  # advertised ...
         assert not _shown(browser.load_button)  # ... but refused: no buttons
-        assert "refused its model index" in browser.list_note.value
-        assert "UnauthenticatedError" in browser.list_note.value
+        # The listing restricted: the models met, and the note says which header opens it.
+        assert "restricts its model repository index API" in browser.list_note.value
+        assert "admin-key" in browser.list_note.value
         _pick(browser, "echo")
         assert "not available" in browser.stats_view.value
         assert "admin-key" in browser.stats_view.value

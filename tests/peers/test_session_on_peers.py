@@ -53,7 +53,7 @@ def _check_add_sub(out: pd.DataFrame) -> None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_restricted_triton_says_which_header_to_pass(
-    triton_restricted: Peer, protocol: str
+    triton_restricted: Peer, protocol: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert triton_restricted.access is not None
     header = triton_restricted.access[0]
@@ -63,14 +63,25 @@ def test_restricted_triton_says_which_header_to_pass(
         caps = session.capabilities
         assert (caps.name, caps.version) == ("triton", "2.51.0")
         assert caps.repository and caps.statistics  # advertised, but behind the header
-        for cell in (lambda: session.models, session.stats):
-            with pytest.raises(UnauthenticatedError) as info:
-                cell()
-            message = str(info.value)
-            assert "server 'triton' 2.51.0 restricts its" in message
-            assert f"headers={{{header!r}: '<value>'}}" in message
-            assert info.value.context["header"] == header
-            assert info.value.__cause__ is not None  # the server's own answer is kept
+        with pytest.raises(UnauthenticatedError) as info:
+            session.stats()
+        message = str(info.value)
+        assert "server 'triton' 2.51.0 restricts its" in message
+        assert f"headers={{{header!r}: '<value>'}}" in message
+        assert info.value.context["header"] == header
+        assert info.value.__cause__ is not None  # the server's own answer is kept
+        # The listing is a DataFrame all the same: the models met, and the header in its note.
+        session.model("add_sub")
+        with caplog.at_level(logging.WARNING, logger="nbinfer"):
+            listed = session.models
+            again = session.models
+        assert listed.to_dict("list") == {"name": ["add_sub"], "state": ["READY"]}
+        assert again.equals(listed)
+        assert (listed.attrs["source"], listed.attrs["complete"]) == ("session", False)
+        note = listed.attrs["note"]
+        assert "restricts its model repository index API" in note
+        assert f"headers={{{header!r}: '<value>'}}" in note
+        assert [r.getMessage() for r in caplog.records] == [note]  # said once
         with pytest.raises(UnauthenticatedError, match=f"header {header!r}"):
             session.unload("negate")
         _check_add_sub(session.infer("add_sub", FRAME))  # inference is not restricted
