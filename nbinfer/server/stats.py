@@ -6,6 +6,15 @@
 batch gets the batch's compute durations and its own queue time); durations are nanoseconds.
 Updated from the event loop only. :func:`statistics_json` answers the statistics extension.
 
+A request given up before it finished (client disconnect, gRPC cancellation or deadline, the
+``timeout`` parameter or a queue timeout) is counted once, as ``cancel``: never as a success or
+a failure, also when its thread finishes later. Triton's ``InferStatistics`` has no such field
+(its ``cancel`` lives in the per-response ``InferResponseStatistics``), so the count appears
+twice in the JSON: ``inference_stats.cancel`` (an nbinfer addition that Triton-schema readers
+ignore) and ``response_stats["0"].cancel`` (Triton's own field, the one gRPC carries: a cancelled
+request's first response, index ``"0"``, is the one that was cancelled). ``response_stats`` is
+``{}`` while nothing was cancelled.
+
 A leaf of the server: imports nothing of nbinfer.
 """
 
@@ -48,6 +57,7 @@ class ModelStats:
     execution_count: int = 0
     success: _Duration = field(default_factory=_Duration)
     fail: _Duration = field(default_factory=_Duration)
+    cancel: _Duration = field(default_factory=_Duration)
     queue: _Duration = field(default_factory=_Duration)
     compute_input: _Duration = field(default_factory=_Duration)
     compute_infer: _Duration = field(default_factory=_Duration)
@@ -130,8 +140,14 @@ class ModelStats:
         self.last_inference = time.time_ns() // 1_000_000
         self.fail.add(total_ns)
 
+    def record_cancel(self, total_ns: int) -> None:
+        """Count one request given up before it finished (time from arrival to giving up)."""
+        self.last_inference = time.time_ns() // 1_000_000
+        self.cancel.add(total_ns)
+
     def to_json(self, name: str, version: str) -> dict[str, Any]:
         """Return the Triton ``model_stats`` entry for this version."""
+        cancel = self.cancel.json()
         return {
             "name": name,
             "version": version,
@@ -141,6 +157,7 @@ class ModelStats:
             "inference_stats": {
                 "success": self.success.json(),
                 "fail": self.fail.json(),
+                "cancel": cancel,
                 "queue": self.queue.json(),
                 "compute_input": self.compute_input.json(),
                 "compute_infer": self.compute_infer.json(),
@@ -158,6 +175,7 @@ class ModelStats:
                 for size, b in sorted(self.batches.items())
             ],
             "memory_usage": [],
+            "response_stats": {"0": {"cancel": cancel}} if self.cancel.count else {},
         }
 
 

@@ -74,6 +74,7 @@ _STATS_COLUMNS = [
     "execution_count",
     "success",
     "fail",
+    "cancel",
     "success_ms",
     "queue_ms",
     "compute_infer_ms",
@@ -612,12 +613,21 @@ def _stats_row(entry: Mapping[str, Any]) -> dict[str, Any]:
         "execution_count": int(entry.get("execution_count", 0)),
         "success": int((stats.get("success") or {}).get("count", 0)),
         "fail": int((stats.get("fail") or {}).get("count", 0)),
+        # given up by their clients (nbinfer's inference_stats.cancel; Triton's own field,
+        # response_stats["0"].cancel, over gRPC)
+        "cancel": int((stats.get("cancel") or _response_stat(entry, "cancel")).get("count", 0)),
         "success_ms": mean_ms("success"),
         "queue_ms": mean_ms("queue"),
         "compute_infer_ms": mean_ms("compute_infer"),
         "compute_input_ms": mean_ms("compute_input"),
         "compute_output_ms": mean_ms("compute_output"),
     }
+
+
+def _response_stat(entry: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``key`` of the first response's statistics (``response_stats["0"]``), or empty."""
+    first = (entry.get("response_stats") or {}).get("0") or {}
+    return first.get(key) or {}
 
 
 def _state(state: str) -> str:
