@@ -7,13 +7,13 @@ batch gets the batch's compute durations and its own queue time); durations are 
 Updated from the event loop only. :func:`statistics_json` answers the statistics extension.
 
 A request given up before it finished (client disconnect, gRPC cancellation or deadline, the
-``timeout`` parameter or a queue timeout) is counted once, as ``cancel``: never as a success or
-a failure, also when its thread finishes later. Triton's ``InferStatistics`` has no such field
-(its ``cancel`` lives in the per-response ``InferResponseStatistics``), so the count appears
-twice in the JSON: ``inference_stats.cancel`` (an nbinfer addition that Triton-schema readers
-ignore) and ``response_stats["0"].cancel`` (Triton's own field, the one gRPC carries: a cancelled
-request's first response, index ``"0"``, is the one that was cancelled). ``response_stats`` is
-``{}`` while nothing was cancelled.
+``timeout`` parameter cancelling a running request) is counted once, as cancelled: never as a
+success or a failure, also when its thread finishes later. Triton's ``InferStatistics`` has no
+such field (its ``cancel`` lives in the per-response ``InferResponseStatistics``), so the count
+is ``response_stats["0"].cancel``: a cancelled request's first response (index ``"0"``) is the
+one that was cancelled. The JSON stays exactly Triton's schema, and gRPC carries the same field.
+``response_stats`` is ``{}`` while nothing was cancelled. A request whose queue timeout passed
+before it started is a failure, as in Triton (the server refused it).
 
 A leaf of the server: imports nothing of nbinfer.
 """
@@ -147,7 +147,6 @@ class ModelStats:
 
     def to_json(self, name: str, version: str) -> dict[str, Any]:
         """Return the Triton ``model_stats`` entry for this version."""
-        cancel = self.cancel.json()
         return {
             "name": name,
             "version": version,
@@ -157,7 +156,6 @@ class ModelStats:
             "inference_stats": {
                 "success": self.success.json(),
                 "fail": self.fail.json(),
-                "cancel": cancel,
                 "queue": self.queue.json(),
                 "compute_input": self.compute_input.json(),
                 "compute_infer": self.compute_infer.json(),
@@ -175,7 +173,7 @@ class ModelStats:
                 for size, b in sorted(self.batches.items())
             ],
             "memory_usage": [],
-            "response_stats": {"0": {"cancel": cancel}} if self.cancel.count else {},
+            "response_stats": {"0": {"cancel": self.cancel.json()}} if self.cancel.count else {},
         }
 
 

@@ -613,9 +613,8 @@ def _stats_row(entry: Mapping[str, Any]) -> dict[str, Any]:
         "execution_count": int(entry.get("execution_count", 0)),
         "success": int((stats.get("success") or {}).get("count", 0)),
         "fail": int((stats.get("fail") or {}).get("count", 0)),
-        # given up by their clients (nbinfer's inference_stats.cancel; Triton's own field,
-        # response_stats["0"].cancel, over gRPC)
-        "cancel": int((stats.get("cancel") or _response_stat(entry, "cancel")).get("count", 0)),
+        # requests their clients gave up (Triton's field: the first response's cancel count)
+        "cancel": int(_response_stat(entry, "cancel").get("count", 0)),
         "success_ms": mean_ms("success"),
         "queue_ms": mean_ms("queue"),
         "compute_infer_ms": mean_ms("compute_infer"),

@@ -9,6 +9,7 @@ Every model has one worker (``model_workers=1``), and the module runs without an
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 import threading
 import time
@@ -22,6 +23,9 @@ import pytest
 import tritonclient.grpc as tg
 from tritonclient.utils import InferenceServerException
 
+import nbinfer
+from nbinfer.protocol.types import InferInput, InferRequest
+from nbinfer.server import DataPlane, Model, ModelRepository
 from nbinfer.server.launcher import LocalServer
 
 _MODELS = {
@@ -225,8 +229,10 @@ def _stats(server: LocalServer, model: str) -> dict[str, Any]:
 
 def _counts(server: LocalServer, model: str) -> tuple[int, int, int]:
     """Requests of ``model`` that succeeded, failed and were cancelled (HTTP statistics)."""
-    s = _stats(server, model)["inference_stats"]
-    return s["success"]["count"], s["fail"]["count"], s["cancel"]["count"]
+    entry = _stats(server, model)
+    s = entry["inference_stats"]
+    cancel = entry["response_stats"].get("0", {}).get("cancel", {}).get("count", 0)
+    return s["success"]["count"], s["fail"]["count"], cancel
 
 
 def _wait_for(predicate: Any, timeout: float = 5.0) -> None:
@@ -280,6 +286,12 @@ def test_a_sync_model_that_cannot_be_interrupted_frees_its_worker_within_a_secon
     grpc_stats = _grpc_stats(server, "stamp")
     assert grpc_stats.response_stats["0"].cancel.count == cancel + 1
     assert grpc_stats.inference_stats.fail.count == fail
+    # the Session's statistics (and their notebook table) show the cancelled column
+    url = server.http_url if protocol == "http" else f"grpc://{server.grpc_url}"
+    with nbinfer.Session(url, token=server.auth_token) as session:
+        frame = session.model("stamp").stats()
+        assert frame.loc[0, "cancel"] == cancel + 1
+        assert "<th>cancelled</th>" in frame._repr_mimebundle_()["text/html"]
 
 
 def _grpc_stats(server: LocalServer, model: str) -> Any:
@@ -360,3 +372,64 @@ def test_unload_and_reload_work_with_abandoned_requests_pending(server: LocalSer
         assert time.monotonic() - t0 < 5.0
     r = _http_infer(server, "sleepy", 0.0)
     assert r.status_code == 200, r.text
+
+
+# -- a stateful model: the sequence waits for its abandoned call, other sequences do not --------
+class _Steps(Model):
+    """A stateful sync model: sleeps X seconds, records (sequence, start, end) in its state."""
+
+    name = "steps"
+    inputs = (("X", "FP32", [1]),)
+    outputs = (("Y", "FP32", [1]),)
+    stateful = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[float]] = []  # [sequence, start, end] in the order they started
+
+    def predict(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        call = [float(context.sequence_id), time.monotonic(), 0.0]
+        self.calls.append(call)
+        time.sleep(float(inputs["X"][0]))
+        context.state["n"] = context.state.get("n", 0) + 1
+        call[2] = time.monotonic()
+        return {"Y": np.array([context.state["n"]], np.float32)}
+
+
+def _step(seq: int, seconds: float, *, start: bool = False) -> InferRequest:
+    x = InferInput("X", "FP32", [1], np.array([seconds], np.float32))
+    params: dict[str, Any] = {"sequence_id": seq, "sequence_start": start}
+    return InferRequest(model_name="steps", inputs=[x], parameters=params)
+
+
+def test_a_given_up_sequence_step_frees_the_worker_but_keeps_its_sequence_until_it_returns() -> (
+    None
+):
+    model = _Steps()
+
+    async def scenario() -> tuple[float, float, dict[str, Any]]:
+        dp = DataPlane(ModelRepository(models=[model]), model_workers=1)
+        try:
+            first = asyncio.ensure_future(dp.infer(_step(1, 0.6, start=True)))
+            await asyncio.sleep(0.1)
+            first.cancel()  # its client gave up; the thread sleeps on
+            gave_up = time.monotonic()
+            # the same sequence waits for the abandoned step (its state is still in use) ...
+            same = asyncio.ensure_future(dp.infer(_step(1, 0.0)))
+            # ... another sequence takes the freed worker at once
+            other = await dp.infer(_step(2, 0.0, start=True))
+            assert np.asarray(other.outputs[0].data).tolist() == [1]
+            # after the abandoned step
+            assert np.asarray((await same).outputs[0].data).tolist() == [2]
+            return gave_up, time.monotonic(), dp.statistics("steps")["model_stats"][0]
+        finally:
+            await dp.close()
+
+    gave_up, _, stats = asyncio.run(scenario())
+    (s1, _, end1), (s2, start2, _), (s3, start3, _) = model.calls
+    assert (s1, s2, s3) == (1, 2, 1)
+    assert start2 - gave_up < 0.3 < end1 - gave_up  # sequence 2 did not wait for the sleep
+    assert start3 >= end1  # sequence 1's next step did
+    inference = stats["inference_stats"]
+    assert (inference["success"]["count"], inference["fail"]["count"]) == (2, 0)
+    assert stats["response_stats"]["0"]["cancel"]["count"] == 1
