@@ -525,8 +525,9 @@ class DataPlane:
         merged = time.perf_counter_ns()
         t.input = merged - start
         executor = scheduler.executor  # the model's instances
-        offload: Offload = self._gated(served)
-        if executor is not None:
+        if executor is None:  # hooks on the loop (async, or declared cheap)
+            offload = self._gated(served)
+        else:
             loop = asyncio.get_running_loop()
 
             async def offload(fn: Any, *args: Any) -> Any:
