@@ -602,6 +602,8 @@ def render_stats(frame: Any) -> Html:
     ``frame`` is the statistics DataFrame (or any object with ``to_dict("records")``).
     """
     records: list[dict[str, Any]] = frame.to_dict("records")
+    # requests their clients gave up: a column only when there are some
+    cancel = any(int(r.get("cancel", 0) or 0) for r in records)
     rows = [
         (
             Html(f"<code>{escape(r.get('name', ''))}</code>"),
@@ -610,12 +612,22 @@ def render_stats(frame: Any) -> Html:
             r.get("execution_count", 0),
             r.get("success", 0),
             r.get("fail", 0),
+            *((r.get("cancel", 0),) if cancel else ()),
             f"{float(r.get('success_ms', 0.0)):.3f}",
         )
         for r in records
     ]
-    header = ("model", "version", "inferences", "executions", "success", "fail", "mean ms")
-    body = [table(header, rows, numeric=(2, 3, 4, 5, 6))]
+    header = (
+        "model",
+        "version",
+        "inferences",
+        "executions",
+        "success",
+        "fail",
+        *(("cancelled",) if cancel else ()),
+        "mean ms",
+    )
+    body = [table(header, rows, numeric=tuple(range(2, len(header))))]
     timed = [r for r in records if int(r.get("success", 0) or 0) > 0]
     if timed:
         items = [

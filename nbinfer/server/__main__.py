@@ -39,7 +39,8 @@ _LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
     ("--keep-alive-timeout", float, "seconds an idle HTTP keep-alive connection stays open"),
     ("--max-connections", int, "open HTTP connections at once (0: from ulimit -n)"),
     ("--max-grpc-connections", int, "open gRPC connections at once (0: from ulimit -n)"),
-    ("--model-workers", int, "threads one model may occupy at once (0: a quarter of the pool)"),
+    ("--model-workers", int, "requests one model may run at once on threads (0: max(4, CPUs))"),
+    ("--max-abandoned", int, "threads of given-up requests one model may leave finishing (16)"),
 )
 
 

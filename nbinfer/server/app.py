@@ -92,8 +92,11 @@ class ServerOptions:
     max_connections: int = 0
     #: Open gRPC connections at once (0: from the file-descriptor limit).
     max_grpc_connections: int = 0
-    #: Threads one model may occupy at once in the shared worker pool (0: a quarter of it).
+    #: Requests one model without a scheduler may run at once on its threads (0: max(4, CPUs)).
     model_workers: int = 0
+    #: Threads of given-up requests one such model may leave finishing in the background while
+    #: their slots serve new requests (0: a given-up request keeps its slot; see workers.py).
+    max_abandoned: int = 16
     #: Seconds a stop waits for requests in flight before abandoning them.
     grace_period: float = SHUTDOWN_GRACE
     #: One log line per HTTP request and gRPC call (logger ``nbinfer.access``); off: no cost.
@@ -142,6 +145,7 @@ LIMIT_OPTIONS = (
     "max_connections",
     "max_grpc_connections",
     "model_workers",
+    "max_abandoned",
 )
 #: Options that keep the ServerOptions default when not given (``None`` on the command line).
 OPTIONAL_OPTIONS = ("grace_period", "access_log_format")
@@ -199,7 +203,9 @@ def build_dataplane(options: ServerOptions) -> DataPlane:
         device=options.device,
         allow_code_upload=options.allow_code_upload,
     )
-    return DataPlane(repo, model_workers=options.model_workers or None)
+    return DataPlane(
+        repo, model_workers=options.model_workers or None, max_abandoned=options.max_abandoned
+    )
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -24,7 +24,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from nbinfer.errors import (
@@ -51,6 +51,7 @@ from nbinfer.server.repository import READY, ModelRepository
 from nbinfer.server.sequence import SequenceManager, SequenceSlot, parse_sequence
 from nbinfer.server.shm import SharedMemoryManager
 from nbinfer.server.stats import statistics_json
+from nbinfer.server.workers import ModelWorkers, when_done
 
 __all__ = ["DEFAULT_EXTENSIONS", "EMPTY_FINAL", "FINAL_RESPONSE", "DataPlane"]
 
@@ -93,9 +94,13 @@ class DataPlane:
         repository: The models to serve.
         server_name: Name reported by server metadata.
         extensions: Protocol extensions to advertise (default :data:`DEFAULT_EXTENSIONS`).
-        max_workers: Threads running synchronous model hooks (default ``max(16, 4 * CPUs)``).
-        model_workers: Of those, the most one model may occupy at once (default a quarter),
-            so a slow model cannot starve the others.
+        max_workers: Size of the shared pool (decoupled models, ``explain``); a quarter of it
+            is the default of ``model_workers`` (``max(16, 4 * CPUs)`` threads).
+        model_workers: Requests one model without a scheduler may run on threads at once
+            (its own threads: a slow model cannot starve the others).
+        max_abandoned: Threads of given-up requests one such model may leave finishing in the
+            background while their slots serve new requests (default 16; 0: a given-up
+            request keeps its slot until its thread returns). See ``workers.py``.
 
     Example::
 
@@ -111,12 +116,14 @@ class DataPlane:
         extensions: Sequence[str] | None = None,
         max_workers: int | None = None,
         model_workers: int | None = None,
+        max_abandoned: int | None = None,
     ) -> None:
         self.repository = repository
         self.server_name = server_name
         self.extensions = list(DEFAULT_EXTENSIONS if extensions is None else extensions)
         self._max_workers = max_workers or max(16, 4 * (os.cpu_count() or 1))
         self._model_workers = max(1, model_workers or self._max_workers // 4)
+        self._max_abandoned = 16 if max_abandoned is None else max(0, max_abandoned)
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         #: Registered shared-memory regions (system + CUDA extensions).
@@ -221,35 +228,14 @@ class DataPlane:
         """Run ``fn(*args)`` on the shared thread pool (no per-model limit)."""
         return await asyncio.get_running_loop().run_in_executor(self._executor_for(), fn, *args)
 
-    async def _in_thread(self, model: Model, fn: Any, *args: Any) -> Any:
-        """Run ``fn`` on the shared pool, at most ``model_workers`` threads per model.
-
-        A caller that gives up (cancellation) leaves at once; a thread that already started
-        keeps the model's slot until it returns, so an abandoned slow model only blocks itself.
-        """
-        gate: asyncio.Semaphore | None = model.__dict__.get("_nbinfer_gate")
-        if gate is None:
-            gate = model.__dict__["_nbinfer_gate"] = asyncio.Semaphore(self._model_workers)
-        await gate.acquire()
-        loop = asyncio.get_running_loop()
-        try:
-            job = self._executor_for().submit(fn, *args)
-        except BaseException:
-            gate.release()
-            raise
-        try:
-            result = await asyncio.wrap_future(job, loop=loop)
-        except asyncio.CancelledError:
-            if job.cancel() or job.done():
-                gate.release()
-            else:  # the thread cannot be stopped: its slot frees when it returns
-                job.add_done_callback(lambda _: loop.call_soon_threadsafe(gate.release))
-            raise
-        except BaseException:
-            gate.release()
-            raise
-        gate.release()
-        return result
+    def _workers(self, served: Served) -> ModelWorkers:
+        """The threads of a model without a scheduler (made at its first threaded request)."""
+        workers = served.workers
+        if workers is None:
+            workers = served.workers = ModelWorkers(
+                served.model.name, workers=self._model_workers, max_abandoned=self._max_abandoned
+            )
+        return workers
 
     # -- inference ---------------------------------------------------------------------------
     async def infer(
@@ -307,13 +293,17 @@ class DataPlane:
                 outputs = io.outputs(result, wanted, request, batch, caller)
                 t.output += time.perf_counter_ns() - out_start
             except NbinferError:
-                mv.stats.record_failure(time.perf_counter_ns() - t0)
+                if ctx is not None and ctx.cancelled:  # its timeout passed: given up
+                    mv.stats.record_cancel(time.perf_counter_ns() - t0)
+                else:
+                    mv.stats.record_failure(time.perf_counter_ns() - t0)
                 raise
             except asyncio.CancelledError:
-                # the client gave up (disconnect, gRPC cancel / deadline): not a success
+                # the client gave up (disconnect, gRPC cancel / deadline): cancelled, not a
+                # success nor a failure
                 if ctx is not None:
                     ctx.cancelled = True
-                mv.stats.record_failure(time.perf_counter_ns() - t0)
+                mv.stats.record_cancel(time.perf_counter_ns() - t0)
                 raise
             except Exception as exc:
                 raise self._model_raised(served, request, exc, t0) from exc
@@ -363,6 +353,9 @@ class DataPlane:
                     self._leave_sequence(slot, ctx)
         except NbinferError:
             mv.stats.record_failure(time.perf_counter_ns() - t0)
+            raise
+        except asyncio.CancelledError:  # the client left the stream
+            mv.stats.record_cancel(time.perf_counter_ns() - t0)
             raise
         except Exception as exc:
             raise self._model_raised(served, request, exc, t0) from exc
@@ -437,11 +430,15 @@ class DataPlane:
         """Run the hooks of an unscheduled model right away (threads: gated per model)."""
         return await served.io.run(inputs, ctx, t, time.perf_counter_ns(), self._gated(served))
 
-    def _gated(self, served: Served) -> Offload:
-        """Offload onto the shared pool within the model's share of it (see :meth:`_in_thread`)."""
+    def _gated(self, served: Served, jobs: list[Future[Any]] | None = None) -> Offload:
+        """Offload onto the model's own threads (see :class:`ModelWorkers`).
+
+        ``jobs`` receives each thread's future (so a sequence can outlive an abandoned call).
+        """
+        workers = self._workers(served)
 
         async def offload(fn: Any, *args: Any) -> Any:
-            return await self._in_thread(served.model, fn, *args)
+            return await workers.run(fn, *args, jobs=jobs)
 
         return offload
 
@@ -450,10 +447,18 @@ class DataPlane:
         self, served: Served, inputs: dict[str, Any], ctx: InferContext, t: Timings
     ) -> Any:
         slot = await self._enter_sequence(served, ctx)
+        jobs: list[Future[Any]] = []
         try:
-            return await self._execute(served, inputs, ctx, t)
+            return await served.io.run(
+                inputs, ctx, t, time.perf_counter_ns(), self._gated(served, jobs)
+            )
         finally:
-            self._leave_sequence(slot, ctx)
+            running = next((job for job in jobs if not job.done()), None)
+            if running is None:
+                self._leave_sequence(slot, ctx)
+            else:  # given up while its thread runs: the sequence's state is still in use
+                loop = asyncio.get_running_loop()
+                when_done(running, loop, lambda: self._leave_sequence(slot, ctx))
 
     async def _enter_sequence(self, served: Served, ctx: InferContext) -> SequenceSlot:
         """Claim the request's sequence (in arrival order) and hand its state to the context."""
@@ -520,8 +525,9 @@ class DataPlane:
         merged = time.perf_counter_ns()
         t.input = merged - start
         executor = scheduler.executor  # the model's instances
-        offload: Offload = self._gated(served)
-        if executor is not None:
+        if executor is None:  # hooks on the loop (async, or declared cheap)
+            offload = self._gated(served)
+        else:
             loop = asyncio.get_running_loop()
 
             async def offload(fn: Any, *args: Any) -> Any:
@@ -654,6 +660,7 @@ class DataPlane:
         await self.sequences.close()
         self.shm.close()
         await self.models.close_schedulers()
+        self.models.shutdown_workers()
         await asyncio.get_running_loop().run_in_executor(None, self.repository.close)
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)

@@ -3,12 +3,13 @@
 :class:`ServedModels` wraps the :class:`~nbinfer.server.repository.ModelRepository` with what
 serving needs per loaded version, built once and dropped when the version retires: its
 :class:`~nbinfer.server.modelio.ModelIO`, whether it is decoupled or stateful, its scheduling
-policy and its :class:`~nbinfer.server.batcher.Scheduler`. Repository operations (index, load,
+policy and its :class:`~nbinfer.server.batcher.Scheduler` (or, without one, its
+:class:`~nbinfer.server.workers.ModelWorkers` threads). Repository operations (index, load,
 add, unload) go through it so that a reload never serves with a stale policy or I/O plan, and
 it assembles the effective model config (Triton's JSON shape).
 
-Imports the repository, batcher, sequence, shm and modelio modules; never the dataplane or a
-frontend.
+Imports the repository, batcher, sequence, shm, workers and modelio modules; never the
+dataplane or a frontend.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from nbinfer.server.modelio import ModelIO
 from nbinfer.server.repository import READY, UNAVAILABLE, ModelRepository, ModelVersion
 from nbinfer.server.sequence import SequenceManager, is_stateful, sequence_idle_us
 from nbinfer.server.shm import SharedMemoryManager
+from nbinfer.server.workers import ModelWorkers
 
 __all__ = ["Served", "ServedModels"]
 
@@ -52,6 +54,8 @@ class Served:
     #: Declared cheap (``run_in_thread = False``), all hooks synchronous and no sequence to
     #: join: runs on the loop unless a scheduler takes it.
     inline: bool
+    #: The model's own threads when it has no scheduler (made by the dataplane when needed).
+    workers: ModelWorkers | None = None
 
 
 class ServedModels:
@@ -105,6 +109,9 @@ class ServedModels:
         )
         io = ModelIO(model, self.shm)
         stateful = is_stateful(model, mv.config)
+        old = self._served.get(mv)
+        if old is not None and old.workers is not None and old.model is not model:
+            old.workers.shutdown()
         served = Served(
             mv,
             model,
@@ -113,6 +120,8 @@ class ServedModels:
             stateful=stateful,
             idle_us=sequence_idle_us(model, mv.config),
             inline=not model.run_in_thread and not io.any_async and not stateful,
+            # the same model object (its declarations changed): its threads carry on
+            workers=old.workers if old is not None and old.model is model else None,
         )
         self._served[mv] = served
         return served
@@ -165,7 +174,9 @@ class ServedModels:
     def purge(self) -> None:
         """Forget what served retired model versions (their schedulers are discarded)."""
         for mv in [v for v in self._served if v.model is None]:
-            del self._served[mv]
+            workers = self._served.pop(mv).workers
+            if workers is not None:
+                workers.shutdown()
         for mv in [v for v in self._policies if v.model is None]:
             self._policies.pop(mv, None)
             scheduler = self._schedulers.pop(mv, None)
@@ -208,6 +219,12 @@ class ServedModels:
                 await scheduler.close("is stopping: the server is shutting down")
             else:
                 scheduler.discard()
+
+    def shutdown_workers(self) -> None:
+        """Release every model's own threads without waiting (server shutdown)."""
+        for served in self._served.values():
+            if served.workers is not None:
+                served.workers.shutdown()
 
     # -- repository operations ---------------------------------------------------------------
     def index(self, *, ready_only: bool = False) -> list[RepositoryModel]:

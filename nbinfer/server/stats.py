@@ -6,6 +6,15 @@
 batch gets the batch's compute durations and its own queue time); durations are nanoseconds.
 Updated from the event loop only. :func:`statistics_json` answers the statistics extension.
 
+A request given up before it finished (client disconnect, gRPC cancellation or deadline, the
+``timeout`` parameter cancelling a running request) is counted once, as cancelled: never as a
+success or a failure, also when its thread finishes later. Triton's ``InferStatistics`` has no
+such field (its ``cancel`` lives in the per-response ``InferResponseStatistics``), so the count
+is ``response_stats["0"].cancel``: a cancelled request's first response (index ``"0"``) is the
+one that was cancelled. The JSON stays exactly Triton's schema, and gRPC carries the same field.
+``response_stats`` is ``{}`` while nothing was cancelled. A request whose queue timeout passed
+before it started is a failure, as in Triton (the server refused it).
+
 A leaf of the server: imports nothing of nbinfer.
 """
 
@@ -48,6 +57,7 @@ class ModelStats:
     execution_count: int = 0
     success: _Duration = field(default_factory=_Duration)
     fail: _Duration = field(default_factory=_Duration)
+    cancel: _Duration = field(default_factory=_Duration)
     queue: _Duration = field(default_factory=_Duration)
     compute_input: _Duration = field(default_factory=_Duration)
     compute_infer: _Duration = field(default_factory=_Duration)
@@ -130,6 +140,11 @@ class ModelStats:
         self.last_inference = time.time_ns() // 1_000_000
         self.fail.add(total_ns)
 
+    def record_cancel(self, total_ns: int) -> None:
+        """Count one request given up before it finished (time from arrival to giving up)."""
+        self.last_inference = time.time_ns() // 1_000_000
+        self.cancel.add(total_ns)
+
     def to_json(self, name: str, version: str) -> dict[str, Any]:
         """Return the Triton ``model_stats`` entry for this version."""
         return {
@@ -158,6 +173,7 @@ class ModelStats:
                 for size, b in sorted(self.batches.items())
             ],
             "memory_usage": [],
+            "response_stats": {"0": {"cancel": self.cancel.json()}} if self.cancel.count else {},
         }
 
 

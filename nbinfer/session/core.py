@@ -76,6 +76,7 @@ _STATS_COLUMNS = [
     "execution_count",
     "success",
     "fail",
+    "cancel",
     "success_ms",
     "queue_ms",
     "compute_infer_ms",
@@ -685,6 +686,8 @@ def _stats_row(entry: Mapping[str, Any]) -> dict[str, Any]:
         "execution_count": int(entry.get("execution_count", 0)),
         "success": int((stats.get("success") or {}).get("count", 0)),
         "fail": int((stats.get("fail") or {}).get("count", 0)),
+        # requests their clients gave up (Triton's field: the first response's cancel count)
+        "cancel": int(_response_stat(entry, "cancel").get("count", 0)),
         "success_ms": mean_ms("success"),
         "queue_ms": mean_ms("queue"),
         "compute_infer_ms": mean_ms("compute_infer"),
@@ -698,6 +701,12 @@ def _listed(frame: pd.DataFrame, source: str, *, complete: bool = True) -> pd.Da
     frame.attrs["source"] = source
     frame.attrs["complete"] = complete
     return frame
+
+
+def _response_stat(entry: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``key`` of the first response's statistics (``response_stats["0"]``), or empty."""
+    first = (entry.get("response_stats") or {}).get("0") or {}
+    return first.get(key) or {}
 
 
 def _state(state: str) -> str:

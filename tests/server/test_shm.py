@@ -1,7 +1,7 @@
 """System shared memory on the embedded server, driven by tritonclient's own utilities.
 
 Inputs are read from, and outputs written into, POSIX shm regions the client created; the results
-are read back from the output region. One server for the module.
+are read back from the output region. One server for the module, without and with a token.
 
 A client that truncates a registered object cannot crash the server (issue 19.7):
 
@@ -14,6 +14,7 @@ naming the truncation, and both ports keep serving.
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import uuid
 from collections.abc import Iterator
@@ -34,25 +35,48 @@ from nbinfer.server.shm import SharedMemoryManager
 
 SIZE = 64  # one [1, 16] FP32 tensor
 SHM = Path("/dev/shm")
+TOKEN = "shm-token"
 
 pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="needs POSIX shared memory in /dev/shm")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    srv = LocalServer(demo=True, device="cpu").start()
+@pytest.fixture(scope="module", params=[None, TOKEN], ids=["no-token", "token"])
+def server(request: pytest.FixtureRequest) -> Iterator[LocalServer]:
+    srv = LocalServer(demo=True, device="cpu", auth_token=request.param).start()
     try:
         yield srv
     finally:
         srv.stop()
 
 
+def _headers(server: LocalServer) -> dict[str, str]:
+    return {"authorization": f"Bearer {server.auth_token}"} if server.auth_token else {}
+
+
+class _Authed:
+    """A tritonclient client that sends the server's token (if any) with every call."""
+
+    def __init__(self, inner: Any, server: LocalServer) -> None:
+        self.inner = inner
+        self._headers = _headers(server)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name == "close" or not callable(attr) or not self._headers:
+            return attr
+        return functools.partial(attr, headers=self._headers)
+
+
+def _grpc_client(server: LocalServer) -> Any:
+    return _Authed(tg.InferenceServerClient(server.grpc_url), server)
+
+
 @pytest.fixture(params=["http", "grpc"])
 def client(request: pytest.FixtureRequest, server: LocalServer) -> Iterator[Any]:
     if request.param == "http":
-        c: Any = th.InferenceServerClient(server.http_url.removeprefix("http://"))
+        c: Any = _Authed(th.InferenceServerClient(server.http_url.removeprefix("http://")), server)
     else:
-        c = tg.InferenceServerClient(server.grpc_url)
+        c = _grpc_client(server)
     try:
         yield c
     finally:
@@ -81,7 +105,7 @@ def regions() -> Iterator[Any]:
 
 
 def _mod(client: Any) -> Any:
-    return th if isinstance(client, th.InferenceServerClient) else tg
+    return th if isinstance(client.inner, th.InferenceServerClient) else tg
 
 
 def _add_sub_in_shm(client: Any, in_region: str, out_region: str) -> list[Any]:
@@ -113,7 +137,7 @@ def test_add_sub_reads_inputs_from_and_writes_outputs_to_system_shm(
     )
     # the response carries the outputs' metadata, not their data
     out0 = result.get_output("OUTPUT0")
-    if isinstance(client, th.InferenceServerClient):
+    if _mod(client) is th:
         assert "data" not in out0
         assert out0["parameters"]["shared_memory_region"] == "out"
         assert out0["parameters"]["shared_memory_byte_size"] == SIZE
@@ -148,7 +172,7 @@ def test_status_lists_regions_and_unregister_removes_one_or_all(client: Any, reg
     client.register_system_shared_memory("r1", key, 64)
     client.register_system_shared_memory("r2", key, 32, offset=64)
     status = client.get_system_shared_memory_status()
-    if isinstance(client, th.InferenceServerClient):
+    if _mod(client) is th:
         rows = {r["name"]: r for r in status}
         assert rows["r2"] == {"name": "r2", "key": key, "offset": 64, "byte_size": 32}
     else:
@@ -253,12 +277,12 @@ def test_cuda_shared_memory_is_refused_clearly_without_a_cuda_device(server: Loc
         pytest.skip("an NVIDIA driver is present: the no-CUDA answer cannot be tested here")
     body = {"raw_handle": {"b64": base64.b64encode(b"\x00" * 64).decode()}, "device_id": 0}
     body["byte_size"] = 64
-    base = server.http_url
-    r = httpx.post(f"{base}/v2/cudasharedmemory/region/c0/register", json=body)
+    base, headers = server.http_url, _headers(server)
+    r = httpx.post(f"{base}/v2/cudasharedmemory/region/c0/register", json=body, headers=headers)
     assert r.status_code == 400
     assert "CUDA" in r.json()["error"]
-    assert httpx.get(f"{base}/v2/cudasharedmemory/status").json() == []
-    c = tg.InferenceServerClient(server.grpc_url)
+    assert httpx.get(f"{base}/v2/cudasharedmemory/status", headers=headers).json() == []
+    c = _grpc_client(server)
     try:
         with pytest.raises(InferenceServerException) as info:
             c.register_cuda_shared_memory("c0", b"\x00" * 64, 0, 64)
@@ -269,7 +293,7 @@ def test_cuda_shared_memory_is_refused_clearly_without_a_cuda_device(server: Loc
 
 
 def test_server_metadata_advertises_system_shared_memory(server: LocalServer) -> None:
-    ext = httpx.get(f"{server.http_url}/v2").json()["extensions"]
+    ext = httpx.get(f"{server.http_url}/v2", headers=_headers(server)).json()["extensions"]
     assert "system_shared_memory" in ext
     assert "cuda_shared_memory" not in ext
 
@@ -345,8 +369,9 @@ def _refused(call: Any) -> str:
 
 
 def _both_ports_serve(server: LocalServer) -> None:
-    assert httpx.get(f"{server.http_url}/v2/health/ready", timeout=10).status_code == 200
-    g = tg.InferenceServerClient(server.grpc_url)
+    ready = httpx.get(f"{server.http_url}/v2/health/ready", headers=_headers(server), timeout=10)
+    assert ready.status_code == 200
+    g = _grpc_client(server)
     try:
         assert g.is_server_ready()
         inputs = [tg.InferInput(n, [1, 16], "FP32") for n in ("INPUT0", "INPUT1")]
