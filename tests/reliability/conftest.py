@@ -6,10 +6,14 @@ Models (besides the demo ``add_sub``, ``echo``, ``iris``...):
   BOOL, BYTES (shape ``[-1]``)
 * ``raising``        raises in ``predict``
 * ``hanging``        sleeps ``X[0]`` seconds in a thread, ignoring cancellation (a stuck model)
+
+With ``NBINFER_RELIABILITY_FIGURES=DIR`` the session writes every reliability test's outcome and
+time to ``DIR/outcomes.json`` (the figures of docs/reliability.md; see reliability_report.py).
 """
 
 from __future__ import annotations
 
+import os
 import textwrap
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -17,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import reliability_report
 
 from nbinfer.client import Client
 from nbinfer.server.launcher import LocalServer
@@ -127,3 +132,25 @@ def assert_healthy(server: LocalServer) -> Iterator[Callable[[], None]]:
     finally:
         for client in clients:
             client.close()
+
+
+_OUTCOMES: dict[str, list[object]] = {}
+_SECONDS = [0.0]  # setup, call and teardown of every reliability test
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep each reliability test's outcome (a failed or skipped setup counts) and call time."""
+    _SECONDS[0] += report.duration
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        outcome = report.outcome
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        nodeid = report.nodeid.rsplit("reliability/", 1)[-1]
+        _OUTCOMES[nodeid] = [outcome, report.duration]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _OUTCOMES and os.environ.get(reliability_report.FIGURES_ENV):
+        reliability_report.record("outcomes", "machine", reliability_report.machine())
+        reliability_report.record("outcomes", "seconds", _SECONDS[0])
+        reliability_report.record("outcomes", "tests", _OUTCOMES)

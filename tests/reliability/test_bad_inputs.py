@@ -4,7 +4,9 @@ Each case names its transport, the request, the expected HTTP status or gRPC cod
 error message must contain. After every case the server must still be ready and answer a correct
 inference over both transports: no case may crash, hang or poison the server.
 
-A case is one JSON object per line:
+A case is one JSON object per line, with an ``id``, a ``transport``, a ``kind`` (one of
+``reliability_report.KINDS``, the rows of docs/reliability.md's table) and, for a known open bug,
+``xfail`` (the reason: the case then runs as a strict xfail until the bug is fixed):
 
 * HTTP: ``method``, ``path``, ``body`` (text) or ``body_b64``, ``headers``; ``nest: N`` wraps
   ``body`` in N brackets; ``header_count`` / ``header_bytes`` add filler headers;
@@ -28,6 +30,7 @@ from urllib.parse import urlsplit
 
 import grpc
 import pytest
+import reliability_report
 from google.protobuf import json_format
 
 from nbinfer.protocol._generated import grpc_service_pb2 as pb
@@ -41,6 +44,12 @@ def test_corpus_holds_at_least_100_cases_over_both_transports() -> None:
     transports = [case["transport"] for case in CORPUS]
     assert len(CORPUS) >= 100 and transports.count("grpc") >= 14
     assert len({case["id"] for case in CORPUS}) == len(CORPUS)
+
+
+def test_every_case_has_a_kind_of_the_page() -> None:
+    kinds = {case["id"]: case.get("kind") for case in CORPUS}
+    unknown = {id_: kind for id_, kind in kinds.items() if kind not in reliability_report.KINDS}
+    assert not unknown, f"cases of no kind in reliability_report.KINDS: {unknown}"
 
 
 def _http_body(case: dict[str, Any]) -> bytes:
@@ -108,7 +117,12 @@ def channel(server: LocalServer) -> Iterator[grpc.Channel]:
         yield chan
 
 
-@pytest.mark.parametrize("case", CORPUS, ids=[c["id"] for c in CORPUS])
+def _param(case: dict[str, Any]) -> Any:
+    marks = [pytest.mark.xfail(reason=case["xfail"], strict=True)] if "xfail" in case else []
+    return pytest.param(case, id=case["id"], marks=marks)
+
+
+@pytest.mark.parametrize("case", [_param(case) for case in CORPUS])
 def test_bad_input_is_refused_and_the_server_stays_healthy(
     server: LocalServer,
     channel: grpc.Channel,

@@ -1,6 +1,9 @@
 """Faults: raising and stuck models, a killed server, unload in flight, a killed parent, a killed
 shared-memory client. Each leaves the server serving (or gone, when that is the point) within
 bounded time; the whole module runs in about 20 s.
+
+Each test's docstring reads ``Fault: what happens.``: docs/reliability.md shows them as its table
+of fault cases (reliability_report.py), with the figures each test records.
 """
 
 from __future__ import annotations
@@ -19,10 +22,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+import reliability_report
 
 from nbinfer import Session
 from nbinfer.client import Client
-from nbinfer.errors import InferenceError, NbinferError, TimeoutError, TransportError
+from nbinfer.errors import (
+    InferenceError,
+    ModelNotReadyError,
+    NbinferError,
+    TimeoutError,
+    TransportError,
+)
 from nbinfer.server.launcher import LocalServer
 
 
@@ -62,6 +72,11 @@ class _InFlight:
         assert not self.thread.is_alive(), "the call did not return"
 
 
+def _test_name() -> str:
+    """The running test's name and parameters, the key of its figures."""
+    return os.environ["PYTEST_CURRENT_TEST"].split("::")[-1].rsplit(" (", 1)[0]
+
+
 @pytest.fixture
 def own_server(repository: Path) -> Iterator[LocalServer]:
     """A server of the test's own (it may be stopped or killed)."""
@@ -76,6 +91,7 @@ def own_server(repository: Path) -> Iterator[LocalServer]:
 def test_raising_model_is_an_error_on_both_transports_and_the_server_serves_on(
     server: LocalServer, assert_healthy: Callable[[], None]
 ) -> None:
+    """A model raises: 500 / INTERNAL with the model's message; the next requests are served."""
     for url in (server.http_url, f"grpc://{server.grpc_url}"):
         with Client(url) as client, pytest.raises(InferenceError, match="fails on purpose"):
             client.infer("raising", {"X": np.ones(2, np.float32)})
@@ -85,6 +101,9 @@ def test_raising_model_is_an_error_on_both_transports_and_the_server_serves_on(
 def test_hanging_model_times_the_client_out_and_other_models_are_served(
     server: LocalServer, assert_healthy: Callable[[], None]
 ) -> None:
+    """A model hangs: the client's `timeout` raises `nbinfer.TimeoutError`; other models are
+    served meanwhile.
+    """
     with Client(server.http_url) as client, pytest.raises(TimeoutError):
         client.infer("hanging", {"X": np.array([3.0], np.float32)}, timeout=0.5)
     assert_healthy()
@@ -93,6 +112,11 @@ def test_hanging_model_times_the_client_out_and_other_models_are_served(
 def test_stop_with_a_stuck_model_ends_within_the_grace_period_and_names_what_it_abandoned(
     own_server: LocalServer, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The server is stopped while a model is stuck in `predict`: the stop ends after the 3 s grace
+    period (the test allows 8 s on a loaded machine); the server logs `abandoned 1 request(s) of
+    model hanging (1)`, `LocalServer.stop()` repeats it as a warning and keeps it in
+    `LocalServer.abandoned`; no SIGKILL is needed.
+    """
     with Client(own_server.http_url) as client:
         stuck = _InFlight(lambda: client.infer("hanging", {"X": np.array([60.0], np.float32)}))
         time.sleep(0.5)
@@ -102,6 +126,7 @@ def test_stop_with_a_stuck_model_ends_within_the_grace_period_and_names_what_it_
         elapsed = time.monotonic() - start
         stuck.join(10)
     print(f"\nstop with a stuck model: {elapsed:.1f} s")
+    reliability_report.record("faults", _test_name(), f"the stop took {elapsed:.1f} s")
     assert elapsed < 8.0, f"stop took {elapsed:.1f} s"  # 3 s grace + 1 s close, loaded machines
     assert isinstance(stuck.error, NbinferError)
     assert any("hanging (1)" in line for line in own_server.abandoned), own_server.abandoned
@@ -112,6 +137,12 @@ def test_stop_with_a_stuck_model_ends_within_the_grace_period_and_names_what_it_
 def test_server_killed_mid_request_makes_the_client_raise_and_the_session_report_it(
     repository: Path,
 ) -> None:
+    """The server is killed (SIGKILL) mid-request: the pending call raises `TransportError`;
+    `Session.server.running` turns false. Through a `Session` (tests/test_session.py), the pending
+    call and every later one raise `ConnectError` saying the local server is gone, how (`killed by
+    SIGKILL`) and the way on; `session.restart()` starts a new one and serves the `serve()`d models
+    again (docs/session.md, "When the local server dies").
+    """
     session = Session.local(model_repository=str(repository), demo=False, device="cpu")
     try:
         assert session.server is not None
@@ -129,20 +160,38 @@ def test_server_killed_mid_request_makes_the_client_raise_and_the_session_report
         session.close()
 
 
-def test_unload_with_requests_in_flight_lets_them_finish_and_reload_serves(
-    own_server: LocalServer,
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_unload_with_requests_in_flight_lets_them_finish_and_refuses_new_ones(
+    own_server: LocalServer, transport: str
 ) -> None:
-    with Client(own_server.http_url) as client:
-        x = np.array([0.8], np.float32)
+    """A model is unloaded with 8 requests in flight (HTTP and gRPC): they finish with their
+    answers and the unload waits for them; a request sent while it waits and one sent after it
+    raise `ModelNotReadyError` (`UNLOADING`, then `unloaded`); a reload serves again.
+    """
+    url = own_server.http_url if transport == "http" else f"grpc://{own_server.grpc_url}"
+    with Client(url) as client:
+        x = np.array([1.5], np.float32)
         calls = [_InFlight(lambda: client.infer("hanging", {"X": x})) for _ in range(8)]
-        time.sleep(0.3)
-        client.unload_model("hanging")
+        time.sleep(0.5)
+        unload = _InFlight(lambda: client.unload_model("hanging"))
+        _wait(lambda: not client.is_model_ready("hanging"), 5)
+        with pytest.raises(ModelNotReadyError, match="not ready"):
+            client.infer("hanging", {"X": np.zeros(1, np.float32)})  # while the unload waits
         for call in calls:
             call.join(20)
-            assert call.error is None or isinstance(call.error, NbinferError), repr(call.error)
+            # a call that reached the server only after the unload began (a loaded machine) is
+            # refused the same way; nothing else is right
+            assert call.error is None or isinstance(call.error, ModelNotReadyError), call.error
+        unload.join(20)
+        assert unload.error is None, repr(unload.error)
         finished = [c for c in calls if c.error is None]
+        assert finished, "no request was in flight when the unload began"
         assert all(np.array_equal(c.result["Y"], x) for c in finished)
-        assert not client.is_model_ready("hanging")
+        with pytest.raises(ModelNotReadyError, match="not ready"):
+            client.infer("hanging", {"X": np.zeros(1, np.float32)})
+        reliability_report.record(
+            "faults", _test_name(), f"{len(finished)} of 8 finished ({transport})"
+        )
         client.load_model("hanging")
         np.testing.assert_array_equal(
             client.infer("hanging", {"X": np.zeros(1, np.float32)})["Y"], [0]
@@ -159,6 +208,7 @@ time.sleep(120)
 
 
 def test_killed_parent_takes_the_server_with_it_within_5_seconds() -> None:
+    """The parent process is killed: the server is gone within 5 s."""
     parent = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(_PARENT)], stdout=subprocess.PIPE, text=True
     )
@@ -168,7 +218,8 @@ def test_killed_parent_takes_the_server_with_it_within_5_seconds() -> None:
         assert not _gone(server_pid)
         parent.kill()
         parent.wait(5)
-        assert _wait(lambda: _gone(server_pid), 5.0) < 5.0
+        gone_in = _wait(lambda: _gone(server_pid), 5.0)
+        reliability_report.record("faults", _test_name(), f"gone in {gone_in:.1f} s")
     finally:
         parent.kill()
         parent.wait(5)
@@ -204,6 +255,10 @@ def _server_fds_to(pid: int, key: str) -> list[str]:
 def test_shared_memory_of_a_killed_client_is_cleaned_and_released(
     server: LocalServer, assert_healthy: Callable[[], None]
 ) -> None:
+    """A client that registered shared memory is killed: its object is unlinked (Python's resource
+    tracker), the server keeps serving, and unregistering the region releases the server's
+    descriptor.
+    """
     key = f"nbinfer_killed_{os.getpid()}"
     child = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(_SHM_CLIENT), server.http_url, key],

@@ -3,10 +3,12 @@
 Each decoder must either return a request or raise :class:`nbinfer.errors.NbinferError` (which the
 server answers with a 4xx / INVALID_ARGUMENT): never another exception (a 500), never a hang.
 
-Budget: ``NBINFER_FUZZ_EXAMPLES`` examples per property (default 1000, about 15 s for the module
-on two cores). A longer run, e.g. before a release::
+Budget: ``NBINFER_FUZZ_SECONDS`` seconds in all (default ``DEFAULT_SECONDS``, about 2 minutes in
+CI), shared between the targets by ``TARGETS``; each target runs hypothesis in rounds of ``ROUND``
+examples until its share is spent, and the last test checks that every target really ran its
+budget. A longer run, e.g. before a release::
 
-    NBINFER_FUZZ_EXAMPLES=20000 python -m pytest -p no:cacheprovider tests/reliability/test_fuzz.py
+    NBINFER_FUZZ_SECONDS=1200 python -m pytest -p no:cacheprovider tests/reliability/test_fuzz.py
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import contextlib
 import http.client
 import json
 import os
-import struct
+import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-import numpy as np
 import pytest
+import reliability_report
 from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,13 +36,60 @@ from nbinfer.protocol.dtypes import DATATYPES
 from nbinfer.protocol.tensors import decode_bytes_tensor, encode_bytes_tensor
 from nbinfer.server.launcher import LocalServer
 
-EXAMPLES = int(os.environ.get("NBINFER_FUZZ_EXAMPLES", "1000"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
+#: Seconds of fuzzing in all, CI's default and the documented longer run.
+DEFAULT_SECONDS = 120
+LONG_SECONDS = 1200
+SECONDS = float(os.environ.get("NBINFER_FUZZ_SECONDS", DEFAULT_SECONDS))
+#: target -> (what it fuzzes, its share of the budget); docs/reliability.md shows this table.
+TARGETS = {
+    "rest": ("REST JSON + binary decoder: structured requests, lying header lengths", 0.25),
+    "rest-bytes": ("REST decoder: arbitrary bytes", 0.10),
+    "bytes": ("BYTES decoder: round trips, truncation, junk", 0.10),
+    "grpc": ("gRPC request decoder: random `ModelInferRequest`s, cut and padded wire", 0.20),
+    "live": ("the live server over HTTP: no 5xx", 0.35),
+}
+#: Examples per round: one hypothesis run, after which the target's clock is looked at.
+ROUND = 250
+#: The least a target may run, per second of its share (the slowest, the live server, runs ~100).
+MIN_EXAMPLES_PER_SECOND = 20
+ROUND_SETTINGS = settings(
+    max_examples=ROUND,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+#: target -> {"examples": n, "seconds": s} of the targets that ran in this process.
+RAN: dict[str, dict[str, float]] = {}
+
+
+def _budget(target: str) -> float:
+    return SECONDS * TARGETS[target][1]
+
+
+def fuzz(target: str, strategy: st.SearchStrategy[Any], check: Callable[[Any], None]) -> None:
+    """Run ``check`` on examples of ``strategy`` until the target's share of the budget is spent."""
+    examples = 0
+
+    @ROUND_SETTINGS
+    @given(strategy)
+    def one_round(example: Any) -> None:
+        nonlocal examples
+        examples += 1
+        check(example)
+
+    budget = _budget(target)
+    start = time.monotonic()
+    while time.monotonic() - start < budget:
+        one_round()
+    RAN[target] = {"examples": examples, "seconds": time.monotonic() - start}
+    reliability_report.record(
+        "fuzz", target, {"examples": examples, "seconds": round(RAN[target]["seconds"], 1)}
+    )
+
+
+def _timeout(target: str) -> pytest.MarkDecorator:
+    return pytest.mark.timeout(_budget(target) + 120)
+
 
 # JSON values of every kind, the tensors' fields among them
 scalars = st.one_of(
@@ -109,28 +159,26 @@ def _decodes_or_refuses(decode: Any, *args: Any) -> None:
         decode(*args)
 
 
-@FUZZ
-@given(rest_bodies())
-def test_rest_decoder_returns_a_request_or_a_typed_error(body: tuple[bytes, int | None]) -> None:
-    _decodes_or_refuses(rest.decode_request, *body)
-    _decodes_or_refuses(rest.decode_response, *body)
+@_timeout("rest")
+def test_rest_decoder_returns_a_request_or_a_typed_error() -> None:
+    def check(body: tuple[bytes, int | None]) -> None:
+        _decodes_or_refuses(rest.decode_request, *body)
+        _decodes_or_refuses(rest.decode_response, *body)
+
+    fuzz("rest", rest_bodies(), check)
 
 
-@FUZZ
-@given(st.binary(max_size=300), st.none() | st.integers(-1, 310))
-def test_rest_decoder_survives_arbitrary_bytes(body: bytes, header_length: int | None) -> None:
-    _decodes_or_refuses(rest.decode_request, body, header_length)
+@_timeout("rest-bytes")
+def test_rest_decoder_survives_arbitrary_bytes() -> None:
+    fuzz(
+        "rest-bytes",
+        st.tuples(st.binary(max_size=300), st.none() | st.integers(-1, 310)),
+        lambda body: _decodes_or_refuses(rest.decode_request, *body),
+    )
 
 
-@FUZZ
-@given(
-    st.lists(st.binary(max_size=12), max_size=10),
-    st.binary(max_size=8),
-    st.none() | st.integers(-1, 12),
-)
-def test_bytes_decoder_round_trips_and_refuses_garbage(
-    items: list[bytes], junk: bytes, count: int | None
-) -> None:
+def _bytes_round_trip(example: tuple[list[bytes], bytes, int | None]) -> None:
+    items, junk, count = example
     wire = encode_bytes_tensor(items)
     assert decode_bytes_tensor(wire, len(items)).tolist() == items
     for data in (wire + junk, wire[: len(wire) // 2], junk):
@@ -139,6 +187,19 @@ def test_bytes_decoder_round_trips_and_refuses_garbage(
         except NbinferError:
             continue
         assert count is None or len(decoded) == count
+
+
+@_timeout("bytes")
+def test_bytes_decoder_round_trips_and_refuses_garbage() -> None:
+    fuzz(
+        "bytes",
+        st.tuples(
+            st.lists(st.binary(max_size=12), max_size=10),
+            st.binary(max_size=8),
+            st.none() | st.integers(-1, 12),
+        ),
+        _bytes_round_trip,
+    )
 
 
 contents_fields = [
@@ -189,9 +250,7 @@ def grpc_requests(draw: st.DrawFn) -> bytes:
     return wire
 
 
-@FUZZ
-@given(grpc_requests())
-def test_grpc_decoder_returns_a_request_or_a_typed_error(wire: bytes) -> None:
+def _grpc_decodes_or_refuses(wire: bytes) -> None:
     try:
         message = pb.ModelInferRequest.FromString(wire)
     except DecodeError:
@@ -199,9 +258,12 @@ def test_grpc_decoder_returns_a_request_or_a_typed_error(wire: bytes) -> None:
     _decodes_or_refuses(grpc_codec.request_from_proto, message)
 
 
-# ---------------------------------------------------------------------- the live server
+@_timeout("grpc")
+def test_grpc_decoder_returns_a_request_or_a_typed_error() -> None:
+    fuzz("grpc", grpc_requests(), _grpc_decodes_or_refuses)
 
-LIVE = settings(FUZZ, max_examples=max(50, EXAMPLES // 3))
+
+# ---------------------------------------------------------------------- the live server
 
 
 @pytest.fixture(scope="module")
@@ -212,24 +274,39 @@ def connection(server: LocalServer) -> Any:
     conn.close()
 
 
-@LIVE
-@given(
-    body=rest_bodies(),
-    model=st.sampled_from(
-        ["add_sub", "identity_fp32", "identity_bytes", "identity_bool", "identity_int8"]
-    ),
-)
-def test_live_server_never_answers_5xx(
-    connection: Any, body: tuple[bytes, int | None], model: str
-) -> None:
-    data, header_length = body
-    headers = {} if header_length is None else {rest.HEADER_LENGTH: str(header_length)}
-    connection.request("POST", f"/v2/models/{model}/infer", body=data, headers=headers)
-    answer = connection.getresponse()
-    text = answer.read()
-    assert answer.status < 500, text[:300]
+@_timeout("live")
+def test_live_server_never_answers_5xx(connection: Any) -> None:
+    models = ["add_sub", "identity_fp32", "identity_bytes", "identity_bool", "identity_int8"]
+
+    def check(example: tuple[tuple[bytes, int | None], str]) -> None:
+        (data, header_length), model = example
+        headers = {} if header_length is None else {rest.HEADER_LENGTH: str(header_length)}
+        connection.request("POST", f"/v2/models/{model}/infer", body=data, headers=headers)
+        answer = connection.getresponse()
+        text = answer.read()
+        assert answer.status < 500, text[:300]
+
+    fuzz("live", st.tuples(rest_bodies(), st.sampled_from(models)), check)
 
 
-def test_fuzz_budget_is_bounded_in_ci() -> None:
-    assert EXAMPLES <= 1000 or not os.environ.get("CI"), "CI keeps the fuzz budget small"
-    assert struct.calcsize("<I") == 4 and np.dtype(np.float32).itemsize == 4
+def test_every_fuzz_target_ran_its_budget(request: pytest.FixtureRequest) -> None:
+    """The budget really ran: every selected target finished, spent its share, reached the floor."""
+    names = {item.name for item in request.session.items}
+    selected = [target for test, target in _TARGET_TESTS.items() if test in names]
+    if not selected:
+        pytest.skip("no fuzz target was selected in this session")
+    for target in selected:
+        assert target in RAN, f"the fuzz target {target!r} did not finish"
+        ran, budget = RAN[target], _budget(target)
+        assert ran["seconds"] >= budget, f"{target} stopped before its {budget:.0f} s: {ran}"
+        floor = MIN_EXAMPLES_PER_SECOND * budget
+        assert ran["examples"] >= floor, f"{target} ran {ran['examples']} < {floor:.0f} examples"
+
+
+_TARGET_TESTS = {
+    test_rest_decoder_returns_a_request_or_a_typed_error.__name__: "rest",
+    test_rest_decoder_survives_arbitrary_bytes.__name__: "rest-bytes",
+    test_bytes_decoder_round_trips_and_refuses_garbage.__name__: "bytes",
+    test_grpc_decoder_returns_a_request_or_a_typed_error.__name__: "grpc",
+    test_live_server_never_answers_5xx.__name__: "live",
+}
