@@ -101,7 +101,7 @@ def record(suite: str, key: str, value: Any) -> None:
 
 
 def machine() -> dict[str, Any]:
-    """Where and when a run happens: UTC time, CPU, cores, Python, the commit of the tree."""
+    """Where and when a run ends: UTC time, CPU, cores, load, Python, the commit of the tree."""
     cpu = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     for line in (cpuinfo.read_text() if cpuinfo.exists() else "").splitlines():
@@ -118,6 +118,7 @@ def machine() -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu,
         "cores": os.cpu_count(),
+        "load": round(os.getloadavg()[1], 1),  # the last 5 minutes: other work on the cores
         "python": platform.python_version(),
         "commit": commit,
     }
@@ -220,8 +221,9 @@ def render_run(run: dict[str, Any]) -> str:
     tests = ", ".join(f"{count} {outcome}" for outcome, count in sorted(run["tests"].items()))
     return (
         f"The figures on this page come from one run of `tests/reliability` on {m['date']}"
-        f" (commit {m['commit']}), on a machine with {m['cores']} cores ({m['cpu']}), Python"
-        f" {m['python']}: {tests} in {run['seconds']} s. They are rewritten by"
+        f" (commit {m['commit']}), on a machine with {m['cores']} cores ({m['cpu']}; load average"
+        f" {m['load']} over the run's last 5 minutes), Python {m['python']}: {tests} in"
+        f" {run['seconds']} s. They are rewritten by"
         " `tests/reliability/reliability_report.py` from the figures that run wrote (see"
         " [Rerun longer](#rerun-longer)); a test checks that the page agrees with the tree.\n"
         f"<!-- run: {json.dumps(run, sort_keys=True)} -->"
