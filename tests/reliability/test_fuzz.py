@@ -50,7 +50,7 @@ TARGETS = {
 }
 #: Examples per round: one hypothesis run, after which the target's clock is looked at.
 ROUND = 250
-#: The least a target may run, per second of its share (the slowest, the live server, runs ~100).
+#: The least a target may run, per second of its share (the live server, the slowest, runs 60-180).
 MIN_EXAMPLES_PER_SECOND = 20
 ROUND_SETTINGS = settings(
     max_examples=ROUND,
