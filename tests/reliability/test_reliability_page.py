@@ -32,3 +32,11 @@ def test_the_page_figures_come_from_one_whole_passing_run() -> None:
     assert run["corpus"] and run["faults"] and run["soak"], "not a run of every suite"
     assert set(run["fuzz"]) == set(reliability_report.module_constants("test_fuzz.py")["TARGETS"])
     assert set(run["tests"]) <= {"passed", "xfailed"}, run["tests"]
+
+
+def test_every_fault_test_says_its_fault_and_what_happens() -> None:
+    """The fault table is made of test_faults.py's docstrings: ``Fault: what happens.``."""
+    cases = reliability_report.fault_cases()
+    assert len(cases) >= 7
+    vague = [name for name, fault, outcome in cases if not (fault and outcome)]
+    assert not vague, f"fault tests whose docstring is not 'Fault: what happens.': {vague}"
