@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,20 @@ from nbinfer.server.peers import REMOTE, PeerIdentities, socket_uid
 from tests.server import test_shm
 
 SIZE = 64  # one [1, 16] FP32 tensor
-#: The fixtures of test_shm.py: a demo server for the module, POSIX regions destroyed after use.
-server = test_shm.server
+#: POSIX regions destroyed after use (test_shm.py's fixture).
 regions = test_shm.regions
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalServer]:
+    """A demo server without a token: these tests are about who a caller is, not credentials."""
+    srv = LocalServer(demo=True, device="cpu").start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
 NOBODY = 65534
 
 pytestmark = pytest.mark.skipif(
