@@ -1,5 +1,16 @@
 """Every notebook in notebooks/ runs top to bottom in a fresh kernel of a virtualenv built from
-binder/'s files alone (so the Binder recipe cannot drift from the code), and is committed clean."""
+binder/'s files alone (so the Binder recipe cannot drift from the code), with no network, and is
+committed clean.
+
+"No network" is enforced on the kernel and everything it spawns (the embedded server, ``nbinfer``
+commands), in two layers: ``tests/offline/sitecustomize.py`` (on the kernel's ``PYTHONPATH``)
+refuses any Python-level connection or name look-up beyond loopback with a clear
+``NoNetworkError``; and, where the machine allows it (root with ``unshare`` and ``ip``, as here
+and on CI), the kernel runs in a network namespace of its own with only loopback up, which also
+stops what C libraries do below Python (libcurl, grpc core). The kernel then talks to nbclient
+over Unix sockets (ZMQ ``ipc``), which cross namespaces. A notebook that reached the internet
+fails here as it would on an offline machine; a probe notebook proves the guard bites.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +21,7 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +37,10 @@ EXPECTED = [
     "07_magics_and_browser",
 ]
 KERNEL = "nbinfer-binder"
+#: The guard's ``sitecustomize``: the whole ``PYTHONPATH`` of the notebook kernel.
+OFFLINE = ROOT / "tests" / "offline"
+#: Runs the command after it in a network namespace of its own with only loopback up.
+NETNS = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "netns"]
 
 
 def test_the_seven_notebooks_are_there_and_committed_without_outputs() -> None:
@@ -37,6 +53,20 @@ def test_the_seven_notebooks_are_there_and_committed_without_outputs() -> None:
                 assert not cell["outputs"] and cell["execution_count"] is None, path.name
 
 
+def _network_namespace() -> list[str]:
+    """:data:`NETNS` when this machine can make one whose loopback works, else ``[]``."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return []
+    loopback = (
+        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+        "socket.create_connection(s.getsockname()).close()"
+    )
+    probe = subprocess.run(
+        [*NETNS, sys.executable, "-c", loopback], capture_output=True, timeout=60
+    )
+    return NETNS if probe.returncode == 0 else []
+
+
 def _run(cmd: list[str], **kwargs: object) -> None:
     out = subprocess.run(cmd, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
     assert out.returncode == 0, f"{cmd}\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
@@ -44,7 +74,8 @@ def _run(cmd: list[str], **kwargs: object) -> None:
 
 @pytest.fixture(scope="module")
 def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A virtualenv made only from binder/requirements.txt + binder/postBuild, as a kernelspec."""
+    """A virtualenv made only from binder/requirements.txt + binder/postBuild, as a kernelspec
+    whose kernel has no network (see the module docstring)."""
     base = tmp_path_factory.mktemp("binder")
     env_dir = base / "venv"
     venv.create(env_dir, with_pip=True)
@@ -70,10 +101,37 @@ def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     _run(["bash", str(tree / "binder" / "postBuild")], env=env, cwd=tree)
     spec_dir = base / "kernels" / KERNEL
     spec_dir.mkdir(parents=True)
-    argv = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    spec = {"argv": argv, "display_name": "nbinfer (binder)", "language": "python"}
+    netns = _network_namespace()
+    spec = {
+        "argv": [*netns, python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "nbinfer (binder, offline)",
+        "language": "python",
+        # only the guard: the kernel imports nbinfer from its own virtualenv, not this checkout
+        "env": {"PYTHONPATH": str(OFFLINE)},
+    }
     (spec_dir / "kernel.json").write_text(json.dumps(spec))
-    return {"jupyter_path": str(base), "python": python}
+    return {
+        "jupyter_path": str(base),
+        "python": python,
+        # ZMQ over TCP would stop at the namespace's own loopback; Unix sockets cross it.
+        "transport": "ipc" if netns else "tcp",
+    }
+
+
+def _client(nb: Any, kernel: dict[str, str], path: Path, timeout: int) -> Any:
+    """An nbclient for ``nb`` on the offline binder kernel, run from ``path``."""
+    from nbclient import NotebookClient
+    from traitlets.config import Config
+
+    config = Config()
+    config.KernelManager.transport = kernel["transport"]
+    return NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=KERNEL,
+        config=config,
+        resources={"metadata": {"path": str(path)}},
+    )
 
 
 @pytest.mark.timeout(1500)
@@ -82,14 +140,12 @@ def test_notebook_runs_top_to_bottom_in_the_binder_environment(
     name: str, binder_kernel: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import nbformat
-    from nbclient import NotebookClient
 
     monkeypatch.setenv("JUPYTER_PATH", binder_kernel["jupyter_path"])
     nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
-    client = NotebookClient(
-        nb, timeout=600, kernel_name=KERNEL, resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()  # raises CellExecutionError naming the failing cell
+    _client(
+        nb, binder_kernel, tmp_path, timeout=600
+    ).execute()  # raises CellExecutionError naming the failing cell
     errors = [
         out
         for cell in nb.cells
@@ -99,3 +155,74 @@ def test_notebook_runs_top_to_bottom_in_the_binder_environment(
     ]
     assert not errors
     assert binder_kernel["python"] != sys.executable
+
+
+#: Cells reaching past loopback from Python, and the error each must end in at once; ``None``:
+#: the cell must pass (loopback stays open; a Python subprocess inherits the guard).
+PYTHON_PROBES = [
+    ("import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=60)", "NoNetworkError"),
+    ("socket.socket().connect(('192.0.2.1', 80))", "NoNetworkError"),
+    ("socket.getaddrinfo('pypi.org', 443)", "NoNetworkError"),
+    (
+        "import urllib.request\nurllib.request.urlopen('https://pypi.org/simple/', timeout=60)",
+        "URLError",
+    ),
+    (
+        "import subprocess, sys\n"
+        "child = \"import socket; socket.socket().connect(('192.0.2.1', 80))\"\n"
+        "done = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True)\n"
+        "assert 'NoNetworkError' in done.stderr, done.stderr",
+        None,
+    ),
+    (
+        "server = socket.create_server(('127.0.0.1', 0))\n"
+        "socket.create_connection(server.getsockname()).close()\n"
+        "server.close()\n"
+        "socket.getaddrinfo('localhost', 80)",
+        None,
+    ),
+]
+#: The same from C, below any audit hook (libcurl for HTTP, grpc core): the namespace's work.
+C_PROBES = [
+    (
+        "import nbinfer\nnbinfer.Client('http://192.0.2.1:8000').get_server_metadata()",
+        "ConnectError",
+    ),
+    ("nbinfer.Client('grpc://192.0.2.1:8001').get_server_metadata()", "ConnectError"),
+]
+
+
+def _probe(
+    probes: list[tuple[str, str | None]], kernel: dict[str, str], path: Path
+) -> list[str | None]:
+    """Run ``probes`` as the cells of one notebook on the offline kernel: each cell's error."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code, _ in probes])
+    client = _client(nb, kernel, path, timeout=15)  # a connect that waits fails the test
+    client.allow_errors = True
+    client.execute()
+    return [
+        next((out["ename"] for out in cell.outputs if out["output_type"] == "error"), None)
+        for cell in nb.cells
+    ]
+
+
+@pytest.mark.timeout(300)
+def test_a_cell_reaching_past_loopback_fails_at_once_under_the_guard(
+    binder_kernel: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUPYTER_PATH", binder_kernel["jupyter_path"])
+    got = _probe(PYTHON_PROBES, binder_kernel, tmp_path)
+    assert got == [want for _, want in PYTHON_PROBES]
+
+
+@pytest.mark.timeout(300)
+def test_libcurl_and_grpc_core_cannot_reach_past_loopback_either(
+    binder_kernel: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if binder_kernel["transport"] != "ipc":
+        pytest.skip("no network namespace on this machine (needs root, unshare and ip)")
+    monkeypatch.setenv("JUPYTER_PATH", binder_kernel["jupyter_path"])
+    got = _probe(C_PROBES, binder_kernel, tmp_path)
+    assert got == [want for _, want in C_PROBES]
