@@ -118,19 +118,25 @@ def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     }
 
 
-def _client(nb: Any, kernel: dict[str, str], path: Path, timeout: int) -> Any:
-    """An nbclient for ``nb`` on the offline binder kernel, run from ``path``."""
+def _client(nb: Any, kernel: dict[str, str], tmp: Path, timeout: int) -> Any:
+    """An nbclient for ``nb`` on the offline binder kernel, run in ``tmp/cwd``."""
     from nbclient import NotebookClient
     from traitlets.config import Config
 
     config = Config()
     config.KernelManager.transport = kernel["transport"]
+    if kernel["transport"] == "ipc":
+        # an absolute socket path: a relative one would resolve in two different directories
+        # (ours and the kernel's); this one keeps the sockets out of the notebook's
+        config.KernelManager.ip = str(tmp / "kernel")
+    cwd = tmp / "cwd"
+    cwd.mkdir()
     return NotebookClient(
         nb,
         timeout=timeout,
         kernel_name=KERNEL,
         config=config,
-        resources={"metadata": {"path": str(path)}},
+        resources={"metadata": {"path": str(cwd)}},
     )
 
 
