@@ -37,11 +37,8 @@ regions = test_shm.regions
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalServer]:
     """A demo server without a token: these tests are about who a caller is, not credentials."""
-    srv = LocalServer(demo=True, device="cpu").start()
-    try:
+    with LocalServer(demo=True, device="cpu") as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 NOBODY = 65534
