@@ -112,6 +112,8 @@ def test_a_server_that_lists_no_models_gets_the_ones_the_session_met(
         note = models.attrs["note"]
         assert "server 'nbinfer'" in note and "offers no model listing" in note
         assert "session.model('name')" in note
+        card = session._repr_mimebundle_()["text/html"]  # the card: the note above the list
+        assert "offers no model listing" in card and card.index("nbi-warn") < card.index("iris")
         said = [r for r in caplog.records if "offers no model listing" in r.getMessage()]
         assert len(said) == 1
         probed = session.capabilities.probed

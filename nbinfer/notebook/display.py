@@ -581,6 +581,9 @@ def render_session(session: Session) -> Html:
             for row in listed.itertuples(index=False)
         ]
         models = table(columns, rows)
+        note = listed.attrs.get("note")  # a partial listing says why, and how to list them all
+        if note:
+            models = Html(f'<div class="nbi-warn">{escape(note)}</div>{models}')
         parts.append(section("Models", models, count=len(rows), open=len(rows) <= COLLAPSE_AFTER))
     return card("Session", session.url, "".join(parts), text=text, sub=where)
 
