@@ -425,10 +425,20 @@ class DataPlane:
         return ctx
 
     async def _execute(
-        self, served: Served, inputs: dict[str, Any], ctx: InferContext, t: Timings
+        self,
+        served: Served,
+        inputs: dict[str, Any],
+        ctx: InferContext,
+        t: Timings,
+        jobs: list[Future[Any]] | None = None,
     ) -> Any:
-        """Run the hooks of an unscheduled model right away (threads: gated per model)."""
-        return await served.io.run(inputs, ctx, t, time.perf_counter_ns(), self._gated(served))
+        """Run the hooks of an unscheduled model right away (threads: gated per model).
+
+        ``jobs`` receives each thread's future (see :meth:`_gated`).
+        """
+        return await served.io.run(
+            inputs, ctx, t, time.perf_counter_ns(), self._gated(served, jobs)
+        )
 
     def _gated(self, served: Served, jobs: list[Future[Any]] | None = None) -> Offload:
         """Offload onto the model's own threads (see :class:`ModelWorkers`).
@@ -449,9 +459,7 @@ class DataPlane:
         slot = await self._enter_sequence(served, ctx)
         jobs: list[Future[Any]] = []
         try:
-            return await served.io.run(
-                inputs, ctx, t, time.perf_counter_ns(), self._gated(served, jobs)
-            )
+            return await self._execute(served, inputs, ctx, t, jobs)
         finally:
             running = next((job for job in jobs if not job.done()), None)
             if running is None:
