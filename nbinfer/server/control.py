@@ -72,12 +72,14 @@ def send_model(sock: socket.socket, model: Any, *, timeout: float) -> str:
     """
     import cloudpickle
 
+    from nbinfer.server import pickling
+
     registered = cloudpickle.list_registry_pickle_by_value()
     by_value = [m for m in _user_modules(model) if m.__name__ not in registered]
     try:
         for module in by_value:
             cloudpickle.register_pickle_by_value(module)
-        payload = cloudpickle.dumps(model)
+        payload = pickling.dumps(model)  # each code object carries its file, line, cell source
     except Exception as exc:
         raise InvalidInputError(
             f"cannot ship model {getattr(model, 'name', model)!r} to the local server: {exc}"

@@ -28,6 +28,11 @@ def _nvidia_driver() -> bool:
     return shutil.which("nvidia-smi") is not None
 
 
+def _torch_installed() -> bool:
+    """Whether torch can be imported (without importing it)."""
+    return "torch" in sys.modules or importlib.util.find_spec("torch") is not None
+
+
 def _cuda_driver_present() -> bool:
     """Cheap check for an NVIDIA driver (True when unsure or torch is already imported)."""
     return "torch" in sys.modules or _nvidia_driver()
@@ -63,9 +68,11 @@ def check_device_request(device: str | None) -> str:
     if dev.startswith("cuda:") and not dev[5:].isdigit():
         raise InvalidInputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda:N'")
     if not _nvidia_driver():
+        # Both are named when both are missing: installing torch alone would not help.
+        torch = "" if _torch_installed() else " and torch is not installed"
         raise InvalidInputError(
             f"device {device!r} cannot be used: this machine has no NVIDIA driver (no CUDA "
-            "GPU); use device='cpu', or 'auto' to take a GPU when there is one"
+            f"GPU){torch}; use device='cpu', or 'auto' to take a GPU when there is one"
         )
     return dev
 
@@ -90,7 +97,7 @@ def resolve_device(device: str | None = "auto") -> str:
     elif not _cuda_driver_present():
         # no NVIDIA driver: no need to import torch (seconds) to know
         return cpu_fallback("auto", "no NVIDIA driver (no CUDA GPU)")
-    if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+    if not _torch_installed():
         if dev == "auto":
             return cpu_fallback("auto", "torch is not installed, so no GPU can be used")
         raise InvalidInputError(

@@ -145,14 +145,38 @@ def test_lambda_needs_a_name() -> None:
         FunctionModel(lambda x: x, inputs=[("x", "FP32", [1])], outputs=[("y", "FP32", [1])])
 
 
+@pytest.mark.torch
 def test_resolve_device_cpu_and_auto() -> None:
     assert resolve_device("cpu") == "cpu"
     if not HAS_TORCH:
         assert resolve_device("auto") == "cpu"
-        with pytest.raises(InvalidInputError, match="torch is not installed"):
-            resolve_device("cuda:0")
     with pytest.raises(InvalidInputError, match="unknown device 'tpu'"):
         resolve_device("tpu")
+
+
+@pytest.mark.parametrize("driver", [False, True], ids=["no-driver", "driver"])
+@pytest.mark.parametrize("torch_installed", [False, True], ids=["no-torch", "torch"])
+def test_a_cuda_request_names_what_this_machine_lacks(
+    monkeypatch: pytest.MonkeyPatch, driver: bool, torch_installed: bool
+) -> None:
+    """Whatever the test machine has: the message a user sees for each of the four machines.
+
+    Without a driver the driver is named first (torch alone would not help) and a missing torch
+    is named beside it; with a driver but no torch, torch is what to install.
+    """
+    from nbinfer.server import devices
+
+    monkeypatch.setattr(devices, "_nvidia_driver", lambda: driver)
+    monkeypatch.setattr(devices, "_torch_installed", lambda: torch_installed)
+    if driver and torch_installed:
+        pytest.importorskip("torch")  # the answer then comes from torch itself (0 GPUs here)
+    with pytest.raises(InvalidInputError) as info:
+        resolve_device("cuda:0")
+    message = str(info.value)
+    assert message.startswith("device 'cuda:0' cannot be used: ")
+    assert ("no NVIDIA driver" in message) is (not driver)
+    assert ("torch is not installed" in message) is (not torch_installed)
+    assert "use device='cpu'" in message
 
 
 def test_device_is_shown_in_metadata_and_config() -> None:
