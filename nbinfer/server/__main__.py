@@ -122,6 +122,7 @@ def add_server_arguments(
         help="allow binding a non-loopback --host without a token (anyone reaching it can "
         "run your models)",
     )
+    _add_web_options(parser)
     _add_kserve_options(parser)
     import dataclasses
 
@@ -148,6 +149,27 @@ def add_server_arguments(
         "--pdeathsig",
         action="store_true",
         help="also ask Linux to send SIGTERM when the parent dies (prctl)",
+    )
+
+
+def _add_web_options(parser: argparse.ArgumentParser) -> None:
+    """The defences against web pages in the user's browser (see ``webguard.py``)."""
+    group = parser.add_argument_group("web pages (see docs/security.md#web-pages)")
+    group.add_argument(
+        "--allowed-hosts",
+        metavar="HOST[,HOST...]",
+        action="append",
+        default=None,
+        help="HTTP Host names or addresses accepted besides localhost, 127.0.0.1, ::1 and "
+        "--host (any port; repeatable; '*': any Host). Others get 403 (DNS rebinding)",
+    )
+    group.add_argument(
+        "--allowed-origins",
+        metavar="ORIGIN[,ORIGIN...]",
+        action="append",
+        default=None,
+        help="web page origins (scheme://host[:port]) allowed to call the HTTP API, with "
+        "CORS (repeatable; '*': any). Default: none, a cross-site request gets 403",
     )
 
 

@@ -76,6 +76,10 @@ class ServerOptions:
     insecure_no_auth: bool = False
     #: Let repository load requests upload code / pickles (model.py, TorchScript, ...).
     allow_code_upload: bool = False
+    #: HTTP Host names accepted besides loopback and the bound address (``*``: any; webguard.py).
+    allowed_hosts: list[str] = field(default_factory=list)
+    #: Cross-site origins allowed to call the HTTP API, answered with CORS (``*``: any).
+    allowed_origins: list[str] = field(default_factory=list)
     #: Largest HTTP request line + header block (431 beyond).
     max_header_bytes: int = 64 * 1024
     #: Most HTTP header fields per request (431 beyond).
@@ -126,6 +130,8 @@ class ServerOptions:
             auth_token=getattr(ns, "auth_token", None) or os.environ.get(AUTH_TOKEN_ENV) or None,
             insecure_no_auth=bool(getattr(ns, "insecure_no_auth", False)),
             allow_code_upload=bool(getattr(ns, "allow_code_upload", False)),
+            allowed_hosts=list(getattr(ns, "allowed_hosts", None) or []),
+            allowed_origins=list(getattr(ns, "allowed_origins", None) or []),
             access_log=bool(getattr(ns, "access_log", False)),
             exception_handlers=list(getattr(ns, "exception_handler", None) or []),
             **{k: getattr(ns, k) for k in OPTIONAL_OPTIONS if getattr(ns, k, None) is not None},
@@ -253,6 +259,7 @@ async def serve_async(
     from nbinfer.server.grpc import create_grpc_server
     from nbinfer.server.observability import AccessLog, check_access_log_format
     from nbinfer.server.rest import RestApp
+    from nbinfer.server.webguard import WebGuard
 
     check_exposure(
         options.host, token=options.auth_token, insecure_no_auth=options.insecure_no_auth
@@ -262,6 +269,11 @@ async def serve_async(
     if options.grace_period < 0:
         raise InvalidInputError(f"grace period must be >= 0 s, got {options.grace_period}")
     grace = options.grace_period
+    guard = WebGuard(  # a bad entry stops the start before anything listens
+        bind_host=options.host,
+        allowed_hosts=options.allowed_hosts,
+        allowed_origins=options.allowed_origins,
+    )
     handlers = ExceptionHandlers.from_options(options.exception_handlers)
     if options.access_log:  # a bad format stops the start before anything listens
         check_access_log_format(options.access_log_format)
@@ -272,7 +284,7 @@ async def serve_async(
     sock = _bind(options.host, options.http_port)
     http_port = sock.getsockname()[1]
     app: Any = RestApp(
-        dp, max_request_bytes=options.max_request_bytes, auth_token=options.auth_token
+        dp, max_request_bytes=options.max_request_bytes, auth_token=options.auth_token, guard=guard
     )
     if options.access_log:
         app = AccessLog(app, options.access_log_format)

@@ -62,6 +62,13 @@ def parse_ready_line(line: str) -> tuple[str, str] | None:
     return match.group("http"), match.group("grpc")
 
 
+def _allowlist(name: str, values: Sequence[str]) -> list[str]:
+    """``allowed_hosts`` / ``allowed_origins`` as a list (a lone string is a mistake)."""
+    if isinstance(values, str | bytes):
+        raise InvalidInputError(f"{name} must be a list of strings, e.g. [{values!r}]")
+    return [str(v) for v in values]
+
+
 # Weak registry of live servers for atexit cleanup: a LocalServer that is garbage collected is
 # dropped from it (its child then dies with the interpreter through the parent-death watch).
 _LIVE: weakref.WeakSet[LocalServer] = weakref.WeakSet()
@@ -109,6 +116,12 @@ class LocalServer:
             ``start()`` refuses such a host with :class:`~nbinfer.errors.ServerStartError`.
         allow_code_upload: Let model repository load requests upload code or pickled files
             (``model.py``, TorchScript); off by default.
+        allowed_hosts: HTTP ``Host`` names or addresses accepted besides loopback and
+            ``host`` (any port; ``["*"]``: any). Other Hosts get 403: a web page reaching the
+            server through DNS rebinding (see ``docs/security.md``, *Web pages*).
+        allowed_origins: Web page origins (``"http://localhost:8888"``) allowed to call the
+            HTTP API, answered with CORS headers (``["*"]``: any). Default: none, so a
+            cross-site request from a browser gets 403.
         limits: Connection limits and workers by option name, e.g.
             ``{"header_timeout": 5, "max_connections": 200}`` (see ``docs/server.md``); an
             unknown name raises :class:`~nbinfer.errors.InvalidInputError` when starting.
@@ -149,6 +162,8 @@ class LocalServer:
         auth_token: str | None = None,
         insecure_no_auth: bool = False,
         allow_code_upload: bool = False,
+        allowed_hosts: Sequence[str] = (),
+        allowed_origins: Sequence[str] = (),
         limits: Mapping[str, float] | None = None,
         grace_period: float | None = None,
         access_log: bool = False,
@@ -172,6 +187,8 @@ class LocalServer:
         self.auth_token = auth_token or None
         self.insecure_no_auth = insecure_no_auth
         self.allow_code_upload = allow_code_upload
+        self.allowed_hosts = _allowlist("allowed_hosts", allowed_hosts)
+        self.allowed_origins = _allowlist("allowed_origins", allowed_origins)
         self.limits = dict(limits or {})
         self.grace_period = grace_period
         self.access_log = access_log
@@ -273,6 +290,19 @@ class LocalServer:
             cmd.append("--insecure-no-auth")
         if self.allow_code_upload:
             cmd.append("--allow-code-upload")
+        if self.allowed_hosts or self.allowed_origins:
+            from nbinfer.server.webguard import WebGuard
+
+            # a bad entry raises InvalidInputError here, before anything is spawned
+            WebGuard(
+                bind_host=self.host,
+                allowed_hosts=self.allowed_hosts,
+                allowed_origins=self.allowed_origins,
+            )
+            if self.allowed_hosts:
+                cmd += ["--allowed-hosts", ",".join(self.allowed_hosts)]
+            if self.allowed_origins:
+                cmd += ["--allowed-origins", ",".join(self.allowed_origins)]
         cmd += self._kserve_options()
         if self.limits:
             from nbinfer.server.app import LIMIT_OPTIONS

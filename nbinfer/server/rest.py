@@ -5,8 +5,11 @@ method, bodies are read as bytes (size-capped while streaming), the v2 codec com
 :mod:`nbinfer.protocol.rest`, and ONE error -> status table (:func:`nbinfer.errors.status_of`)
 gives the body ``{"error": "<message>"}``. Nothing received is ever unpickled.
 
-Imports the dataplane (types only), kserve_v1, auth, observability, protocol and errors; never
-the gRPC frontend or the app.
+Every request is first screened against web pages (:mod:`nbinfer.server.webguard`: the Host
+allowlist and the refusal of cross-site requests, 403), then authenticated, then routed.
+
+Imports the dataplane (types only), kserve_v1, auth, webguard, observability, protocol and
+errors; never the gRPC frontend or the app.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from nbinfer.server.observability import (
     metrics_text,
     trace_settings,
 )
+from nbinfer.server.webguard import WebGuard
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -123,6 +127,13 @@ def _with_headers(reply: _Reply, response_headers: dict[str, str]) -> _Reply:
     return reply[0], reply[1], reply[2], extra
 
 
+def _early(status: int, message: str, extra: list[tuple[bytes, bytes]]) -> _Reply:
+    """An answer given before routing: ``{"error": message}`` with its final headers."""
+    body = _error_body(message)
+    headers = [(b"content-type", _JSON), *extra, (b"content-length", str(len(body)).encode())]
+    return status, _JSON, body, headers
+
+
 def _json_response(obj: Any, status: int = 200) -> _Reply:
     return status, _JSON, orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY), _EMPTY
 
@@ -200,12 +211,20 @@ class RestApp:
         max_request_bytes: Larger request bodies are rejected with 413.
         auth_token: When set, every request but liveness needs ``Authorization: Bearer <token>``
             (401 otherwise).
+        guard: The Host / Origin screen of every request (default: loopback Hosts, no
+            cross-site origin; see :mod:`nbinfer.server.webguard`).
     """
 
     def __init__(
-        self, dataplane: DataPlane, *, max_request_bytes: int, auth_token: str | None = None
+        self,
+        dataplane: DataPlane,
+        *,
+        max_request_bytes: int,
+        auth_token: str | None = None,
+        guard: WebGuard | None = None,
     ) -> None:
         self.dp = dataplane
+        self.guard = guard if guard is not None else WebGuard()
         self.v1 = KServeV1(dataplane)
         self.max_request_bytes = max_request_bytes
         self.auth_token = auth_token or None
@@ -224,13 +243,11 @@ class RestApp:
         body: Any
         extra: list[tuple[bytes, bytes]]
         accept = b""
-        token = self.auth_token
-        if (
-            token is not None
-            and scope["path"] not in PUBLIC_HTTP_PATHS
-            and not authorized(dict(scope["headers"]).get(b"authorization"), token)
-        ):
-            await self._unauthorized(send)
+        headers: dict[bytes, bytes] = dict(scope["headers"])
+        early, cors = self._screen(method, scope["path"], headers)
+        if early is not None:  # refused (403 / 401) or a CORS preflight: nothing is read
+            await send({"type": "http.response.start", "status": early[0], "headers": early[3]})
+            await send({"type": "http.response.body", "body": early[2]})
             return
         try:
             route = _route(scope["path"])
@@ -239,7 +256,6 @@ class RestApp:
             handler, allowed, model, version = route
             if method not in allowed:
                 raise _MethodNotAllowed(allowed)
-            headers: dict[bytes, bytes] = dict(scope["headers"])
             accept = headers.get(b"accept-encoding", b"")
             payload = b""
             if method == "POST":
@@ -260,7 +276,7 @@ class RestApp:
             logger.exception("unhandled error serving %s %s", method, scope["path"])
             status, ctype, extra = 500, _JSON, _EMPTY
             body = _error_body(f"internal server error: {type(exc).__name__}: {exc}")
-        out_headers = [(b"content-type", ctype), *extra]
+        out_headers = [(b"content-type", ctype), *extra, *cors]
         if isinstance(body, list):
             # A large binary response: send the parts as they are (no join copy).
             if not accept or accept.strip().lower() not in (b"gzip", b"deflate"):
@@ -278,16 +294,48 @@ class RestApp:
         await send({"type": "http.response.start", "status": status, "headers": out_headers})
         await send({"type": "http.response.body", "body": body})
 
-    @staticmethod
-    async def _unauthorized(send: Send) -> None:
-        body = _error_body("unauthorized: send the header 'Authorization: Bearer <token>'")
-        headers = [
-            (b"content-type", _JSON),
-            (b"www-authenticate", b'Bearer realm="nbinfer"'),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 401, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+    def _screen(
+        self, method: str, path: str, headers: dict[bytes, bytes]
+    ) -> tuple[_Reply | None, list[tuple[bytes, bytes]]]:
+        """Web-page screen, CORS preflight and token, before routing.
+
+        Returns:
+            ``(early, cors)``: ``early`` is the complete answer when the request goes no further
+            (403 from a web page, a preflight, 401; its headers final), else None; ``cors`` the
+            CORS headers every answer to this request carries (empty unless the Origin is on
+            ``--allowed-origins``).
+        """
+        guard = self.guard
+        refusal = guard.refusal(headers)
+        if refusal is not None:
+            return _early(403, refusal, _EMPTY), _EMPTY
+        cors = _EMPTY
+        origin = headers.get(b"origin") if guard.cors else None
+        if origin is not None:
+            cors = guard.cors_headers(origin)
+            if method == "OPTIONS" and b"access-control-request-method" in headers:
+                return self._preflight(path, origin, headers), cors
+        token = self.auth_token
+        if (
+            token is not None
+            and path not in PUBLIC_HTTP_PATHS
+            and not authorized(headers.get(b"authorization"), token)
+        ):
+            message = "unauthorized: send the header 'Authorization: Bearer <token>'"
+            challenge = (b"www-authenticate", b'Bearer realm="nbinfer"')
+            return _early(401, message, [challenge, *cors]), cors
+        return None, cors
+
+    def _preflight(self, path: str, origin: bytes, headers: dict[bytes, bytes]) -> _Reply:
+        """A CORS preflight from an allowed origin: 200, empty, with the route's methods."""
+        route = _route(path)
+        if route is None:
+            return _early(404, f"no route for {path}", self.guard.cors_headers(origin))
+        out = self.guard.preflight_headers(
+            origin, route[1], headers.get(b"access-control-request-headers")
+        )
+        out.append((b"content-length", b"0"))
+        return 200, b"", b"", out
 
     @staticmethod
     async def _send_parts(
