@@ -252,7 +252,7 @@ def test_truncated_body_is_answered_or_dropped_and_server_survives(http_url: str
     host, port = http_url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as s:
         s.sendall(
-            b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
+            b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: localhost\r\n"
             b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + b'{"inputs": ['
         )
         s.shutdown(socket.SHUT_WR)

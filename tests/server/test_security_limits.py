@@ -114,7 +114,7 @@ def test_unfinished_50mb_headers_get_431_and_memory_stays_bounded(server: LocalS
     socks = []
     for _ in range(10):
         s = socket.create_connection(_address(server))
-        s.sendall(b"GET /v2/models/add_sub HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        s.sendall(b"GET /v2/models/add_sub HTTP/1.1\r\nHost: localhost\r\nX-Big: ")
         socks.append(s)
     chunk = b"a" * (1 << 20)
     answers = []
@@ -153,7 +153,7 @@ def test_headers_within_the_limits_are_served(server: LocalServer) -> None:
 # -- timeouts ------------------------------------------------------------------------------------
 def test_slowloris_headers_get_408_after_the_header_timeout(server: LocalServer) -> None:
     with socket.create_connection(_address(server)) as s:
-        s.sendall(b"GET /v2 HTTP/1.1\r\nHost: x\r\n")
+        s.sendall(b"GET /v2 HTTP/1.1\r\nHost: localhost\r\n")
         t0 = time.monotonic()
         for _ in range(3):  # keep trickling: the clock runs from the request's first byte
             time.sleep(0.3)
@@ -174,7 +174,7 @@ def test_silent_new_connection_is_closed_after_the_header_timeout(server: LocalS
 def test_declared_body_that_never_comes_gets_408(server: LocalServer) -> None:
     with socket.create_connection(_address(server)) as s:
         s.sendall(
-            b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
+            b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: localhost\r\n"
             b"Content-Length: 200000000\r\n\r\nx"
         )
         t0 = time.monotonic()
@@ -190,7 +190,7 @@ def test_declared_body_that_never_comes_gets_408(server: LocalServer) -> None:
 
 def test_body_dripping_below_the_minimum_rate_gets_408(server: LocalServer) -> None:
     with socket.create_connection(_address(server)) as s:
-        s.sendall(b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        s.sendall(b"POST /v2/repository/index HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n")
         t0 = time.monotonic()
         try:
             for _ in range(20):
@@ -206,7 +206,7 @@ def test_body_dripping_below_the_minimum_rate_gets_408(server: LocalServer) -> N
 
 def test_idle_keep_alive_connection_closes_after_its_timeout(server: LocalServer) -> None:
     with socket.create_connection(_address(server)) as s:
-        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n")
         s.settimeout(5)
         first = s.recv(4096)
         while b"\r\n\r\n" not in first:
@@ -355,7 +355,7 @@ def test_half_sent_connections_beyond_the_fd_limit_do_not_lock_clients_out(
         address = _address(srv)
         for _ in range(300):
             s = socket.create_connection(address)
-            s.sendall(b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nX-Half: ")
+            s.sendall(b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: localhost\r\nX-Half: ")
             socks.append(s)
         time.sleep(0.5)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
