@@ -213,8 +213,12 @@ class WebGuard:
             return None
         if self.origin_allowed(origin):
             return None
-        same = host is not None and origin.lower().partition(b"://")[2] == host.lower()
-        if same and (fetch is None or fetch.strip().lower() not in _CROSS):
+        # same-origin: the Origin without its scheme is the Host (and the browser agrees)
+        if (
+            host
+            and origin.lower().partition(b"://")[2] == host.lower()
+            and (fetch is None or fetch.strip().lower() not in _CROSS)
+        ):
             return None
         shown = origin.decode("latin-1")
         return (

@@ -467,3 +467,41 @@ def test_guard_hosts_by_bind_address() -> None:
     assert not anywhere.host_allowed(b"evil.example:8000")
     named = WebGuard(bind_host="notebook-host")
     assert named.host_allowed(b"Notebook-Host:8000")
+
+
+def test_with_a_token_preflights_need_none_and_a_foreign_host_stays_refused() -> None:
+    """The screen runs before authentication: a preflight carries no token, a page has none."""
+    lab = "http://localhost:8888"
+    token = "browser-test-token"
+    with LocalServer(demo=True, device="cpu", auth_token=token, allowed_origins=[lab]) as srv:
+        port = int(srv.http_url.rpartition(":")[2])
+        status, headers, _ = request(
+            port,
+            "OPTIONS",
+            "/v2/models/iris/infer",
+            headers={
+                "Origin": lab,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization",
+            },
+        )
+        assert status == 200
+        assert headers["access-control-allow-origin"] == lab
+        status, headers, body = request(
+            port, "POST", "/v2/models/iris/infer", headers={"Origin": lab}, body=_iris_body()
+        )
+        assert status == 401, body
+        assert headers["access-control-allow-origin"] == lab  # the page can tell why
+        auth = {"Authorization": f"Bearer {token}"}
+        status, _, body = request(
+            port,
+            "POST",
+            "/v2/models/iris/infer",
+            headers={"Origin": lab, **auth},
+            body=_iris_body(),
+        )
+        assert status == 200, body
+        status, _, body = request(
+            port, "POST", "/v2/models/iris/infer", host="evil.example", headers=auth, body=b"{}"
+        )
+        _refused(status, body, "evil.example")

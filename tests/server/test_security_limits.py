@@ -190,7 +190,8 @@ def test_declared_body_that_never_comes_gets_408(server: LocalServer) -> None:
 
 def test_body_dripping_below_the_minimum_rate_gets_408(server: LocalServer) -> None:
     with socket.create_connection(_address(server)) as s:
-        s.sendall(b"POST /v2/repository/index HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n")
+        head = b"POST /v2/repository/index HTTP/1.1\r\nHost: localhost\r\n"
+        s.sendall(head + b"Content-Length: 1000\r\n\r\n")
         t0 = time.monotonic()
         try:
             for _ in range(20):
