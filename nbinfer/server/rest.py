@@ -313,7 +313,7 @@ class RestApp:
         origin = headers.get(b"origin") if guard.cors else None
         if origin is not None:
             cors = guard.cors_headers(origin)
-            if method == "OPTIONS" and b"access-control-request-method" in headers:
+            if cors and method == "OPTIONS" and b"access-control-request-method" in headers:
                 return self._preflight(path, origin, headers), cors
         token = self.auth_token
         if (

@@ -135,7 +135,16 @@ class WebGuard:
         InvalidInputError: An entry is not a host name / address, or not an origin.
     """
 
-    __slots__ = ("_any_ip", "_bound_ip", "_hosts", "_ok", "any_host", "any_origin", "origins")
+    __slots__ = (
+        "_any_ip",
+        "_bound_ip",
+        "_hosts",
+        "_ok",
+        "any_host",
+        "any_origin",
+        "cors",
+        "origins",
+    )
 
     def __init__(
         self,
@@ -159,12 +168,9 @@ class WebGuard:
         self._hosts = frozenset(names)
         #: Origins allowed cross-site (as browsers send them), answered with CORS headers.
         self.origins = frozenset(_origin_entry(o).encode("latin-1") for o in origins if o != "*")
+        #: Whether any cross-site origin is allowed (then CORS headers may be sent).
+        self.cors = self.any_origin or bool(self.origins)
         self._ok: dict[bytes, bool] = {}
-
-    @property
-    def cors(self) -> bool:
-        """Whether any cross-site origin is allowed (then CORS headers may be sent)."""
-        return self.any_origin or bool(self.origins)
 
     def host_allowed(self, value: bytes) -> bool:
         """Whether a ``Host`` header value names this server (loopback, bound or allowed)."""
