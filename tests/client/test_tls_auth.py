@@ -307,3 +307,24 @@ def test_ssl_options_that_cannot_apply_are_refused(https_url: str) -> None:
         pytest.raises(InvalidInputError, match="cannot apply to your httpx_client"),
     ):
         Client(https_url, ssl=TLSConfig(ca_file="ca.pem"), httpx_client=user)
+
+
+def test_kserve_grpc_client_use_ssl_with_a_grpc_url_connects_with_tls(
+    cert: tuple[str, str],
+) -> None:
+    from nbinfer.compat.kserve import InferenceGRPCClient
+
+    crt, key = Path(cert[0]).read_bytes(), Path(cert[1]).read_bytes()
+    server, port, seen = _grpc_server(grpc.ssl_server_credentials([(key, crt)]))
+    try:
+
+        async def main() -> bool:
+            async with InferenceGRPCClient(
+                f"grpc://127.0.0.1:{port}", use_ssl=True, root_certificates=cert[0]
+            ) as client:
+                return await client.is_server_live()
+
+        assert asyncio.run(main())  # was a plaintext channel: the TLS server refused it
+        assert len(seen) == 1
+    finally:
+        server.stop(None)
