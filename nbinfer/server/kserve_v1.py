@@ -13,6 +13,7 @@ Imports the dataplane (types only), modelio, protocol and errors; never a fronte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +194,20 @@ def _instance_error(
     """The error naming the first instance that is refused (else the whole request's error)."""
     where = f"KServe v1 instances for input {tensor!r} ({datatype}) of model {model!r}"
     if isinstance(instances, list) and shape:
-        for i, instance in enumerate(instances):
+        element = error.context.get("element")
+        per_instance = math.prod(shape[1:])
+        if isinstance(element, int) and per_instance > 0:
+            index = element // per_instance  # decode only that instance again: its own message
+            try:
+                json_to_tensor(instances[index], datatype, shape[1:], name=tensor, kind="input")
+            except InvalidInputError as exc:
+                return InvalidInputError(
+                    f"KServe v1 instance {index} of model {model!r} is refused: {exc}",
+                    model=model,
+                    tensor=tensor,
+                    datatype=datatype,
+                )
+        for i, instance in enumerate(instances):  # ragged lists: find the odd instance out
             inner = _nested_shape(instance)
             if inner != shape[1:]:
                 return InvalidInputError(
@@ -201,15 +215,6 @@ def _instance_error(
                     f"shape {inner}, instance 0 has {shape[1:]}",
                     model=model,
                     tensor=tensor,
-                )
-            try:
-                json_to_tensor(instance, datatype, inner, name=tensor, kind="input")
-            except InvalidInputError as exc:
-                return InvalidInputError(
-                    f"KServe v1 instance {i} of model {model!r} is refused: {exc}",
-                    model=model,
-                    tensor=tensor,
-                    datatype=datatype,
                 )
     return InvalidInputError(f"{where} are refused: {error}", model=model, tensor=tensor)
 

@@ -129,3 +129,13 @@ def test_v1_reads_the_nan_and_infinity_tokens_as_v2_does(http: httpx.Client) -> 
     r = http.post("/v1/models/identity_fp32:predict", content=b'{"instances": [[1e400]]}')
     assert r.status_code == 400
     assert "malformed KServe v1 request body" in r.json()["error"]
+
+
+def test_v1_names_the_instance_deep_in_a_large_request(http: httpx.Client) -> None:
+    rows: list[list[Any]] = [[float(i), 1.0, 2.0] for i in range(5000)]
+    rows[4321][2] = "2.0"
+    message = _refused(http, "identity_fp32", rows)
+    assert message.startswith("KServe v1 instance 4321 of model 'identity_fp32' is refused")
+    assert 'element 2 is "2.0"' in message  # the element inside that instance
+    message = _refused(http, "identity_bytes", [["a", "b"], ["c", "d"], ["e"]])
+    assert "ragged" in message and "instance 2 has shape [1]" in message
