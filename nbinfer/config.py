@@ -150,6 +150,10 @@ class Retries:
 class TLSConfig:
     """TLS settings (used for ``https://`` and ``grpcs://`` URLs).
 
+    Passed as a client's ``ssl=``, it also turns an ``http://`` / ``grpc://`` URL into
+    ``https://`` / ``grpcs://`` (as ``ssl=True`` does); as ``ClientConfig.tls`` (or from
+    ``NBINFER_CA_FILE`` ...) it is only the settings a TLS URL uses.
+
     Attributes:
         verify: Verify the server certificate (HTTP only: gRPC always verifies).
         ca_file: PEM bundle of trusted CAs (``None``: the system / grpc default roots).

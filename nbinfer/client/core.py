@@ -84,6 +84,14 @@ def _parse_url(url: str, protocol: str | None) -> tuple[str, str]:
     return proto, ("grpcs://" if secure else "grpc://") + rest.rstrip("/")
 
 
+def _tls_url(url: str) -> str:
+    """``url`` with a TLS scheme: ``http://`` -> ``https://``, ``grpc://`` -> ``grpcs://``."""
+    for plain, secure in (("http://", "https://"), ("grpc://", "grpcs://")):
+        if url.startswith(plain):
+            return secure + url[len(plain) :]
+    return url
+
+
 def _resolve_config(
     config: ClientConfig | None,
     *,
@@ -106,6 +114,10 @@ def _resolve_config(
         changes["retries"] = retries
     elif retries is not None:
         changes["retries"] = dataclasses.replace(cfg.retries, attempts=int(retries) + 1)
+    if ssl is not None and not isinstance(ssl, bool | TLSConfig):
+        raise InvalidInputError(
+            f"ssl must be True, False, None or a TLSConfig, not {type(ssl).__name__} {ssl!r}"
+        )
     if isinstance(ssl, TLSConfig):
         changes["tls"] = ssl
     elif ssl is True and cfg.tls is None:
@@ -192,8 +204,16 @@ class _Core:
             compression=compression,
             http2=http2,
         )
-        if ssl is True:
-            self.url = self.url.replace("http://", "https://").replace("grpc://", "grpcs://")
+        if ssl is True or isinstance(ssl, TLSConfig):
+            # ssl= asks for TLS: a plaintext scheme is upgraded, never kept (the TLS settings
+            # would be dropped silently and the call would go out in clear text)
+            self.url = _tls_url(self.url)
+            if isinstance(ssl, TLSConfig) and httpx_client is not None:
+                raise InvalidInputError(
+                    "ssl=TLSConfig(...) cannot apply to your httpx_client: its own verify= / "
+                    "cert= decide TLS; set them on the httpx client (the URL is https either "
+                    "way), or drop httpx_client to let nbinfer make one from the TLSConfig"
+                )
         if self.url.startswith(("https://", "grpcs://")) and self.config.tls is None:
             self.config = dataclasses.replace(self.config, tls=TLSConfig())
         self._binding: HttpBinding | GrpcBinding

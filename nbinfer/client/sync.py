@@ -59,7 +59,10 @@ class Client(_Core):
         config: A :class:`~nbinfer.config.ClientConfig` (default: from ``NBINFER_*`` env).
         timeout: Seconds per call (or a :class:`~nbinfer.config.Timeouts`).
         retries: Number of retries (or a :class:`~nbinfer.config.Retries`).
-        ssl: ``True`` for TLS with defaults, or a :class:`~nbinfer.config.TLSConfig`.
+        ssl: ``True`` for TLS with defaults, or a :class:`~nbinfer.config.TLSConfig`. Either
+            means TLS: an ``http://`` / ``grpc://`` URL becomes ``https://`` / ``grpcs://``
+            (a TLS setting is never dropped for a plaintext connection). A TLSConfig with
+            ``httpx_client`` is refused (your httpx client's ``verify`` decides there).
         auth: An :class:`~nbinfer.config.Auth`, a ``(user, password)`` pair or a bearer token.
         headers: Headers (HTTP) / metadata (gRPC) sent with every call.
         binary: HTTP: force binary tensor data on/off (default: use it when the server can).

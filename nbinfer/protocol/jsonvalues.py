@@ -154,11 +154,12 @@ def json_to_tensor(
         try:
             items = list(map(str.encode, flat))
         except TypeError as exc:
-            bad = next(x for x in flat if not isinstance(x, str))
+            i, bad = next((i, x) for i, x in enumerate(flat) if not isinstance(x, str))
             raise InvalidInputError(
-                f"{_label(name)} (BYTES) JSON data must be strings, got {type(bad).__name__} "
-                f"{bad!r:.40}",
+                f"{_label(name)} (BYTES) element {i}: JSON data must be strings, got "
+                f"{type(bad).__name__} {bad!r:.40}",
                 tensor=name,
+                element=i,
             ) from exc
         except UnicodeEncodeError as exc:
             raise InvalidInputError(f"{_label(name)} (BYTES): {exc}", tensor=name) from exc
@@ -221,6 +222,7 @@ def _wrong_json_type(
         f"{expected}{hint}",
         tensor=name,
         datatype=datatype,
+        element=i,
     )
 
 
@@ -229,6 +231,7 @@ def _out_of_range(label: str, i: int, value: Any, name: str, datatype: str) -> I
         f"{label} element {i} is {_json_repr(value)}: out of range, does not fit {datatype}",
         tensor=name,
         datatype=datatype,
+        element=i,
     )
 
 
@@ -271,6 +274,7 @@ def _json_integers(
                     "must be whole numbers",
                     tensor=name,
                     datatype=datatype,
+                    element=i,
                 )
         data = [int(x) for x in data]
     info = np.iinfo(target)

@@ -35,9 +35,11 @@ from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.server.export_python import (
     EXECUTION_ENV,
+    NAME_RULE,
     ExecutionEnv,
     check_env_name,
     check_python_export,
+    name_problem,
     python_requirements,
     write_execution_env,
     write_python,
@@ -49,6 +51,7 @@ from nbinfer.server.pbtxt import config_to_pbtxt
 __all__ = [
     "FORMATS",
     "add_export_arguments",
+    "check_export_name",
     "export_model",
     "kserve_manifest",
     "main_export",
@@ -61,11 +64,8 @@ logger = logging.getLogger("nbinfer")
 #: Export formats; "auto" picks from the model's kind.
 FORMATS = ("auto", "onnx", "torchscript", "python", "pickle")
 
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-
 # -- KServe manifest ------------------------------------------------------------------------
-_YAML_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./\-]*$")
+_YAML_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./\-]*")
 _YAML_RESERVED = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"})
 
 
@@ -77,7 +77,7 @@ def _yaml_scalar(value: Any) -> str:
     if isinstance(value, int | float):
         return repr(value)
     text = str(value)
-    if _YAML_PLAIN.match(text) and text.lower() not in _YAML_RESERVED:
+    if _YAML_PLAIN.fullmatch(text) and text.lower() not in _YAML_RESERVED:
         return text
     return json.dumps(text)  # a JSON string is a valid YAML double-quoted scalar
 
@@ -116,7 +116,7 @@ _PROTOCOLS = ("v1", "v2", "grpc-v2")
 #: The protocolVersions KServe's ServingRuntime of each known runtime supports (its webhook
 #: rejects an InferenceService asking another one of that runtime).
 _RUNTIME_PROTOCOLS = {"triton": ("v2", "grpc-v2")}
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
 
 def kserve_manifest(
@@ -150,7 +150,7 @@ def kserve_manifest(
     Raises:
         InvalidInputError: an invalid name, protocol or empty storage URI.
     """
-    if len(name) > 63 or not _DNS_LABEL.match(name):
+    if len(name) > 63 or not _DNS_LABEL.fullmatch(name):
         suggestion = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "model"
         if not suggestion[0].isalpha():
             suggestion = f"m-{suggestion}"
@@ -320,10 +320,7 @@ def _export(
     if format not in FORMATS:
         raise InvalidInputError(f"unknown export format {format!r}; use one of {FORMATS}")
     model_name = name or model.name
-    if not model_name or not _NAME.match(model_name):
-        raise InvalidInputError(
-            f"cannot export model named {model_name!r}: use letters, digits, '_', '-', '.'"
-        )
+    check_export_name(model_name, option="name" if name else "the model's name (pass name=)")
     version_str = str(version)
     if not version_str.isdigit() or int(version_str) < 1:
         raise InvalidInputError(f"version must be a positive integer, got {version!r}")
@@ -380,6 +377,28 @@ def _export(
     (model_dir / "config.pbtxt").write_text(config_to_pbtxt(config), encoding="utf-8")
     logger.info("exported model %r to %s (%s)", model.name, model_dir, format)
     return model_dir, env
+
+
+def check_export_name(name: str, *, option: str = "name") -> None:
+    """Refuse a model name an export cannot write (it becomes a directory and lands in files).
+
+    The rule is the server's model-name rule: ASCII letters, digits, ``_``, ``.``, ``-``, not
+    starting with ``.`` or ``-``, at most 128 characters (so no ``..``, separator, white space,
+    control character such as a trailing newline, or shell metacharacter).
+
+    Args:
+        name: The model name.
+        option: What the name was given as, for the message (``--name``, ``--model``).
+
+    Raises:
+        InvalidInputError: the name breaks the rule; the message names ``option`` and the
+            offending character.
+    """
+    problem = name_problem(name)
+    if problem is not None:
+        raise InvalidInputError(
+            f"{option} {name!r} is refused: {problem}. A model name may only contain {NAME_RULE}"
+        )
 
 
 def _check_execution_env(model: Model, format: str, execution_env: str) -> None:
@@ -560,10 +579,31 @@ def main_export(argv: list[str]) -> int:
     return run_export(_build_parser().parse_args(argv))
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Refuse names that land in files or scripts before anything is read or written.
+
+    Raises:
+        InvalidInputError: the message names the option and the offending character.
+    """
+    check_export_name(args.model, option="--model")
+    if args.name is not None:
+        check_export_name(args.name, option="--name")
+    if args.execution_env is not None:
+        check_env_name(args.execution_env, option="--execution-env")
+    python = args.execution_env_python
+    if python is not None and re.fullmatch(r"3\.[0-9]+", python) is None:
+        raise InvalidInputError(f"--execution-env-python {python!r} is refused: use 3.<minor>")
+
+
 def run_export(args: argparse.Namespace) -> int:
     """Run ``nbinfer export`` from options parsed with :func:`add_export_arguments`."""
     if args.kserve_manifest and not args.storage_uri:
         sys.stderr.write("nbinfer export: --kserve-manifest needs --storage-uri\n")
+        return 2
+    try:
+        _check_arguments(args)
+    except InvalidInputError as exc:
+        sys.stderr.write(f"nbinfer export: {exc}\n")
         return 2
     repo: Any = None
     try:

@@ -23,6 +23,7 @@ import re
 import shlex
 import shutil
 import sys
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.server.model import FunctionModel, Model
+from nbinfer.server.paths import NAME_PATTERN
 
 __all__ = [
     "ENV_SCRIPT",
@@ -38,8 +40,10 @@ __all__ = [
     "RUNTIME_NAMES",
     "RUNTIME_PYTHON",
     "ExecutionEnv",
+    "NAME_RULE",
     "check_env_name",
     "check_python_export",
+    "name_problem",
     "python_requirements",
     "runtime_source",
     "write_execution_env",
@@ -421,7 +425,8 @@ def write_python(model: Model, version_dir: Path, format: str) -> dict[str, Any]
 EXECUTION_ENV = "python_env.tar.gz"
 #: The script that builds it.
 ENV_SCRIPT = "build_python_env.sh"
-_ENV_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+#: The name rule of :func:`name_problem`, for messages.
+NAME_RULE = "ASCII letters, digits, '_', '.', '-'; not starting with '.' or '-'; at most 128"
 
 
 @dataclass(frozen=True)
@@ -448,17 +453,58 @@ class ExecutionEnv:
         return self.target.endswith(".tar.gz")
 
 
-def check_env_name(name: str) -> None:
+def name_problem(value: object) -> str | None:
+    """Why ``value`` is not a plain name nbinfer writes into files and scripts (``None``: it is).
+
+    A plain name is the server's model-name rule (:data:`~nbinfer.server.paths.NAME_PATTERN`):
+    ASCII letters, digits, ``_``, ``.``, ``-``, not starting with ``.`` or ``-``, at most 128
+    characters; so no path separator, whitespace, control character (a trailing newline) or
+    shell metacharacter.
+    """
+    if not isinstance(value, str):
+        return f"it is a {type(value).__name__}, not a string"
+    if not value:
+        return "it is empty"
+    for char in value:
+        if not (char.isascii() and (char.isalnum() or char in "_.-")):
+            return f"character {_shown_char(char)} is not allowed"
+    if value[0] in ".-":
+        return f"it starts with {value[0]!r}"
+    if NAME_PATTERN.fullmatch(value) is None:
+        return f"it has {len(value)} characters (at most 128)"
+    return None
+
+
+def _shown_char(char: str) -> str:
+    """A character, readable in a message: its repr, code point and kind."""
+    kind = ""
+    if unicodedata.category(char).startswith("C"):
+        kind = ", a control character"
+    elif char.isspace():
+        kind = ", white space"
+    return f"{char!r} (U+{ord(char):04X}{kind})"
+
+
+def check_env_name(name: str, *, option: str = "execution_env") -> None:
     """Refuse an environment name that is not a plain name inside the model directory.
 
+    Args:
+        name: The environment's name.
+        option: What the name was given as, for the message (``--execution-env``).
+
     Raises:
-        InvalidInputError: a path, ``..`` or an empty name (Triton leaves an
-            ``EXECUTION_ENV_PATH`` escaping ``$$TRITON_MODEL_DIRECTORY`` undefined).
+        InvalidInputError: a path, ``..``, an empty name, or a character outside the name rule
+            (Triton leaves an ``EXECUTION_ENV_PATH`` escaping ``$$TRITON_MODEL_DIRECTORY``
+            undefined, and the name lands in ``config.pbtxt`` and ``build_python_env.sh``).
     """
-    if not _ENV_NAME.match(name) or name in (ENV_SCRIPT, "config.pbtxt"):
+    problem = name_problem(name)
+    if problem is None and name in (ENV_SCRIPT, "config.pbtxt"):
+        problem = "the export writes a file of that name itself"
+    if problem is not None:
         raise InvalidInputError(
-            f"execution environment {name!r} must be a file or directory name inside the model "
-            f"directory (e.g. {EXECUTION_ENV!r} for an archive, 'python_env' for a directory)"
+            f"{option} {name!r} is refused: {problem}. An execution environment must be a file "
+            f"or directory name inside the model directory ({NAME_RULE}; e.g. "
+            f"{EXECUTION_ENV!r} for an archive, 'python_env' for a directory)"
         )
 
 
@@ -488,6 +534,11 @@ def _env_python(requires: str, asked: str | None) -> str:
                 "cannot run it"
             )
     return version
+
+
+def _sh_double_quoted(text: str) -> str:
+    """``text`` escaped for the inside of a double-quoted bash word (a literal, never expanded)."""
+    return re.sub(r'([\\"$`])', r"\\\1", text)
 
 
 def write_execution_env(
@@ -530,7 +581,7 @@ PYTHON_VERSION={shlex.quote(version)}
 PACKAGES=({packages})
 CONDA="${{CONDA:-conda}}"
 MODEL_DIR="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
-TARGET="$MODEL_DIR/{target}"
+TARGET="$MODEL_DIR/{_sh_double_quoted(target)}"
 
 if ! command -v "$CONDA" >/dev/null 2>&1; then
     echo "{ENV_SCRIPT}: needs conda on PATH (or CONDA=/path/to/conda or mamba)" >&2

@@ -3,13 +3,17 @@
 v1 carries JSON ``instances`` instead of typed tensors: they feed the model's first declared
 input, and the first output comes back as ``predictions``. Prediction is a v2 inference
 through :meth:`DataPlane.infer` (same checks, statistics and scheduling); explanation runs the
-model's ``explain`` hook with the same input checks.
+model's ``explain`` hook with the same input checks. The instances are read by the rules of v2
+JSON ``data`` (:func:`~nbinfer.protocol.jsonvalues.json_to_tensor`): nothing is coerced, so
+strings, booleans, ``null`` or out-of-range numbers for a numeric input are a 400 naming the
+instance, the value and the input's datatype, as they are on ``/v2/.../infer``.
 
 Imports the dataplane (types only), modelio, protocol and errors; never a frontend.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,14 +21,24 @@ import numpy as np
 
 from nbinfer.errors import InferenceError, InvalidInputError, ModelNotFoundError, NbinferError
 from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.protocol.jsonvalues import json_to_tensor, loads
 from nbinfer.protocol.types import InferInput, InferRequest
-from nbinfer.server.model import InferContext, Model, to_bytes_array
+from nbinfer.server.model import InferContext, Model
 from nbinfer.server.modelio import Timings
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
 
-__all__ = ["KServeV1", "jsonable"]
+__all__ = ["KServeV1", "jsonable", "parse_body"]
+
+
+def parse_body(body: bytes) -> Any:
+    """A v1 request body: JSON, with the ``NaN`` / ``Infinity`` tokens v2 JSON data may carry.
+
+    Raises:
+        InvalidInputError: the body is not JSON (the message says where).
+    """
+    return loads(body, what="KServe v1 request body") if body else {}
 
 
 class KServeV1:
@@ -132,20 +146,77 @@ def _request(model: Model, payload: Any) -> InferRequest:
     if not defs:
         raise InvalidInputError(f"model {model.name!r} declares no inputs")
     spec = defs[0]
-    try:
-        if spec.datatype == "BYTES":
-            arr = to_bytes_array(np.asarray(instances, dtype=object))
-        else:
-            arr = np.asarray(instances, dtype=numpy_dtype(spec.datatype))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(
-            f"KServe v1 instances for input {spec.name!r} of model {model.name!r} are not "
-            f"a rectangular {spec.datatype} array: {exc}"
-        ) from exc
+    arr = _instances_tensor(model.name, spec.name, spec.datatype, instances)
     return InferRequest(
         inputs=[InferInput(spec.name, spec.datatype, list(arr.shape), arr)],
         model_name=model.name,
     )
+
+
+def _nested_shape(value: Any) -> list[int]:
+    """The shape of nested JSON lists, read along the first elements (raggedness found later)."""
+    shape: list[int] = []
+    while isinstance(value, list):
+        shape.append(len(value))
+        if not value:
+            break
+        value = value[0]
+    return shape
+
+
+def _instances_tensor(
+    model: str, tensor: str, datatype: str, instances: Any
+) -> np.ndarray[Any, Any]:
+    """The v1 ``instances`` as the input's tensor, read by the v2 JSON rules.
+
+    Values are never coerced (the rules of :func:`~nbinfer.protocol.jsonvalues.json_to_tensor`):
+    strings, booleans or ``null`` for a numeric input, numbers for BOOL or BYTES, ``1e39`` for
+    FP32 and ragged lists are refused, with the instance and the value named.
+
+    Raises:
+        InvalidInputError: instances that are not one rectangular array of ``datatype``.
+    """
+    shape = _nested_shape(instances)
+    try:
+        return json_to_tensor(instances, datatype, shape, name=tensor, kind="input")
+    except InvalidInputError as exc:
+        raise _instance_error(model, tensor, datatype, instances, shape, exc) from exc
+
+
+def _instance_error(
+    model: str,
+    tensor: str,
+    datatype: str,
+    instances: Any,
+    shape: list[int],
+    error: InvalidInputError,
+) -> InvalidInputError:
+    """The error naming the first instance that is refused (else the whole request's error)."""
+    where = f"KServe v1 instances for input {tensor!r} ({datatype}) of model {model!r}"
+    if isinstance(instances, list) and shape:
+        element = error.context.get("element")
+        per_instance = math.prod(shape[1:])
+        if isinstance(element, int) and per_instance > 0:
+            index = element // per_instance  # decode only that instance again: its own message
+            try:
+                json_to_tensor(instances[index], datatype, shape[1:], name=tensor, kind="input")
+            except InvalidInputError as exc:
+                return InvalidInputError(
+                    f"KServe v1 instance {index} of model {model!r} is refused: {exc}",
+                    model=model,
+                    tensor=tensor,
+                    datatype=datatype,
+                )
+        for i, instance in enumerate(instances):  # ragged lists: find the odd instance out
+            inner = _nested_shape(instance)
+            if inner != shape[1:]:
+                return InvalidInputError(
+                    f"{where} are not one rectangular array (ragged lists): instance {i} has "
+                    f"shape {inner}, instance 0 has {shape[1:]}",
+                    model=model,
+                    tensor=tensor,
+                )
+    return InvalidInputError(f"{where} are refused: {error}", model=model, tensor=tensor)
 
 
 def jsonable(value: Any) -> Any:

@@ -37,7 +37,7 @@ from nbinfer.errors import (
 from nbinfer.protocol import rest as codec
 from nbinfer.protocol.types import InferRequest
 from nbinfer.server.auth import PUBLIC_HTTP_PATHS, authorized
-from nbinfer.server.kserve_v1 import KServeV1
+from nbinfer.server.kserve_v1 import KServeV1, parse_body
 from nbinfer.server.observability import (
     METRICS_CONTENT_TYPE,
     LogSettings,
@@ -504,7 +504,7 @@ class RestApp:
         """KServe v1 predict: instances in, predictions out."""
         out_headers: dict[str, str] = {}
         answer = await self.v1.predict(
-            model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
+            model, parse_body(body), headers=_HeaderView(headers), response_headers=out_headers
         )
         return _with_headers(_json_response(answer), out_headers)
 
@@ -512,7 +512,7 @@ class RestApp:
         """KServe v1 explain."""
         out_headers: dict[str, str] = {}
         answer = await self.v1.explain(
-            model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
+            model, parse_body(body), headers=_HeaderView(headers), response_headers=out_headers
         )
         return _with_headers(_json_response(answer), out_headers)
 

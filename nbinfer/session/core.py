@@ -144,6 +144,11 @@ class SessionCore:
         token: str | None = None,
         **client_options: Any,
     ) -> None:
+        if url is None and client_options.get("ssl") not in (None, False):
+            raise InvalidInputError(
+                "Session(ssl=...) applies to a remote url: the local server a Session starts "
+                "serves plaintext HTTP / gRPC on 127.0.0.1 only (no TLS to connect to)"
+            )
         self._server: LocalServer | None = None
         if headers is not None:
             client_options["headers"] = dict(headers)
@@ -184,6 +189,8 @@ class SessionCore:
                 raise InvalidInputError(f"Session(): {exc}") from exc
             raise
         self.protocol = self.client.protocol
+        if client_options.get("ssl") not in (None, False):
+            self.url = self.client.url  # ssl= made it https:// / grpcs://: show what is used
         self._labels_cache: dict[tuple[str, str], dict[str, list[str]]] = {}
         self._max_batch: dict[tuple[str, str], int] = {}
         self._capabilities: Capabilities | None = None

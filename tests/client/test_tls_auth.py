@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 import pytest
 
 from nbinfer.client import AsyncClient, Client
 from nbinfer.config import TLSConfig
-from nbinfer.errors import ConnectError, UnauthenticatedError
+from nbinfer.errors import ConnectError, InvalidInputError, TransportError, UnauthenticatedError
 from nbinfer.protocol.grpc import SERVICE_NAME, pb
 
 
@@ -156,3 +156,175 @@ def test_grpc_plaintext_sends_credentials_as_metadata() -> None:
     assert seen[-1]["authorization"] == "Basic dTpw"
     assert seen[-1]["x-team"] == "a"
     assert seen[-1]["x-call"] == "1"
+
+
+# -- ssl= always means TLS: a plaintext URL is upgraded, never kept --------------------------
+
+
+class _CountingHandler(_Handler):
+    """A plaintext HTTP server's handler that counts the requests it could read."""
+
+    served: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.served.append(self.path)
+        super().do_GET()
+
+
+@pytest.fixture
+def plain_http() -> Iterator[tuple[str, list[str]]]:
+    served: list[str] = []
+    handler = type("Counting", (_CountingHandler,), {"served": served})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", served
+    httpd.shutdown()
+    httpd.server_close()
+
+
+_SYNC_ENGINES = [{}, {"http_engine": "httpx"}]
+_ASYNC_ENGINES = [{}, {"http_engine": "httpx"}]
+
+
+@pytest.mark.parametrize("engine", _SYNC_ENGINES, ids=["pycurl", "httpx"])
+def test_tls_config_with_an_http_url_connects_with_tls(
+    https_url: str, cert: tuple[str, str], engine: dict[str, Any]
+) -> None:
+    http_url = https_url.replace("https://", "http://")
+    with Client(http_url, ssl=TLSConfig(ca_file=cert[0]), **engine) as client:
+        assert client.url == https_url
+        assert client.is_server_live()  # the server speaks only TLS, verified with the CA
+    with Client(http_url, ssl=True, retries=0, **engine) as client:
+        assert client.url == https_url
+        with pytest.raises(ConnectError):  # TLS with the default roots: self-signed, refused
+            client.is_server_live()
+
+
+@pytest.mark.parametrize("engine", _ASYNC_ENGINES, ids=["aiohttp", "httpx"])
+def test_tls_config_with_an_http_url_connects_with_tls_async(
+    https_url: str, cert: tuple[str, str], engine: dict[str, Any]
+) -> None:
+    http_url = https_url.replace("https://", "http://")
+
+    async def main() -> tuple[str, bool]:
+        async with AsyncClient(http_url, ssl=TLSConfig(ca_file=cert[0]), **engine) as client:
+            return client.url, await client.is_server_live()
+
+    assert asyncio.run(main()) == (https_url, True)
+
+
+@pytest.mark.parametrize("engine", _SYNC_ENGINES, ids=["pycurl", "httpx"])
+def test_tls_settings_never_fall_back_to_plaintext_http(
+    plain_http: tuple[str, list[str]], cert: tuple[str, str], engine: dict[str, Any]
+) -> None:
+    url, served = plain_http
+    with Client(url, **engine) as client:
+        assert client.is_server_live()  # the server works, in plaintext
+    assert served == ["/v2/health/live"]
+    for ssl_option in (TLSConfig(ca_file=cert[0]), True):
+        with (
+            Client(url, ssl=ssl_option, retries=0, **engine) as client,
+            pytest.raises(TransportError),
+        ):
+            client.is_server_live()
+    assert served == ["/v2/health/live"]  # no request reached it in clear text
+
+    async def main() -> None:
+        async with AsyncClient(url, ssl=TLSConfig(ca_file=cert[0]), retries=0, **engine) as c:
+            await c.is_server_live()
+
+    with pytest.raises(TransportError):
+        asyncio.run(main())
+    assert served == ["/v2/health/live"]
+
+
+def test_tls_config_with_a_grpc_url_connects_with_tls(cert: tuple[str, str]) -> None:
+    crt, key = Path(cert[0]).read_bytes(), Path(cert[1]).read_bytes()
+    server, port, seen = _grpc_server(grpc.ssl_server_credentials([(key, crt)]))
+    try:
+        tls = TLSConfig(ca_file=cert[0], server_hostname="localhost")
+        with Client(f"grpc://127.0.0.1:{port}", ssl=tls, auth="good") as client:
+            assert client.url == f"grpcs://127.0.0.1:{port}"
+            assert client.is_server_live()
+        assert seen[-1]["authorization"] == "Bearer good"
+
+        async def main() -> bool:
+            async with AsyncClient(f"grpc://127.0.0.1:{port}", ssl=tls) as client:
+                return await client.is_server_live()
+
+        assert asyncio.run(main())
+        assert len(seen) == 2
+    finally:
+        server.stop(None)
+
+
+def test_tls_settings_never_fall_back_to_plaintext_grpc(cert: tuple[str, str]) -> None:
+    server, port, seen = _grpc_server(None)
+    try:
+        with Client(f"grpc://127.0.0.1:{port}") as client:
+            assert client.is_server_live()  # the server works, in plaintext
+        assert len(seen) == 1
+        tls = TLSConfig(ca_file=cert[0], server_hostname="localhost")
+        with (
+            Client(f"grpc://127.0.0.1:{port}", ssl=tls, retries=0, timeout=5) as client,
+            pytest.raises(TransportError),
+        ):
+            client.is_server_live()
+
+        async def main() -> bool:
+            async with AsyncClient(f"grpc://127.0.0.1:{port}", ssl=tls, retries=0, timeout=5) as c:
+                return await c.is_server_live()
+
+        with pytest.raises(TransportError):
+            asyncio.run(main())
+        assert len(seen) == 1  # no call reached it in clear text
+    finally:
+        server.stop(None)
+
+
+def test_session_with_a_tls_config_uses_tls(https_url: str, cert: tuple[str, str]) -> None:
+    from nbinfer import Session
+
+    http_url = https_url.replace("https://", "http://")
+    session = Session(http_url, ssl=TLSConfig(ca_file=cert[0]))
+    try:
+        assert session.url == https_url and session.client.url == https_url
+        assert session.client.is_server_live()
+    finally:
+        session.close()
+    with pytest.raises(InvalidInputError, match=r"local server .* plaintext"):
+        Session(ssl=TLSConfig(ca_file=cert[0]))
+
+
+def test_ssl_options_that_cannot_apply_are_refused(https_url: str) -> None:
+    import httpx
+
+    with pytest.raises(InvalidInputError, match="ssl must be True, False, None or a TLSConfig"):
+        Client(https_url, ssl="yes")
+    with (
+        httpx.Client() as user,
+        pytest.raises(InvalidInputError, match="cannot apply to your httpx_client"),
+    ):
+        Client(https_url, ssl=TLSConfig(ca_file="ca.pem"), httpx_client=user)
+
+
+def test_kserve_grpc_client_use_ssl_with_a_grpc_url_connects_with_tls(
+    cert: tuple[str, str],
+) -> None:
+    from nbinfer.compat.kserve import InferenceGRPCClient
+
+    crt, key = Path(cert[0]).read_bytes(), Path(cert[1]).read_bytes()
+    server, port, seen = _grpc_server(grpc.ssl_server_credentials([(key, crt)]))
+    try:
+
+        async def main() -> bool:
+            async with InferenceGRPCClient(
+                f"grpc://127.0.0.1:{port}", use_ssl=True, root_certificates=cert[0]
+            ) as client:
+                return await client.is_server_live()
+
+        assert asyncio.run(main())  # was a plaintext channel: the TLS server refused it
+        assert len(seen) == 1
+    finally:
+        server.stop(None)
