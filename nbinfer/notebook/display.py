@@ -612,7 +612,7 @@ def connect_snippet(session: Session) -> str:
         )
     return (
         "# the server requires its token; read it from session.token (not printed here)\n"
-        "auth = {'Authorization': f'Bearer {session.token}'}\n"
+        "auth = {'authorization': f'Bearer {session.token}'}  # lower case for gRPC\n"
         f'httpclient.InferenceServerClient("{http_hostport}").infer(..., headers=auth)\n'
         f'grpcclient.InferenceServerClient("{grpc_url}").infer(..., headers=auth)\n'
         f'nbinfer.Client("{http_url}", auth=session.token)\n'
