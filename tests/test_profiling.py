@@ -157,13 +157,14 @@ def _tritonclient_rate(session: Session, protocol: str, concurrency: int, second
     url = server.http_url.removeprefix("http://") if protocol == "http" else server.grpc_url
     counts = [0] * concurrency
     deadline = time.perf_counter() + seconds
+    auth = {"authorization": f"Bearer {session.token}"}  # the session server's token
 
     def loop(i: int) -> None:
         client = tc.InferenceServerClient(url)
         inp = tc.InferInput("x", [1, 4], "FP32")
         inp.set_data_from_numpy(x)
         while time.perf_counter() < deadline:
-            client.infer("sleepy", [inp])
+            client.infer("sleepy", [inp], headers=auth)
             counts[i] += 1
         client.close()
 
