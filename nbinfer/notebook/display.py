@@ -585,7 +585,7 @@ def render_session(session: Session) -> Html:
         if note:
             models = Html(f'<div class="nbi-warn">{escape(note)}</div>{models}')
         parts.append(section("Models", models, count=len(rows), open=len(rows) <= COLLAPSE_AFTER))
-    if session.server is not None:
+    if session.server is not None and session.server.running:  # a dead one has no ports
         snippet = connect_snippet(session)
         parts.append(section("Connect", Html(f'<pre class="nbi-pre">{escape(snippet)}</pre>')))
     return card("Session", session.url, "".join(parts), text=text, sub=where)
@@ -599,7 +599,7 @@ def connect_snippet(session: Session) -> str:
     not carry a live credential.
     """
     server = session.server
-    if server is None:
+    if server is None or not server.running:
         return ""
     http_url, grpc_url = server.http_url, server.grpc_url
     http_hostport = http_url.split("://", 1)[-1]
