@@ -55,6 +55,10 @@ def make_frame(rows: int, seed: int = 0) -> pd.DataFrame:
     )
 
 
+#: The session server's token header (``Session()`` starts its server with a token).
+HEADERS: dict[str, str] = {}
+
+
 def tritonclient_loop(
     client: httpclient.InferenceServerClient, frame: pd.DataFrame, chunk: int
 ) -> pd.DataFrame:
@@ -65,7 +69,7 @@ def tritonclient_loop(
         inp = httpclient.InferInput("input", list(x.shape), "FP32")
         inp.set_data_from_numpy(x, binary_data=True)
         out = httpclient.InferRequestedOutput("probabilities", binary_data=True)
-        result = client.infer("iris", [inp], outputs=[out])
+        result = client.infer("iris", [inp], outputs=[out], headers=HEADERS)
         parts.append(result.as_numpy("probabilities"))
     return pd.DataFrame(np.concatenate(parts), columns=OUT_COLUMNS, index=frame.index)
 
@@ -80,7 +84,7 @@ def tritonclient_async(
         inp = httpclient.InferInput("input", list(x.shape), "FP32")
         inp.set_data_from_numpy(x, binary_data=True)
         out = httpclient.InferRequestedOutput("probabilities", binary_data=True)
-        pending.append(client.async_infer("iris", [inp], outputs=[out]))
+        pending.append(client.async_infer("iris", [inp], outputs=[out], headers=HEADERS))
         if len(pending) >= in_flight:
             parts.append(pending.pop(0).get_result().as_numpy("probabilities"))
     parts += [p.get_result().as_numpy("probabilities") for p in pending]
@@ -104,6 +108,7 @@ def main() -> None:
 
             session.serve(Iris(run_in_thread=True, max_concurrency=args.instances))
         url = session.server.http_url.removeprefix("http://")
+        HEADERS["Authorization"] = f"Bearer {session.token}"
         triton = httpclient.InferenceServerClient(url, concurrency=4, network_timeout=600)
         ways: dict[str, Callable[[], pd.DataFrame]] = {
             "nbinfer": lambda: session.infer("iris", frame, progress=False),

@@ -78,7 +78,9 @@ def _postprocess(result: Any, output: str) -> list[list[tuple[float, int, str]]]
     return rows
 
 
-def triton_loop(url: str, protocol: str, folder: str, batch: int) -> list[int]:
+def triton_loop(
+    url: str, protocol: str, folder: str, batch: int, headers: dict[str, str]
+) -> list[int]:
     """Classify every file in ``folder``; returns each image's top-1 class index."""
     if protocol == "grpc":
         import tritonclient.grpc as client_mod
@@ -86,9 +88,9 @@ def triton_loop(url: str, protocol: str, folder: str, batch: int) -> list[int]:
         import tritonclient.http as client_mod  # type: ignore[no-redef]
     client = client_mod.InferenceServerClient(url)
     if protocol == "grpc":
-        meta = client.get_model_metadata("digits", as_json=True)
+        meta = client.get_model_metadata("digits", headers=headers, as_json=True)
     else:
-        meta = client.get_model_metadata("digits")
+        meta = client.get_model_metadata("digits", headers=headers)
     input_name = meta["inputs"][0]["name"]
     output_name = meta["outputs"][0]["name"]
     height, width = (int(d) for d in meta["inputs"][0]["shape"][1:])
@@ -102,7 +104,7 @@ def triton_loop(url: str, protocol: str, folder: str, batch: int) -> list[int]:
         inputs = [client_mod.InferInput(input_name, list(batched.shape), "FP32")]
         inputs[0].set_data_from_numpy(batched)
         outputs = [client_mod.InferRequestedOutput(output_name, class_count=TOP_K)]
-        result = client.infer("digits", inputs, outputs=outputs)
+        result = client.infer("digits", inputs, outputs=outputs, headers=headers)
         top1.extend(row[0][1] for row in _postprocess(result, output_name))
     client.close()
     return top1
@@ -146,7 +148,7 @@ def main() -> None:
     with Session(device="cpu") as http:
         assert http.server is not None
         urls = {"http": http.server.http_url, "grpc": http.server.grpc_url}
-        grpc = Session(f"grpc://{urls['grpc'].split('://')[-1]}")
+        grpc = Session(f"grpc://{urls['grpc'].split('://')[-1]}", token=http.token)
         try:
             for size in (int(s) for s in args.sizes.split(",")):
                 with tempfile.TemporaryDirectory(prefix="nbinfer-images-") as tmp:
@@ -162,7 +164,13 @@ def main() -> None:
 def row(args: Any, size: int, protocol: str, url: str, session: Session, folder: str) -> None:
     """Measure and print one size x protocol row."""
     fns: dict[str, Callable[[], Any]] = {
-        "tritonclient": lambda: triton_loop(url, protocol, folder, args.triton_batch or args.batch),
+        "tritonclient": lambda: triton_loop(
+            url,
+            protocol,
+            folder,
+            args.triton_batch or args.batch,
+            {"Authorization": f"Bearer {session.token}"},
+        ),
         "nbinfer": lambda: session.classify(
             "digits", folder, top_k=TOP_K, batch_size=args.batch, progress=False
         ),

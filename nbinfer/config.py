@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import enum
 import os
 import random
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from nbinfer.errors import InvalidInputError
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_MAX_REQUEST_BYTES",
+    "GENERATE_TOKEN",
     "Auth",
+    "AuthTokenOption",
     "BasicAuth",
     "BearerAuth",
     "ClientConfig",
@@ -37,6 +41,8 @@ __all__ = [
     "env_float",
     "env_int",
     "env_str",
+    "new_token",
+    "resolve_auth_token",
 ]
 
 #: Default bound on a request body accepted by the embedded server (bytes).
@@ -47,6 +53,54 @@ DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 * 1024
 
 
 _N = TypeVar("_N", int, float)
+
+
+class _GenerateToken(enum.Enum):
+    """The type of :data:`GENERATE_TOKEN` (a one-member enum, so type checkers narrow it)."""
+
+    GENERATE = "GENERATE_TOKEN"
+
+    def __repr__(self) -> str:
+        return "GENERATE_TOKEN"
+
+    __str__ = __repr__
+
+
+#: The default ``auth_token`` of ``Session()`` / ``Session.local()``: generate a random token
+#: for the local server and send it from the session's own clients. ``auth_token=None`` (no
+#: token: any local user can call the server) is the explicit opt-out.
+GENERATE_TOKEN: Final = _GenerateToken.GENERATE
+
+#: What an ``auth_token=`` option takes: a token, ``None`` (no token) or :data:`GENERATE_TOKEN`.
+AuthTokenOption = str | None | Literal[_GenerateToken.GENERATE]
+
+
+def new_token() -> str:
+    """A fresh random bearer token (256 bits, URL-safe text)."""
+    return secrets.token_urlsafe(32)
+
+
+def resolve_auth_token(value: AuthTokenOption) -> str | None:
+    """The token an ``auth_token=`` option means: ``GENERATE_TOKEN`` makes a new one.
+
+    Raises:
+        InvalidInputError: ``value`` is not a string, ``None`` or ``GENERATE_TOKEN``, or is a
+            string that cannot travel in an HTTP header (empty, whitespace, non-ASCII).
+    """
+    if value is GENERATE_TOKEN:
+        return new_token()
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(
+            f"auth_token must be a string, None (no token) or GENERATE_TOKEN, not {value!r}"
+        )
+    if not value or not value.isascii() or not value.isprintable() or value != value.strip():
+        raise InvalidInputError(
+            "auth_token must be non-empty printable ASCII without surrounding whitespace "
+            "(it travels in the Authorization header); pass None for no token"
+        )
+    return value
 
 
 def env_str(name: str, default: str | None = None) -> str | None:

@@ -51,7 +51,7 @@ def test_rerunning_a_session_cell_five_times_leaves_one_server(cell: str) -> Non
 
 def test_sessions_lists_open_sessions_and_forgets_closed_ones() -> None:
     with Session(demo=False) as first:
-        second = Session(first.url)
+        second = Session(first.url, token=first.token)
         listed = nbinfer.sessions()
         assert listed.index(first) < listed.index(second)
         second.close()
@@ -181,7 +181,8 @@ def test_a_failing_served_function_raises_with_its_own_traceback(
     )
     assert session.server is not None
     url = session.server.http_url if protocol == "http" else f"grpc://{session.server.grpc_url}"
-    with nbinfer.Client(url) as client, pytest.raises(nbinfer.InferenceError) as info:
+    client = nbinfer.Client(url, auth=session.token)
+    with client, pytest.raises(nbinfer.InferenceError) as info:
         client.infer("fails", {"x": np.ones(3, dtype=np.float32)})
     error = info.value
     assert error.message == "model 'fails' failed: ValueError: cannot handle (3,)"

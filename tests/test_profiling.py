@@ -157,13 +157,14 @@ def _tritonclient_rate(session: Session, protocol: str, concurrency: int, second
     url = server.http_url.removeprefix("http://") if protocol == "http" else server.grpc_url
     counts = [0] * concurrency
     deadline = time.perf_counter() + seconds
+    auth = {"authorization": f"Bearer {session.token}"}  # the session server's token
 
     def loop(i: int) -> None:
         client = tc.InferenceServerClient(url)
         inp = tc.InferInput("x", [1, 4], "FP32")
         inp.set_data_from_numpy(x)
         while time.perf_counter() < deadline:
-            client.infer("sleepy", [inp])
+            client.infer("sleepy", [inp], headers=auth)
             counts[i] += 1
         client.close()
 
@@ -254,7 +255,8 @@ def test_export_and_compare(session: Session, tmp_path: Any) -> None:
 def test_bad_settings_and_protocol_switch_on_a_remote_session(session: Session) -> None:
     with pytest.raises(InvalidInputError, match="positive"):
         session.profile("add_sub", concurrency=[0], **QUICK)
-    with Session(session.url) as remote, pytest.raises(InvalidInputError, match="profiling"):
+    remote = Session(session.url, token=session.token)
+    with remote, pytest.raises(InvalidInputError, match="profiling"):
         remote.profile("add_sub", protocol="grpc", **QUICK)
 
 
@@ -266,9 +268,14 @@ def test_a_column_subset_displays_as_a_plain_frame(session: Session) -> None:
 
 
 def test_command_line_profile_writes_csv_json_and_png(
-    session: Session, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+    session: Session,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from nbinfer.cli import main
+
+    monkeypatch.setenv("NBINFER_TOKEN", session.token or "")  # the session server's token
 
     out = {ext: tmp_path / f"run.{ext}" for ext in ("csv", "json", "png")}
     args = ["profile", session.url, "add_sub", "--concurrency", "1", "2", "--window", "0.3"]
@@ -311,8 +318,9 @@ def _our_regions() -> set[str]:
 class _Watch:
     """Polls /dev/shm and the server's shm status while a profile runs (what it saw, at most)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str | None) -> None:
         self.url = url
+        self.token = token
         self.files: set[str] = set()
         self.modes: set[int] = set()
         self.registered: dict[str, str] = {}
@@ -320,7 +328,7 @@ class _Watch:
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
     def _poll(self) -> None:
-        with nbinfer.Client(self.url) as client:
+        with nbinfer.Client(self.url, auth=self.token) as client:
             while not self._stop.wait(0.05):
                 for name in _our_regions():
                     with contextlib.suppress(FileNotFoundError):
@@ -348,7 +356,7 @@ def _released(session: Session) -> None:
 def test_shared_memory_sweep_uses_one_region_pair_per_slot_and_releases_them(
     session: Session, protocol: str
 ) -> None:
-    with _Watch(session.url) as seen:
+    with _Watch(session.url, session.token) as seen:
         frame = session.profile(
             "add_sub", protocol=protocol, concurrency=[1, 2], shared_memory="system", **QUICK
         )
@@ -371,7 +379,7 @@ def test_shared_memory_sweep_uses_one_region_pair_per_slot_and_releases_them(
 
 @needs_shm
 def test_shared_memory_open_loop_and_bytes_tensors(session: Session) -> None:
-    with _Watch(session.url) as seen:
+    with _Watch(session.url, session.token) as seen:
         rate = session.profile("add_sub", request_rate=100, shared_memory=True, **QUICK)
     assert rate["mode"].iloc[0] == "rate" and rate["shared_memory"].iloc[0] == "system"
     _check_row(rate.iloc[0])
@@ -386,7 +394,7 @@ def test_shared_memory_open_loop_and_bytes_tensors(session: Session) -> None:
 @needs_shm
 def test_shared_memory_regions_are_released_after_an_interrupt(session: Session) -> None:
     threading.Timer(1.0, _thread.interrupt_main).start()
-    with _Watch(session.url) as seen, pytest.raises(KeyboardInterrupt):
+    with _Watch(session.url, session.token) as seen, pytest.raises(KeyboardInterrupt):
         session.profile(
             "add_sub",
             concurrency=2,
@@ -520,9 +528,14 @@ def test_shared_memory_with_a_server_that_cannot_see_this_hosts_regions_is_refus
 
 
 def test_command_line_profile_through_shared_memory(
-    session: Session, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+    session: Session,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from nbinfer.cli import main
+
+    monkeypatch.setenv("NBINFER_TOKEN", session.token or "")  # the session server's token
 
     csv = tmp_path / "shm.csv"
     args = ["profile", session.url, "add_sub", "--concurrency", "1", "--window", "0.3"]

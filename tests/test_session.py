@@ -132,7 +132,7 @@ def test_serve_reports_load_failure_and_server_keeps_serving(session: Session) -
 
 def test_remote_session_over_grpc_and_serve_refused(session: Session) -> None:
     assert session.server is not None
-    with Session(f"grpc://{session.server.grpc_url}") as remote:
+    with Session(f"grpc://{session.server.grpc_url}", token=session.token) as remote:
         assert remote.protocol == "grpc"
         frame = remote.infer("iris", IRIS_ROWS)
         assert frame.shape == (2, 3)
@@ -320,5 +320,6 @@ def test_restart_refuses_a_server_the_session_did_not_start(session: Session) ->
     from nbinfer.errors import UnsupportedError
 
     assert session.server is not None
-    with Session(session.server.http_url) as remote, pytest.raises(UnsupportedError):
+    remote = Session(session.server.http_url, token=session.token)
+    with remote, pytest.raises(UnsupportedError):
         remote.restart()

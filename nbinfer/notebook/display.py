@@ -585,7 +585,40 @@ def render_session(session: Session) -> Html:
         if note:
             models = Html(f'<div class="nbi-warn">{escape(note)}</div>{models}')
         parts.append(section("Models", models, count=len(rows), open=len(rows) <= COLLAPSE_AFTER))
+    if session.server is not None and session.server.running:  # a dead one has no ports
+        snippet = connect_snippet(session)
+        parts.append(section("Connect", Html(f'<pre class="nbi-pre">{escape(snippet)}</pre>')))
     return card("Session", session.url, "".join(parts), text=text, sub=where)
+
+
+def connect_snippet(session: Session) -> str:
+    """How tritonclient / curl / nbinfer reach a session's local server, token included.
+
+    The token's value is never written out: the snippet reads ``session.token`` (the way
+    Jupyter keeps its own token out of notebook outputs), so a saved or shared notebook does
+    not carry a live credential.
+    """
+    server = session.server
+    if server is None or not server.running:
+        return ""
+    http_url, grpc_url = server.http_url, server.grpc_url
+    http_hostport = http_url.split("://", 1)[-1]
+    if session.token is None:
+        return (
+            "# no token (auth_token=None): any local user can call this server\n"
+            f"curl {http_url}/v2/models/add_sub\n"
+            f'httpclient.InferenceServerClient("{http_hostport}")  # tritonclient.http\n'
+            f'grpcclient.InferenceServerClient("{grpc_url}")  # tritonclient.grpc'
+        )
+    return (
+        "# the server requires its token; read it from session.token (not printed here)\n"
+        "auth = {'authorization': f'Bearer {session.token}'}  # lower case for gRPC\n"
+        f'httpclient.InferenceServerClient("{http_hostport}").infer(..., headers=auth)\n'
+        f'grpcclient.InferenceServerClient("{grpc_url}").infer(..., headers=auth)\n'
+        f'nbinfer.Client("{http_url}", auth=session.token)\n'
+        "# curl from a notebook cell (IPython puts the value of {session.token} in):\n"
+        f'!curl -H "Authorization: Bearer {{session.token}}" {http_url}/v2/models/add_sub'
+    )
 
 
 # -- statistics ----------------------------------------------------------------------------

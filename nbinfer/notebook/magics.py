@@ -184,7 +184,7 @@ class NbinferMagics(Magics):
                 "--grpc needs a gRPC URL for a remote server: `%nbinfer connect URL --grpc`"
             )
         if self._grpc is None:
-            self._grpc = Session(f"grpc://{session.server.grpc_url}")
+            self._grpc = Session(f"grpc://{session.server.grpc_url}", token=session.token)
         return self._grpc
 
     # -- %%infer -----------------------------------------------------------------------------

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AUTH_TOKEN_ENV",
     "LIMIT_OPTIONS",
+    "NO_TOKEN_WARNING",
     "ServerOptions",
     "build_dataplane",
     "run",
@@ -52,6 +53,13 @@ _PR_SET_PDEATHSIG = 1
 SHUTDOWN_GRACE = 3.0
 #: Environment variable holding the server's bearer token (kept out of the command line).
 AUTH_TOKEN_ENV = "NBINFER_AUTH_TOKEN"
+
+#: What a server started without a token warns once (loopback stays open to curl users).
+NO_TOKEN_WARNING = (
+    "no auth token: any local user (and any process on this host) can call this server's "
+    "models. Set NBINFER_AUTH_TOKEN (clients then send 'Authorization: Bearer <token>') on a "
+    "shared host"
+)
 _T0 = time.perf_counter()
 
 
@@ -266,6 +274,8 @@ async def serve_async(
     )
     if options.insecure_no_auth and not options.auth_token:
         logger.warning("serving %s WITHOUT authentication (--insecure-no-auth)", options.host)
+    elif not options.auth_token:
+        logger.warning("%s", NO_TOKEN_WARNING)
     if options.grace_period < 0:
         raise InvalidInputError(f"grace period must be >= 0 s, got {options.grace_period}")
     grace = options.grace_period

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
+from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES, AuthTokenOption, resolve_auth_token
 from nbinfer.errors import InvalidInputError, ServerStartError
 
 __all__ = ["READY_PREFIX", "LocalServer", "parse_ready_line"]
@@ -111,7 +111,10 @@ class LocalServer:
             notebook-defined models to the server (a socket pair, never the network).
         auth_token: Require ``Authorization: Bearer <token>`` (HTTP) / ``authorization``
             metadata (gRPC) on every call but liveness; passed to the child through its
-            environment, never its command line.
+            environment, never its command line. :data:`~nbinfer.config.GENERATE_TOKEN`
+            generates a random one (read it from :attr:`auth_token`; ``Session()`` does this
+            by default). ``None`` (the default here): no token, so any local user who finds
+            the port can call the server.
         insecure_no_auth: Allow a non-loopback ``host`` without a token. Without it,
             ``start()`` refuses such a host with :class:`~nbinfer.errors.ServerStartError`.
         allow_code_upload: Let model repository load requests upload code or pickled files
@@ -159,7 +162,7 @@ class LocalServer:
         log_level: str = "info",
         extra_args: Sequence[str] = (),
         control: bool = False,
-        auth_token: str | None = None,
+        auth_token: AuthTokenOption = None,
         insecure_no_auth: bool = False,
         allow_code_upload: bool = False,
         allowed_hosts: Sequence[str] = (),
@@ -184,7 +187,9 @@ class LocalServer:
         self.log_level = log_level
         self.extra_args = list(extra_args)
         self.control = control
-        self.auth_token = auth_token or None
+        #: The bearer token the server requires (``None``: none); generated once here for
+        #: ``GENERATE_TOKEN``, so a :meth:`stop` and :meth:`start` keep it.
+        self.auth_token: str | None = resolve_auth_token(auth_token)
         self.insecure_no_auth = insecure_no_auth
         self.allow_code_upload = allow_code_upload
         self.allowed_hosts = _allowlist("allowed_hosts", allowed_hosts)

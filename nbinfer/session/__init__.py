@@ -50,8 +50,11 @@ class Session(FrameFront, Serving):
         model_repository: Local server only: a Triton-layout model repository to serve.
         device: Local server only: ``"auto"``, ``"cpu"`` or ``"cuda:N"``.
         demo: Local server only: also serve the demo models.
-        auth_token: Local server only: require this bearer token (the session's clients send
-            it). Needed to expose the server beyond 127.0.0.1.
+        auth_token: Local server only: the bearer token the server requires; the session's
+            own clients (async ones, ``profile()``, the model browser, magics) send it. By
+            default a random one, read it as :attr:`token` to call the server from
+            tritonclient or curl. ``None`` starts the server without a token: any local user
+            who finds its port can call it (unsafe on a shared host).
         headers: Headers (HTTP) / call metadata (gRPC) sent with every call of the session,
             metadata and statistics included: API keys, a restricted Triton's access header
             (``{"admin-key": "..."}``; over gRPC ``{"triton-grpc-protocol-admin-key": "..."}``).

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from nbinfer.capabilities import Capabilities, is_missing_route, read_capabilities
 from nbinfer.client import AsyncClient, Client
+from nbinfer.config import GENERATE_TOKEN, AuthTokenOption, BearerAuth
 from nbinfer.errors import (
     ConnectError,
     InvalidInputError,
@@ -139,7 +140,7 @@ class SessionCore:
         model_repository: str | None = None,
         device: str = "auto",
         demo: bool = True,
-        auth_token: str | None = None,
+        auth_token: AuthTokenOption = GENERATE_TOKEN,
         headers: Mapping[str, str] | None = None,
         token: str | None = None,
         **client_options: Any,
@@ -153,7 +154,9 @@ class SessionCore:
         if headers is not None:
             client_options["headers"] = dict(headers)
         if token is not None:
-            if "auth" in client_options or (url is None and auth_token not in (None, token)):
+            if "auth" in client_options or (
+                url is None and auth_token is not GENERATE_TOKEN and auth_token != token
+            ):
                 raise InvalidInputError("pass either token= or auth= / auth_token=, not both")
             if url is None:
                 auth_token = token
@@ -162,20 +165,22 @@ class SessionCore:
         if url is None:
             from nbinfer.server.launcher import LocalServer
 
+            auth_token = _local_token(auth_token, client_options)
             self._server = LocalServer(
                 model_repository=model_repository,
                 demo=demo,
                 device=device,
                 control=True,
                 auth_token=auth_token,
-            ).start()
-            if auth_token is not None:
-                client_options.setdefault("auth", auth_token)
+            )
+            if self._server.auth_token is not None:
+                client_options.setdefault("auth", self._server.auth_token)
+            self._server.start()
             url = self._local_url(protocol)
-        elif model_repository is not None or auth_token is not None:
+        elif model_repository is not None or isinstance(auth_token, str):
             raise InvalidInputError(
                 "model_repository / auth_token only apply to a local server (url=None); "
-                "pass auth= for a remote server"
+                "pass auth= (or token=) for a remote server"
             )
         self.url = url
         self._protocol_option = protocol
@@ -225,7 +230,7 @@ class SessionCore:
         device: str = "auto",
         demo: bool = True,
         protocol: str = "http",
-        auth_token: str | None = None,
+        auth_token: AuthTokenOption = GENERATE_TOKEN,
         **client_options: Any,
     ) -> Self:
         """Start the embedded local server and connect to it.
@@ -235,7 +240,9 @@ class SessionCore:
             device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda:N"``.
             demo: Also serve the demo models (``add_sub``, ``echo``, ``iris``, ``digits``).
             protocol: ``"http"`` or ``"grpc"`` for the session's client.
-            auth_token: Require this bearer token (the session's clients send it).
+            auth_token: The bearer token the server requires; the session's clients send
+                it. By default a random one (:attr:`token`). ``None`` starts the server
+                without a token: any local user can then call it (unsafe on a shared host).
             **client_options: Passed to :class:`~nbinfer.Client`.
         """
         return cls(
@@ -285,6 +292,21 @@ class SessionCore:
     def server(self) -> LocalServer | None:
         """The embedded server this session started, if any."""
         return self._server
+
+    @property
+    def token(self) -> str | None:
+        """The bearer token this session sends (``None``: none).
+
+        For the local server a session started, the token that server requires (random
+        unless given): pass it to other clients of that server, e.g. tritonclient's
+        ``headers={"Authorization": f"Bearer {session.token}"}`` or curl's
+        ``-H "Authorization: Bearer $TOKEN"``. For a remote server, the bearer token given
+        with ``token=`` / ``auth=``.
+        """
+        if self._server is not None:
+            return self._server.auth_token
+        auth = self.client.config.auth
+        return auth.token if isinstance(auth, BearerAuth) else None
 
     def _check_local_server(self) -> None:
         """Raise the error :meth:`_dead_server_error` describes, if there is one."""
@@ -675,6 +697,30 @@ class SessionCore:
         from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
 
         return mimebundle(self)
+
+
+def _local_token(auth_token: AuthTokenOption, client_options: dict[str, Any]) -> AuthTokenOption:
+    """The local server's ``auth_token`` given the session's ``auth=`` client option.
+
+    A bearer ``auth=`` given without ``auth_token=`` becomes the server's token (as ``token=``),
+    so the session's clients and its server agree.
+
+    Raises:
+        InvalidInputError: ``auth=`` is not a bearer token while the server requires one, or
+            disagrees with ``auth_token=``.
+    """
+    if "auth" not in client_options or auth_token is None:
+        return auth_token
+    auth = client_options["auth"]
+    given = auth.token if isinstance(auth, BearerAuth) else auth if isinstance(auth, str) else None
+    if given is None:
+        raise InvalidInputError(
+            "the local server of Session() takes a bearer token: pass auth_token= (or token=), "
+            f"not auth={auth!r}; auth_token=None starts it without one"
+        )
+    if auth_token is not GENERATE_TOKEN and auth_token != given:
+        raise InvalidInputError("pass either auth= or auth_token=, not both")
+    return given
 
 
 def _stats_row(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -136,7 +136,9 @@ def test_aclassify_images_sends_the_ovms_form_too(session: Session, png_dir: Pat
     blobs = [p.read_bytes() for p in sorted(png_dir.glob("*.png"))[:20]]
 
     async def main() -> pd.DataFrame:
-        async with AsyncClient(session.url, protocol=session.protocol) as client:
+        async with AsyncClient(
+            session.url, protocol=session.protocol, auth=session.token
+        ) as client:
             meta = await client.get_model_metadata("digits_encoded")
 
             async def infer(inputs: Any, outputs: Any) -> Any:

@@ -176,7 +176,7 @@ def test_chunked_frame_is_reassembled_in_order_and_aligned(session: Session, pro
     assert session.server is not None
     url = session.server.http_url if protocol == "http" else f"grpc://{session.server.grpc_url}"
     frame = iris_frame(1003, seed=1)
-    with Session(url) as remote:
+    with Session(url, token=session.token) as remote:
         out = remote.infer("iris", frame, batch_size=7, concurrency=5, progress=False)
         whole = remote.infer("iris", frame, batch_size=len(frame))
     assert out.shape == (1003, 3) and out.index.equals(frame.index)
@@ -286,7 +286,7 @@ def test_ainfer_chunks_a_frame_like_infer(session: Session) -> None:
 def test_result_to_dataframe_and_request_from_dataframe(session: Session) -> None:
     assert session.server is not None
     frame = iris_frame(6)
-    with Client(session.server.http_url) as client:
+    with Client(session.server.http_url, auth=session.token) as client:
         request = InferRequest.from_dataframe(frame, client.get_model_metadata("iris"))
         assert request.model_name == "iris" and request.inputs[0].shape == [6, 4]
         result = client.infer("iris", request)
