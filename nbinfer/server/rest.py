@@ -41,6 +41,7 @@ from nbinfer.server.observability import (
     metrics_text,
     trace_settings,
 )
+from nbinfer.server.offload import OFFLOAD_BYTES, Reservation, inflate, off_loop
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -65,6 +66,11 @@ _EMPTY: list[tuple[bytes, bytes]] = []
 _MIN_COMPRESS = 1024
 # From this size on, a binary response is sent as its parts instead of being joined.
 _SEND_PARTS = 1 << 20
+# A compressed body from this size on is inflated on a worker thread (it may inflate 1000x).
+_INFLATE_OFFLOAD = 4096
+# A request body from this size on is decoded on a worker thread even when its JSON part is small
+# (BYTES tensors in the binary part are decoded element by element).
+_LARGE_BODY = 16 << 20
 
 
 class _Disconnected(Exception):
@@ -131,34 +137,6 @@ def _error_body(message: str) -> bytes:
     return orjson.dumps({"error": message})
 
 
-def _decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
-    """Inflate a gzip / deflate request body, never beyond ``limit`` bytes."""
-    enc = encoding.strip().lower()
-    if enc in (b"", b"identity"):
-        return body
-    if enc not in (b"gzip", b"x-gzip", b"deflate"):
-        raise InvalidInputError(
-            f"unsupported Content-Encoding {encoding.decode('latin-1')!r}; use gzip or deflate"
-        )
-    try:
-        # 32 + 15: auto-detect gzip or zlib framing; raw deflate as a fallback.
-        try:
-            d = zlib.decompressobj(47)
-            out = d.decompress(body, limit + 1)
-        except zlib.error:
-            if enc != b"deflate":
-                raise
-            d = zlib.decompressobj(-15)
-            out = d.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise InvalidInputError(f"request body is not valid {enc.decode()} data: {exc}") from exc
-    if len(out) > limit or d.unconsumed_tail:
-        raise PayloadTooLargeError(
-            f"decompressed request body exceeds the server limit of {limit} bytes"
-        )
-    return out
-
-
 def _compress(body: bytes, encoding: bytes) -> bytes:
     if encoding == b"gzip":
         c = zlib.compressobj(1, zlib.DEFLATED, 31)
@@ -190,6 +168,13 @@ def _json_body(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise InvalidInputError(f"malformed JSON in request body: {exc}") from exc
+
+
+async def _json_body_off_loop(body: bytes) -> Any:
+    """:func:`_json_body`, on a worker thread when the body is large."""
+    if len(body) < OFFLOAD_BYTES:
+        return _json_body(body)
+    return await off_loop(_json_body, body)
 
 
 class RestApp:
@@ -241,10 +226,12 @@ class RestApp:
                 raise _MethodNotAllowed(allowed)
             headers: dict[bytes, bytes] = dict(scope["headers"])
             accept = headers.get(b"accept-encoding", b"")
-            payload = b""
             if method == "POST":
-                payload = await self._read_body(receive, headers)
-            status, ctype, body, extra = await handler(self, model, version, payload, headers)
+                status, ctype, body, extra = await self._post(
+                    handler, model, version, receive, headers
+                )
+            else:
+                status, ctype, body, extra = await handler(self, model, version, b"", headers)
         except (_Disconnected, asyncio.CancelledError):
             # the client went away (its request task is cancelled by the connection)
             return
@@ -278,6 +265,17 @@ class RestApp:
         await send({"type": "http.response.start", "status": status, "headers": out_headers})
         await send({"type": "http.response.body", "body": body})
 
+    async def _post(
+        self, handler: _Handler, model: str, version: str, receive: Receive, headers: _Headers
+    ) -> _Reply:
+        """Read a POST body, held against the in-flight budget until its handler is done."""
+        reservation = self.dp.inflight.reservation()
+        try:
+            payload = await self._read_body(receive, headers, reservation)
+            return await handler(self, model, version, payload, headers)
+        finally:
+            reservation.release()
+
     @staticmethod
     async def _unauthorized(send: Send) -> None:
         body = _error_body("unauthorized: send the header 'Authorization: Bearer <token>'")
@@ -301,7 +299,16 @@ class RestApp:
         for i, v in enumerate(views):
             await send({"type": "http.response.body", "body": v, "more_body": i < last})
 
-    async def _read_body(self, receive: Receive, headers: dict[bytes, bytes]) -> bytes:
+    async def _read_body(
+        self, receive: Receive, headers: dict[bytes, bytes], reservation: Reservation
+    ) -> bytes:
+        """The request body, held against the in-flight budget (inflated when compressed).
+
+        A declared ``Content-Length`` is reserved before a byte is read (a busy server refuses
+        at once); a chunked body is reserved as it arrives. Bodies smaller than
+        :data:`~nbinfer.server.offload.OFFLOAD_BYTES` are never refused (the connection cap
+        bounds them), so large uploads cannot lock small requests out.
+        """
         limit = self.max_request_bytes
         declared = headers.get(b"content-length")
         if declared is not None:
@@ -311,8 +318,11 @@ class RestApp:
                 raise InvalidInputError("invalid Content-Length header") from exc
             if n > limit:
                 raise PayloadTooLargeError(
-                    f"request body of {n} bytes exceeds the server limit of {limit} bytes"
+                    f"request body of {n} bytes exceeds the server limit of {limit} bytes "
+                    "(--max-request-bytes)"
                 )
+            if n >= OFFLOAD_BYTES:
+                reservation.take(n)
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -324,8 +334,11 @@ class RestApp:
                 total += len(chunk)
                 if total > limit:
                     raise PayloadTooLargeError(
-                        f"request body exceeds the server limit of {limit} bytes"
+                        f"request body exceeds the server limit of {limit} bytes "
+                        "(--max-request-bytes)"
                     )
+                if declared is None and total >= OFFLOAD_BYTES:
+                    reservation.take(total - reservation.held)
                 chunks.append(chunk)
             if not message.get("more_body", False):
                 break
@@ -336,7 +349,14 @@ class RestApp:
             )
         encoding = headers.get(b"content-encoding")
         if encoding:
-            body = _decompress(body, encoding, limit)
+            chunks.clear()
+            packed, packed_held = body, reservation.held
+            if len(packed) < _INFLATE_OFFLOAD:
+                body = inflate(packed, encoding, limit, reservation)
+            else:  # a bomb inflates step by step on a thread, never past the limit
+                body = await off_loop(inflate, packed, encoding, limit, reservation)
+            if body is not packed:
+                reservation.give(packed_held)  # the compressed bytes are dropped
         return body
 
     # -- handlers: one per route, bound by :func:`_route` ------------------------------------
@@ -382,20 +402,23 @@ class RestApp:
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
         """List the models of the repository and their state."""
-        req = _json_body(body)
+        req = await _json_body_off_loop(body)
         ready_only = bool(req.get("ready", False)) if isinstance(req, dict) else False
         index = self.dp.repository_index(ready_only=ready_only)
         return _json_response(codec.repository_index_to_json(index))
 
     async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Load or reload a model (optional config and file overrides)."""
-        config, files = _load_parameters(_json_body(body))
+        if len(body) < OFFLOAD_BYTES:
+            config, files = _load_parameters(_json_body(body))
+        else:  # JSON + base64 of uploads: proportional to the body, on a thread
+            config, files = await off_loop(_load_body, body)
         await self.dp.load_model(model, config=config, files=files)
         return 200, _JSON, b"", _EMPTY
 
     async def _unload(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Unload a model."""
-        _json_body(body)
+        await _json_body_off_loop(body)
         await self.dp.unload_model(model)
         return 200, _JSON, b"", _EMPTY
 
@@ -406,7 +429,7 @@ class RestApp:
 
     async def _shm_register(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
         """Register a shared-memory region."""
-        fields = _shm_body(_json_body(body))
+        fields = _shm_body(await _json_body_off_loop(body))
 
         def register() -> None:  # opens the key and finds the owner: off the event loop
             self.dp.shm_register(kind, region, fields, owner=self._caller())
@@ -428,12 +451,12 @@ class RestApp:
 
     async def _logging(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the log settings (Triton's logging extension)."""
-        update = _settings_body(body, "logging")
+        update = _settings_body(await _json_body_off_loop(body), "logging")
         return _json_response(LogSettings.update(update) if update else LogSettings.get())
 
     async def _trace(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the trace settings (nbinfer does not trace)."""
-        update = _settings_body(body, "trace")
+        update = _settings_body(await _json_body_off_loop(body), "trace")
         if model:
             self.dp.model_metadata(model)  # an unknown model is a 404, as on Triton
         return _json_response(trace_settings(model, update))
@@ -456,7 +479,10 @@ class RestApp:
         """KServe v1 predict: instances in, predictions out."""
         out_headers: dict[str, str] = {}
         answer = await self.v1.predict(
-            model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
+            model,
+            await _json_body_off_loop(body),
+            headers=_HeaderView(headers),
+            response_headers=out_headers,
         )
         return _with_headers(_json_response(answer), out_headers)
 
@@ -464,7 +490,10 @@ class RestApp:
         """KServe v1 explain."""
         out_headers: dict[str, str] = {}
         answer = await self.v1.explain(
-            model, _json_body(body), headers=_HeaderView(headers), response_headers=out_headers
+            model,
+            await _json_body_off_loop(body),
+            headers=_HeaderView(headers),
+            response_headers=out_headers,
         )
         return _with_headers(_json_response(answer), out_headers)
 
@@ -514,11 +543,22 @@ class RestApp:
                     f"of {len(body)} bytes (truncated body?)"
                 )
         binary: bool | set[str]
+        heavy = len(body) >= _LARGE_BODY or (
+            header_length != 0 and (header_length or len(body)) >= OFFLOAD_BYTES
+        )
         if header_length == 0:
-            request = self._raw_request(model, version, body)
+            request = (
+                await off_loop(self._raw_request, model, version, body)
+                if heavy
+                else self._raw_request(model, version, body)
+            )
             binary = True
         else:
-            request = codec.decode_request(body, header_length)
+            request = (
+                await off_loop(codec.decode_request, body, header_length)
+                if heavy
+                else codec.decode_request(body, header_length)
+            )
             binary = _binary_outputs(request)
         request.model_name = model
         request.model_version = version
@@ -679,9 +719,8 @@ def _route(path: str) -> _Route | None:
     return None
 
 
-def _settings_body(body: bytes, what: str) -> dict[str, Any]:
+def _settings_body(update: Any, what: str) -> dict[str, Any]:
     """A logging / trace settings update (empty: read the current settings)."""
-    update = _json_body(body)
     if not isinstance(update, dict):
         raise InvalidInputError(f"{what} settings must be a JSON object")
     return update
@@ -698,6 +737,10 @@ def _shm_body(req: Any) -> dict[str, Any]:
         except (binascii.Error, ValueError) as exc:
             raise InvalidInputError(f"raw_handle.b64 is not base64: {exc}") from exc
     return dict(req)
+
+
+def _load_body(body: bytes) -> tuple[str | None, dict[str, bytes] | None]:
+    return _load_parameters(_json_body(body))
 
 
 def _load_parameters(req: Any) -> tuple[str | None, dict[str, bytes] | None]:
