@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -71,6 +71,8 @@ _INFLATE_OFFLOAD = 4096
 # A request body from this size on is decoded on a worker thread even when its JSON part is small
 # (BYTES tensors in the binary part are decoded element by element).
 _LARGE_BODY = 16 << 20
+# A body of declared length from this size on is read into one growing buffer (no join copy).
+_PREALLOCATE = 1 << 20
 
 
 class _Disconnected(Exception):
@@ -167,6 +169,7 @@ def _json_body(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        exc.doc = ""  # the whole body as a str: not kept alive with the error
         raise InvalidInputError(f"malformed JSON in request body: {exc}") from exc
 
 
@@ -323,6 +326,29 @@ class RestApp:
                 )
             if n >= OFFLOAD_BYTES:
                 reservation.take(n)
+        if declared is not None and n >= _PREALLOCATE:
+            body = await self._read_into(receive, n)
+        else:
+            body = await self._read_chunks(receive, declared is None, reservation)
+        total = len(body)
+        if declared is not None and total != n:
+            raise InvalidInputError(
+                f"truncated request body: Content-Length is {n} bytes, got {total}"
+            )
+        encoding = headers.get(b"content-encoding")
+        if encoding:
+            packed, packed_held = body, reservation.held
+            if len(packed) < _INFLATE_OFFLOAD:
+                body = inflate(packed, encoding, limit, reservation)
+            else:  # a bomb inflates step by step on a thread, never past the limit
+                body = await off_loop(inflate, packed, encoding, limit, reservation)
+            if body is not packed:
+                reservation.give(packed_held)  # the compressed bytes are dropped
+        return body
+
+    async def _read_chunks(self, receive: Receive, count: bool, reservation: Reservation) -> bytes:
+        """The body as it comes (``count``: no length was declared, reserve it as it arrives)."""
+        limit = self.max_request_bytes
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -337,27 +363,36 @@ class RestApp:
                         f"request body exceeds the server limit of {limit} bytes "
                         "(--max-request-bytes)"
                     )
-                if declared is None and total >= OFFLOAD_BYTES:
+                if count and total >= OFFLOAD_BYTES:
                     reservation.take(total - reservation.held)
                 chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if declared is not None and total != int(declared):
-            raise InvalidInputError(
-                f"truncated request body: Content-Length is {int(declared)} bytes, got {total}"
-            )
-        encoding = headers.get(b"content-encoding")
-        if encoding:
-            chunks.clear()
-            packed, packed_held = body, reservation.held
-            if len(packed) < _INFLATE_OFFLOAD:
-                body = inflate(packed, encoding, limit, reservation)
-            else:  # a bomb inflates step by step on a thread, never past the limit
-                body = await off_loop(inflate, packed, encoding, limit, reservation)
-            if body is not packed:
-                reservation.give(packed_held)  # the compressed bytes are dropped
-        return body
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    @staticmethod
+    async def _read_into(receive: Receive, n: int) -> bytes:
+        """A large body of declared length ``n``, grown in one buffer (never a second copy).
+
+        The buffer grows as bytes arrive (an announced body that never comes costs nothing).
+        It is returned as a read-only view (every consumer takes a buffer), so tensors decoded
+        from it stay read-only views, as from ``bytes``.
+        """
+        buf = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk: bytes = message.get("body", b"")
+            if chunk:
+                if len(buf) + len(chunk) > n:
+                    raise InvalidInputError(
+                        f"request body longer than its Content-Length of {n} bytes"
+                    )
+                buf += chunk
+            if not message.get("more_body", False):
+                break
+        return cast(bytes, memoryview(buf).toreadonly())  # used as a buffer: len, slices, ...
 
     # -- handlers: one per route, bound by :func:`_route` ------------------------------------
     async def _live(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:

@@ -56,7 +56,7 @@ def _gzip(size: int) -> bytes:
 
 def _post_head(path: str, length: int, extra: str = "") -> bytes:
     return (
-        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"Content-Length: {length}\r\n{extra}\r\n"
     ).encode()
 
@@ -432,3 +432,35 @@ def test_concurrent_large_bodies_are_bounded_by_the_inflight_cap(server: LocalSe
         timeout=60,
     )
     assert r.status_code == 400 and "inputs" in r.text
+
+
+def test_large_bodies_read_into_one_buffer_decode_as_before(server: LocalServer) -> None:
+    """Bodies of 1 MiB and more are read into one buffer: JSON (with NaN), binary, gzip."""
+    rows = 12_000  # ~1.9 MB of JSON
+    data = [1.0] * (rows * 16)
+    data[5] = float("nan")
+    body = (
+        '{"inputs": ['
+        + ", ".join(
+            f'{{"name": "{n}", "datatype": "FP32", "shape": [{rows}, 16], "data": '
+            + str(data).replace("nan", "NaN")
+            + "}"
+            for n in ("INPUT0", "INPUT1")
+        )
+        + '], "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": true}}]}'
+    ).encode()
+    assert len(body) > MiB
+    for content, headers in (
+        (body, {}),
+        (zlib.compress(body), {"Content-Encoding": "deflate"}),
+    ):
+        r = httpx.post(
+            f"{server.http_url}/v2/models/add_sub/infer",
+            content=content,
+            headers={"Content-Type": "application/json", **headers},
+            timeout=60,
+        )
+        assert r.status_code == 200, r.text[:300]
+        header_length = int(r.headers["inference-header-content-length"])
+        out = np.frombuffer(r.content[header_length:], np.float32).reshape(rows, 16)
+        assert np.isnan(out[0, 5]) and out[0, 4] == 2.0 and out[-1, -1] == 2.0
