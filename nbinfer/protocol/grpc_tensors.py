@@ -33,6 +33,7 @@ from nbinfer.protocol.tensors import (
 from nbinfer.protocol.types import InferInput, InferOutput, Parameters, ParamValue
 
 __all__ = [
+    "count_field",
     "decode_tensors",
     "encode_tensors",
     "params_from_proto",
@@ -185,6 +186,34 @@ def _packed_payloads(buf: bytes, field_number: int) -> list[bytes]:
 
 #: Bytes past the tag of a record of each fixed-size wire type (1: 64-bit, 5: 32-bit).
 _FIXED_WIRE_SIZE: Final = {1: 8, 5: 4}
+
+
+def count_field(buf: bytes, field_number: int, stop_at: int) -> int:
+    """How many top-level records of ``field_number`` a serialized message holds.
+
+    Counting stops at ``stop_at`` (the cost is bounded by the records read, not the message),
+    and at the first malformed record (the protobuf parser then reports it).
+    """
+    end = len(buf)
+    pos = count = 0
+    try:
+        while pos < end and count < stop_at:
+            tag, pos = _read_varint(buf, pos)
+            wire = tag & 7
+            if wire == 0:
+                _, pos = _read_varint(buf, pos)
+            elif wire == 2:
+                length, pos = _read_varint(buf, pos)
+                pos += length
+                if tag >> 3 == field_number:
+                    count += 1
+            elif wire in _FIXED_WIRE_SIZE:
+                pos += _FIXED_WIRE_SIZE[wire]
+            else:
+                break
+    except InvalidInputError:
+        pass
+    return count
 
 
 def split_field(buf: bytes, field_number: int) -> tuple[bytes, list[memoryview]] | None:

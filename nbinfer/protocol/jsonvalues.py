@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,8 @@ from nbinfer.protocol.tensors import check_shape, element_count, to_bfloat16
 __all__ = ["dumps", "dumps_with_tokens", "json_to_tensor", "loads", "tensor_to_json", "with_tokens"]
 
 _OPTS = orjson.OPT_SERIALIZE_NUMPY
+#: The non-finite tokens that send a document to the slow parser.
+_NON_FINITE = re.compile(rb"NaN|Infinity")
 
 Buffer = bytes | bytearray | memoryview
 
@@ -48,9 +51,11 @@ def loads(data: Buffer | str, *, what: str = "JSON body") -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raw = data.encode() if isinstance(data, str) else bytes(data)
-        if b"NaN" not in raw and b"Infinity" not in raw:
+        exc.doc = ""  # the whole input as a str: not kept alive with the error
+        raw: Any = data.encode() if isinstance(data, str) else data
+        if _NON_FINITE.search(raw) is None:  # searched in place: a large body is not copied
             raise InvalidInputError(f"malformed {what}: {exc}") from exc
+        raw = bytes(raw)  # json.loads reads bytes
         error: Exception = exc
     try:  # the NaN / Infinity / -Infinity tokens tritonclient sends (rare: the slow parser)
         return json.loads(raw, parse_float=_finite_float)

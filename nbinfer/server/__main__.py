@@ -41,6 +41,15 @@ _LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
     ("--max-grpc-connections", int, "open gRPC connections at once (0: from ulimit -n)"),
     ("--model-workers", int, "requests one model may run at once on threads (0: max(4, CPUs))"),
     ("--max-abandoned", int, "threads of given-up requests one model may leave finishing (16)"),
+    (
+        "--max-inflight-bytes",
+        int,
+        "request bytes all HTTP and gRPC requests may hold at once, 503 / RESOURCE_EXHAUSTED "
+        "beyond (0: twice --max-request-bytes)",
+    ),
+    ("--max-parameters", int, "most parameters per inference request (400 beyond; 0: any)"),
+    ("--max-sequences", int, "open sequences of stateful models at once (503 beyond; 0: any)"),
+    ("--max-sequence-id-bytes", int, "longest string sequence_id in bytes (400 beyond)"),
 )
 
 

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
 from nbinfer.errors import InvalidInputError
 from nbinfer.server.observability import DEFAULT_ACCESS_LOG_FORMAT
+from nbinfer.server.offload import DEFAULT_MAX_PARAMETERS
+from nbinfer.server.sequence import DEFAULT_MAX_SEQUENCE_ID_BYTES, DEFAULT_MAX_SEQUENCES
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -109,6 +111,15 @@ class ServerOptions:
     #: Threads of given-up requests one such model may leave finishing in the background while
     #: their slots serve new requests (0: a given-up request keeps its slot; see workers.py).
     max_abandoned: int = 16
+    #: Request body bytes all HTTP and gRPC requests may hold at once (0: twice
+    #: ``max_request_bytes``); beyond, 503 / RESOURCE_EXHAUSTED naming the limit.
+    max_inflight_bytes: int = 0
+    #: Most parameters one inference request may carry (400 / INVALID_ARGUMENT beyond; 0: any).
+    max_parameters: int = DEFAULT_MAX_PARAMETERS
+    #: Open sequences of stateful models at once (503 / RESOURCE_EXHAUSTED beyond; 0: any).
+    max_sequences: int = DEFAULT_MAX_SEQUENCES
+    #: Longest string ``sequence_id`` in UTF-8 bytes (400 / INVALID_ARGUMENT beyond; 0: any).
+    max_sequence_id_bytes: int = DEFAULT_MAX_SEQUENCE_ID_BYTES
     #: Seconds a stop waits for requests in flight before abandoning them.
     grace_period: float = SHUTDOWN_GRACE
     #: One log line per HTTP request and gRPC call (logger ``nbinfer.access``); off: no cost.
@@ -160,6 +171,10 @@ LIMIT_OPTIONS = (
     "max_grpc_connections",
     "model_workers",
     "max_abandoned",
+    "max_inflight_bytes",
+    "max_parameters",
+    "max_sequences",
+    "max_sequence_id_bytes",
 )
 #: Options that keep the ServerOptions default when not given (``None`` on the command line).
 OPTIONAL_OPTIONS = ("grace_period", "access_log_format")
@@ -218,7 +233,13 @@ def build_dataplane(options: ServerOptions) -> DataPlane:
         allow_code_upload=options.allow_code_upload,
     )
     return DataPlane(
-        repo, model_workers=options.model_workers or None, max_abandoned=options.max_abandoned
+        repo,
+        model_workers=options.model_workers or None,
+        max_abandoned=options.max_abandoned,
+        max_inflight_bytes=options.max_inflight_bytes or 2 * options.max_request_bytes,
+        max_parameters=options.max_parameters,
+        max_sequences=options.max_sequences,
+        max_sequence_id_bytes=options.max_sequence_id_bytes,
     )
 
 

@@ -46,14 +46,27 @@ from nbinfer.server.exception_handlers import ExceptionHandlers
 from nbinfer.server.lifecycle import Served, ServedModels
 from nbinfer.server.model import InferContext, Model
 from nbinfer.server.modelio import Offload, Timings, model_failed
+from nbinfer.server.offload import DEFAULT_MAX_PARAMETERS, InflightBytes
 from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
 from nbinfer.server.repository import READY, ModelRepository
-from nbinfer.server.sequence import SequenceManager, SequenceSlot, parse_sequence
+from nbinfer.server.sequence import (
+    DEFAULT_MAX_SEQUENCE_ID_BYTES,
+    DEFAULT_MAX_SEQUENCES,
+    SequenceManager,
+    SequenceSlot,
+    parse_sequence,
+)
 from nbinfer.server.shm import SharedMemoryManager
 from nbinfer.server.stats import statistics_json
 from nbinfer.server.workers import ModelWorkers, when_done
 
-__all__ = ["DEFAULT_EXTENSIONS", "EMPTY_FINAL", "FINAL_RESPONSE", "DataPlane"]
+__all__ = [
+    "DEFAULT_EXTENSIONS",
+    "EMPTY_FINAL",
+    "FINAL_RESPONSE",
+    "DataPlane",
+    "check_parameter_count",
+]
 
 logger = logging.getLogger("nbinfer")
 
@@ -101,6 +114,14 @@ class DataPlane:
         max_abandoned: Threads of given-up requests one such model may leave finishing in the
             background while their slots serve new requests (default 16; 0: a given-up
             request keeps its slot until its thread returns). See ``workers.py``.
+        max_inflight_bytes: Request bytes all connections (HTTP and gRPC) may hold at once;
+            beyond, a request is refused with ``QueueFullError`` (0: unbounded). See
+            ``offload.py``.
+        max_parameters: Most parameters one inference request may carry (its own plus its
+            inputs' and outputs'); more are an ``InvalidInputError`` (0: unbounded).
+        max_sequences: Most open sequences of stateful models; a new one beyond is refused
+            with ``QueueFullError`` (0: unbounded). See ``sequence.py``.
+        max_sequence_id_bytes: Longest string ``sequence_id`` (UTF-8 bytes).
 
     Example::
 
@@ -117,6 +138,10 @@ class DataPlane:
         max_workers: int | None = None,
         model_workers: int | None = None,
         max_abandoned: int | None = None,
+        max_inflight_bytes: int = 0,
+        max_parameters: int = DEFAULT_MAX_PARAMETERS,
+        max_sequences: int = DEFAULT_MAX_SEQUENCES,
+        max_sequence_id_bytes: int = DEFAULT_MAX_SEQUENCE_ID_BYTES,
     ) -> None:
         self.repository = repository
         self.server_name = server_name
@@ -131,7 +156,13 @@ class DataPlane:
         #: Owner identities of the connections that register or name regions (see peers.py).
         self.peers = PeerIdentities()
         #: Active sequences of stateful models (sequence extension).
-        self.sequences = SequenceManager()
+        self.sequences = SequenceManager(
+            max_sequences=max_sequences, max_id_bytes=max_sequence_id_bytes
+        )
+        #: Request bytes held by all connections at once (``--max-inflight-bytes``).
+        self.inflight = InflightBytes(max_inflight_bytes)
+        #: Most parameters of one inference request (``--max-parameters``; 0: unbounded).
+        self.max_parameters = max(0, max_parameters)
         #: The loaded versions with their I/O, flags and schedulers (model lifecycle).
         self.models = ServedModels(repository, self.shm, self.sequences, self._run_batch)
         #: Custom exception handlers for what models raise (``LocalServer(exception_handlers=)``).
@@ -262,6 +293,10 @@ class DataPlane:
             InferenceError: the model raised (its message is included) or returned bad outputs.
         """
         t0 = time.perf_counter_ns()
+        if self.max_parameters:
+            check_parameter_count(
+                _parameter_count(request), self.max_parameters, request.model_name
+            )
         served = self.models.get(request.model_name, request.model_version)
         if served.decoupled:
             raise InvalidInputError(
@@ -328,6 +363,10 @@ class DataPlane:
         Raises:
             The errors of :meth:`infer` (also after some responses were yielded).
         """
+        if self.max_parameters:
+            check_parameter_count(
+                _parameter_count(request), self.max_parameters, request.model_name
+            )
         served = self.models.get(request.model_name, request.model_version)
         if not served.decoupled:
             yield await self.infer(request, headers=headers, caller=caller)
@@ -416,7 +455,7 @@ class DataPlane:
         )
         if "sequence_id" in request.parameters:
             ctx.sequence_id, ctx.sequence_start, ctx.sequence_end = parse_sequence(
-                request.parameters, model.name
+                request.parameters, model.name, max_id_bytes=self.sequences.max_id_bytes
             )
         if headers is not None:
             ctx.headers = headers
@@ -711,6 +750,30 @@ async def _deadline(work: Any, timeout_us: int, ctx: InferContext) -> Any:
             "parameter); it was cancelled",
             model=ctx.model_name,
         ) from exc
+
+
+def check_parameter_count(count: int, limit: int, model: str) -> None:
+    """Refuse a request carrying ``count`` parameters when that is more than ``limit`` (0: any).
+
+    Raises:
+        InvalidInputError: too many parameters (the message names ``--max-parameters``).
+    """
+    if limit and count > limit:
+        raise InvalidInputError(
+            f"the request to model {model!r} carries {count} parameters, more than the "
+            f"server's limit of {limit} (--max-parameters)",
+            model=model,
+        )
+
+
+def _parameter_count(request: InferRequest) -> int:
+    """The parameters of a request: its own, its inputs' and its requested outputs'."""
+    count = len(request.parameters)
+    for tensor in request.inputs:
+        count += len(tensor.parameters)
+    for out in request.outputs:
+        count += len(out.parameters)
+    return count
 
 
 def _check_parameters(request: InferRequest) -> None:

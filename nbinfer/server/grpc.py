@@ -31,10 +31,12 @@ from nbinfer.protocol.grpc_settings import (
     trace_settings_from_proto,
     trace_settings_to_proto,
 )
+from nbinfer.protocol.grpc_tensors import count_field
 from nbinfer.protocol.types import InferResponse
 from nbinfer.server.auth import PUBLIC_GRPC_METHODS, authorized
-from nbinfer.server.dataplane import EMPTY_FINAL, FINAL_RESPONSE
+from nbinfer.server.dataplane import EMPTY_FINAL, FINAL_RESPONSE, check_parameter_count
 from nbinfer.server.observability import LogSettings, log_grpc_call, trace_settings
+from nbinfer.server.offload import OFFLOAD_BYTES, off_loop
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -46,6 +48,8 @@ logger = logging.getLogger("nbinfer")
 _Handler = Callable[[Any, Any], Awaitable[Any]]
 
 _INFER = RPCS["ModelInfer"]
+#: ``ModelInferRequest.parameters`` (a map: one top-level record per entry).
+_PARAMETERS_FIELD = _INFER.request.DESCRIPTOR.fields_by_name["parameters"].number
 _STREAM = RPCS["ModelStreamInfer"]
 
 
@@ -110,18 +114,80 @@ def _parse(message_class: Any, data: bytes) -> Any:
         ) from exc
 
 
-def _guard(fn: _Handler, message_class: Any, token: str | None = None) -> _Handler:
-    """Decode the request, check the token, map errors onto gRPC status codes."""
+def _decode_infer(data: bytes, max_parameters: int) -> Any:
+    """A ``ModelInferRequest``'s bytes as an InferRequest (see :func:`_convert`).
+
+    A large message is first scanned for its parameters (at most ``max_parameters`` + 1 are
+    counted): a parameter bomb is refused before protobuf parses it.
+    """
+    if max_parameters and len(data) >= OFFLOAD_BYTES:
+        _check_parameter_records(data, max_parameters)
+    return _convert(*gcodec.parse_request(data), max_parameters)
+
+
+def _check_parameter_records(data: bytes, limit: int) -> None:
+    if count_field(data, _PARAMETERS_FIELD, limit + 1) > limit:
+        raise InvalidInputError(
+            f"the request carries more than {limit} parameters, the server's limit "
+            "(--max-parameters)"
+        )
+
+
+def _convert(message: Any, raw: Any, max_parameters: int) -> Any:
+    """A parsed ``ModelInferRequest`` as an InferRequest (too many parameters: refused first)."""
+    if max_parameters:
+        count = len(message.parameters)
+        for tensor in message.inputs:
+            count += len(tensor.parameters)
+        for out in message.outputs:
+            count += len(out.parameters)
+        check_parameter_count(count, max_parameters, message.model_name)
+    return gcodec.request_from_proto(message, raw)
+
+
+def _decode_stream(data: bytes, max_parameters: int) -> tuple[Any, Any]:
+    """``(message, request)`` of a stream's message (request: the error if it does not convert).
+
+    The error is returned, not raised, so that its answer can name the request's id.
+
+    Raises:
+        InvalidInputError: not a ``ModelInferRequest``.
+    """
+    if max_parameters and len(data) >= OFFLOAD_BYTES:
+        _check_parameter_records(data, max_parameters)
+    message, raw = gcodec.parse_request(data)
+    try:
+        return message, _convert(message, raw, max_parameters)
+    except Exception as exc:
+        return message, exc
+
+
+def _guard(
+    fn: _Handler, message_class: Any, token: str | None = None, dp: DataPlane | None = None
+) -> _Handler:
+    """Decode the request, check the token, map errors onto gRPC status codes.
+
+    A large message is held against the in-flight budget of ``dp`` and parsed on a worker
+    thread (see ``offload.py``).
+    """
 
     async def handler(request: Any, context: Any) -> Any:
         if token is not None and not _authorized(context, token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
+        reservation = None
         try:
-            return await fn(_parse(message_class, request), context)
+            if dp is None or len(request) < OFFLOAD_BYTES:
+                return await fn(_parse(message_class, request), context)
+            reservation = dp.inflight.reservation()
+            reservation.take(len(request))
+            return await fn(await off_loop(_parse, message_class, request), context)
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
             await _abort(context, exc)
+        finally:
+            if reservation is not None:
+                reservation.release()
 
     handler.__name__ = getattr(fn, "__name__", "handler")
     return handler
@@ -249,19 +315,26 @@ class GrpcFrontend:
         INVALID_ARGUMENT; large tensors are views of the received bytes) and the response
         serialized by :func:`~nbinfer.protocol.grpc.response_to_bytes` (tensor data copied once).
         """
-        infer = self.dp.infer
-        decode = gcodec.request_from_bytes
+        dp = self.dp
+        infer = dp.infer
         encode = gcodec.response_to_bytes
-        peers = self.dp.peers  # the caller's shm identity: asked only when it names a region
+        peers = dp.peers  # the caller's shm identity: asked only when it names a region
         here = self.server_address
 
         async def model_infer(request: Any, context: Any) -> Any:
             if token is not None and not _authorized(context, token):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
+            reservation = None
             try:
+                if len(request) < OFFLOAD_BYTES:
+                    decoded = _decode_infer(request, dp.max_parameters)
+                else:  # held against the in-flight budget; parsed on a worker thread
+                    reservation = dp.inflight.reservation()
+                    reservation.take(len(request))
+                    decoded = await off_loop(_decode_infer, request, dp.max_parameters)
                 out_headers: dict[str, str] = {}
                 response = await infer(
-                    decode(request),
+                    decoded,
                     headers=_MetadataView(context),
                     response_headers=out_headers,
                     caller=peers.grpc_caller(context.peer, here),
@@ -273,6 +346,9 @@ class GrpcFrontend:
                 raise
             except Exception as exc:
                 await _abort(context, exc)
+            finally:
+                if reservation is not None:
+                    reservation.release()
 
         return model_infer
 
@@ -291,53 +367,73 @@ class GrpcFrontend:
         """
         if self.auth_token is not None and not _authorized(context, self.auth_token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
-        encode = gcodec.stream_response_to_bytes
 
         def reply(**fields: Any) -> bytes:
             return bytes(_STREAM.response(**fields).SerializeToString())
 
+        limit = self.dp.max_parameters
         async for data in request_iterator:
+            reservation = None
             try:
-                message, raw = gcodec.parse_request(data)
-            except InvalidInputError as exc:
+                if len(data) < OFFLOAD_BYTES:
+                    message, decoded = _decode_stream(data, limit)
+                else:  # held against the in-flight budget; parsed on a worker thread
+                    reservation = self.dp.inflight.reservation()
+                    reservation.take(len(data))
+                    message, decoded = await off_loop(_decode_stream, data, limit)
+            except NbinferError as exc:
+                if reservation is not None:
+                    reservation.release()
                 yield reply(error_message=exc.message)
                 continue
-            ids = _INFER.response(
-                id=message.id, model_name=message.model_name, model_version=message.model_version
-            )
             try:
-                request = gcodec.request_from_proto(message, raw)
-                flag = request.parameters.get(EMPTY_FINAL)
-                final = flag is True or str(flag).lower() == "true"
-                decoupled = final and self.dp.is_decoupled(
-                    request.model_name, request.model_version
+                async for answer in self._stream_one(message, decoded, context, reply):
+                    yield answer
+            finally:
+                if reservation is not None:
+                    reservation.release()
+
+    async def _stream_one(
+        self, message: Any, decoded: Any, context: Any, reply: Callable[..., bytes]
+    ) -> AsyncIterator[Any]:
+        """The answers of one request on a stream (responses, or an error message)."""
+        encode = gcodec.stream_response_to_bytes
+        ids = _INFER.response(
+            id=message.id, model_name=message.model_name, model_version=message.model_version
+        )
+        try:
+            if isinstance(decoded, Exception):
+                raise decoded
+            request: Any = decoded
+            flag = request.parameters.get(EMPTY_FINAL)
+            final = flag is True or str(flag).lower() == "true"
+            decoupled = final and self.dp.is_decoupled(request.model_name, request.model_version)
+            stream = self.dp.infer_stream(
+                request,
+                headers=_MetadataView(context),
+                caller=self.dp.peers.grpc_caller(context.peer, self.server_address),
+            )
+            async for response in stream:
+                if final:
+                    response.parameters[FINAL_RESPONSE] = not decoupled
+                yield encode(response)
+            if decoupled:
+                last = InferResponse(
+                    model_name=request.model_name,
+                    outputs=[],
+                    model_version=message.model_version,
+                    id=request.id,
+                    parameters={FINAL_RESPONSE: True},
                 )
-                stream = self.dp.infer_stream(
-                    request,
-                    headers=_MetadataView(context),
-                    caller=self.dp.peers.grpc_caller(context.peer, self.server_address),
-                )
-                async for response in stream:
-                    if final:
-                        response.parameters[FINAL_RESPONSE] = not decoupled
-                    yield encode(response)
-                if decoupled:
-                    last = InferResponse(
-                        model_name=request.model_name,
-                        outputs=[],
-                        model_version=message.model_version,
-                        id=request.id,
-                        parameters={FINAL_RESPONSE: True},
-                    )
-                    yield encode(last)
-            except NbinferError as exc:
-                yield reply(error_message=exc.message, infer_response=ids)
-            except Exception as exc:
-                logger.exception("unhandled error in ModelStreamInfer")
-                yield reply(
-                    error_message=f"internal server error: {type(exc).__name__}: {exc}",
-                    infer_response=ids,
-                )
+                yield encode(last)
+        except NbinferError as exc:
+            yield reply(error_message=exc.message, infer_response=ids)
+        except Exception as exc:
+            logger.exception("unhandled error in ModelStreamInfer")
+            yield reply(
+                error_message=f"internal server error: {type(exc).__name__}: {exc}",
+                infer_response=ids,
+            )
 
     # -- repository ------------------------------------------------------------------------
 
@@ -348,7 +444,10 @@ class GrpcFrontend:
 
     async def repository_model_load(self, request: Any, context: Any) -> Any:
         """RepositoryModelLoad (parameters: ``config`` JSON string, ``file:<path>`` bytes)."""
-        name, config, files = gcodec.load_request_from_proto(request)
+        if request.ByteSize() < OFFLOAD_BYTES:
+            name, config, files = gcodec.load_request_from_proto(request)
+        else:  # the uploads are copied out of the message: on a worker thread
+            name, config, files = await off_loop(gcodec.load_request_from_proto, request)
         await self.dp.load_model(name, config=config, files=files or None)
         return response_message("RepositoryModelLoad")
 
@@ -450,7 +549,7 @@ class GrpcFrontend:
         # requests are decoded by the handlers: garbage is INVALID_ARGUMENT, not UNKNOWN
         methods: dict[str, Any] = {
             rpc: grpc.unary_unary_rpc_method_handler(
-                _guard(fn, RPCS[rpc].request, self._token(rpc)),
+                _guard(fn, RPCS[rpc].request, self._token(rpc), self.dp),
                 response_serializer=RPCS[rpc].response.SerializeToString,
             )
             for rpc, fn in unary.items()

@@ -125,9 +125,11 @@ class LocalServer:
         allowed_origins: Web page origins (``"http://localhost:8888"``) allowed to call the
             HTTP API, answered with CORS headers (``["*"]``: any). Default: none, so a
             cross-site request from a browser gets 403.
-        limits: Connection limits and workers by option name, e.g.
-            ``{"header_timeout": 5, "max_connections": 200}`` (see ``docs/server.md``); an
-            unknown name raises :class:`~nbinfer.errors.InvalidInputError` when starting.
+        limits: Connection limits, workers and resource caps by option name, e.g.
+            ``{"header_timeout": 5, "max_connections": 200, "max_inflight_bytes": 1 << 29,
+            "max_parameters": 1000, "max_sequences": 1000, "max_sequence_id_bytes": 256}``
+            (see ``docs/server.md``); an unknown name raises
+            :class:`~nbinfer.errors.InvalidInputError` when starting.
         grace_period: Seconds a stop gives requests in flight before the server abandons
             them (KServe's ``grace_period``); :meth:`stop` waits that long plus a margin.
         access_log: Log one line per HTTP request and gRPC call (method, status, latency in

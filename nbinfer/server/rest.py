@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -44,6 +44,7 @@ from nbinfer.server.observability import (
     metrics_text,
     trace_settings,
 )
+from nbinfer.server.offload import OFFLOAD_BYTES, Reservation, inflate, off_loop
 from nbinfer.server.webguard import WebGuard
 
 if TYPE_CHECKING:
@@ -69,6 +70,13 @@ _EMPTY: list[tuple[bytes, bytes]] = []
 _MIN_COMPRESS = 1024
 # From this size on, a binary response is sent as its parts instead of being joined.
 _SEND_PARTS = 1 << 20
+# A compressed body from this size on is inflated on a worker thread (it may inflate 1000x).
+_INFLATE_OFFLOAD = 4096
+# A request body from this size on is decoded on a worker thread even when its JSON part is small
+# (BYTES tensors in the binary part are decoded element by element).
+_LARGE_BODY = 16 << 20
+# A body of declared length from this size on is read into one growing buffer (no join copy).
+_PREALLOCATE = 1 << 20
 
 
 class _Disconnected(Exception):
@@ -142,34 +150,6 @@ def _error_body(message: str) -> bytes:
     return orjson.dumps({"error": message})
 
 
-def _decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
-    """Inflate a gzip / deflate request body, never beyond ``limit`` bytes."""
-    enc = encoding.strip().lower()
-    if enc in (b"", b"identity"):
-        return body
-    if enc not in (b"gzip", b"x-gzip", b"deflate"):
-        raise InvalidInputError(
-            f"unsupported Content-Encoding {encoding.decode('latin-1')!r}; use gzip or deflate"
-        )
-    try:
-        # 32 + 15: auto-detect gzip or zlib framing; raw deflate as a fallback.
-        try:
-            d = zlib.decompressobj(47)
-            out = d.decompress(body, limit + 1)
-        except zlib.error:
-            if enc != b"deflate":
-                raise
-            d = zlib.decompressobj(-15)
-            out = d.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise InvalidInputError(f"request body is not valid {enc.decode()} data: {exc}") from exc
-    if len(out) > limit or d.unconsumed_tail:
-        raise PayloadTooLargeError(
-            f"decompressed request body exceeds the server limit of {limit} bytes"
-        )
-    return out
-
-
 def _compress(body: bytes, encoding: bytes) -> bytes:
     if encoding == b"gzip":
         c = zlib.compressobj(1, zlib.DEFLATED, 31)
@@ -200,7 +180,22 @@ def _json_body(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        exc.doc = ""  # the whole body as a str: not kept alive with the error
         raise InvalidInputError(f"malformed JSON in request body: {exc}") from exc
+
+
+async def _json_body_off_loop(body: bytes) -> Any:
+    """:func:`_json_body`, on a worker thread when the body is large."""
+    if len(body) < OFFLOAD_BYTES:
+        return _json_body(body)
+    return await off_loop(_json_body, body)
+
+
+async def _v1_body_off_loop(body: bytes) -> Any:
+    """A KServe v1 body (:func:`~nbinfer.server.kserve_v1.parse_body`), off the loop when large."""
+    if len(body) < OFFLOAD_BYTES:
+        return parse_body(body)
+    return await off_loop(parse_body, body)
 
 
 class RestApp:
@@ -257,10 +252,12 @@ class RestApp:
             if method not in allowed:
                 raise _MethodNotAllowed(allowed)
             accept = headers.get(b"accept-encoding", b"")
-            payload = b""
             if method == "POST":
-                payload = await self._read_body(receive, headers)
-            status, ctype, body, extra = await handler(self, model, version, payload, headers)
+                status, ctype, body, extra = await self._post(
+                    handler, model, version, receive, headers
+                )
+            else:
+                status, ctype, body, extra = await handler(self, model, version, b"", headers)
         except (_Disconnected, asyncio.CancelledError):
             # the client went away (its request task is cancelled by the connection)
             return
@@ -337,6 +334,17 @@ class RestApp:
         out.append((b"content-length", b"0"))
         return 200, b"", b"", out
 
+    async def _post(
+        self, handler: _Handler, model: str, version: str, receive: Receive, headers: _Headers
+    ) -> _Reply:
+        """Read a POST body, held against the in-flight budget until its handler is done."""
+        reservation = self.dp.inflight.reservation()
+        try:
+            payload = await self._read_body(receive, headers, reservation)
+            return await handler(self, model, version, payload, headers)
+        finally:
+            reservation.release()
+
     @staticmethod
     async def _send_parts(
         send: Send, status: int, headers: list[tuple[bytes, bytes]], parts: list[Any]
@@ -349,7 +357,16 @@ class RestApp:
         for i, v in enumerate(views):
             await send({"type": "http.response.body", "body": v, "more_body": i < last})
 
-    async def _read_body(self, receive: Receive, headers: dict[bytes, bytes]) -> bytes:
+    async def _read_body(
+        self, receive: Receive, headers: dict[bytes, bytes], reservation: Reservation
+    ) -> bytes:
+        """The request body, held against the in-flight budget (inflated when compressed).
+
+        A declared ``Content-Length`` is reserved before a byte is read (a busy server refuses
+        at once); a chunked body is reserved as it arrives. Bodies smaller than
+        :data:`~nbinfer.server.offload.OFFLOAD_BYTES` are never refused (the connection cap
+        bounds them), so large uploads cannot lock small requests out.
+        """
         limit = self.max_request_bytes
         declared = headers.get(b"content-length")
         if declared is not None:
@@ -359,8 +376,34 @@ class RestApp:
                 raise InvalidInputError("invalid Content-Length header") from exc
             if n > limit:
                 raise PayloadTooLargeError(
-                    f"request body of {n} bytes exceeds the server limit of {limit} bytes"
+                    f"request body of {n} bytes exceeds the server limit of {limit} bytes "
+                    "(--max-request-bytes)"
                 )
+            if n >= OFFLOAD_BYTES:
+                reservation.take(n)
+        if declared is not None and n >= _PREALLOCATE:
+            body = await self._read_into(receive, n)
+        else:
+            body = await self._read_chunks(receive, declared is None, reservation)
+        total = len(body)
+        if declared is not None and total != n:
+            raise InvalidInputError(
+                f"truncated request body: Content-Length is {n} bytes, got {total}"
+            )
+        encoding = headers.get(b"content-encoding")
+        if encoding:
+            packed, packed_held = body, reservation.held
+            if len(packed) < _INFLATE_OFFLOAD:
+                body = inflate(packed, encoding, limit, reservation)
+            else:  # a bomb inflates step by step on a thread, never past the limit
+                body = await off_loop(inflate, packed, encoding, limit, reservation)
+            if body is not packed:
+                reservation.give(packed_held)  # the compressed bytes are dropped
+        return body
+
+    async def _read_chunks(self, receive: Receive, count: bool, reservation: Reservation) -> bytes:
+        """The body as it comes (``count``: no length was declared, reserve it as it arrives)."""
+        limit = self.max_request_bytes
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -372,20 +415,39 @@ class RestApp:
                 total += len(chunk)
                 if total > limit:
                     raise PayloadTooLargeError(
-                        f"request body exceeds the server limit of {limit} bytes"
+                        f"request body exceeds the server limit of {limit} bytes "
+                        "(--max-request-bytes)"
                     )
+                if count and total >= OFFLOAD_BYTES:
+                    reservation.take(total - reservation.held)
                 chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if declared is not None and total != int(declared):
-            raise InvalidInputError(
-                f"truncated request body: Content-Length is {int(declared)} bytes, got {total}"
-            )
-        encoding = headers.get(b"content-encoding")
-        if encoding:
-            body = _decompress(body, encoding, limit)
-        return body
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    @staticmethod
+    async def _read_into(receive: Receive, n: int) -> bytes:
+        """A large body of declared length ``n``, grown in one buffer (never a second copy).
+
+        The buffer grows as bytes arrive (an announced body that never comes costs nothing).
+        It is returned as a read-only view (every consumer takes a buffer), so tensors decoded
+        from it stay read-only views, as from ``bytes``.
+        """
+        buf = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk: bytes = message.get("body", b"")
+            if chunk:
+                if len(buf) + len(chunk) > n:
+                    raise InvalidInputError(
+                        f"request body longer than its Content-Length of {n} bytes"
+                    )
+                buf += chunk
+            if not message.get("more_body", False):
+                break
+        return cast(bytes, memoryview(buf).toreadonly())  # used as a buffer: len, slices, ...
 
     # -- handlers: one per route, bound by :func:`_route` ------------------------------------
     async def _live(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
@@ -430,20 +492,23 @@ class RestApp:
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
         """List the models of the repository and their state."""
-        req = _json_body(body)
+        req = await _json_body_off_loop(body)
         ready_only = bool(req.get("ready", False)) if isinstance(req, dict) else False
         index = self.dp.repository_index(ready_only=ready_only)
         return _json_response(codec.repository_index_to_json(index))
 
     async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Load or reload a model (optional config and file overrides)."""
-        config, files = _load_parameters(_json_body(body))
+        if len(body) < OFFLOAD_BYTES:
+            config, files = _load_parameters(_json_body(body))
+        else:  # JSON + base64 of uploads: proportional to the body, on a thread
+            config, files = await off_loop(_load_body, body)
         await self.dp.load_model(model, config=config, files=files)
         return 200, _JSON, b"", _EMPTY
 
     async def _unload(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Unload a model."""
-        _json_body(body)
+        await _json_body_off_loop(body)
         await self.dp.unload_model(model)
         return 200, _JSON, b"", _EMPTY
 
@@ -454,7 +519,7 @@ class RestApp:
 
     async def _shm_register(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
         """Register a shared-memory region."""
-        fields = _shm_body(_json_body(body))
+        fields = _shm_body(await _json_body_off_loop(body))
 
         def register() -> None:  # opens the key and finds the owner: off the event loop
             self.dp.shm_register(kind, region, fields, owner=self._caller())
@@ -476,12 +541,12 @@ class RestApp:
 
     async def _logging(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the log settings (Triton's logging extension)."""
-        update = _settings_body(body, "logging")
+        update = _settings_body(await _json_body_off_loop(body), "logging")
         return _json_response(LogSettings.update(update) if update else LogSettings.get())
 
     async def _trace(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the trace settings (nbinfer does not trace)."""
-        update = _settings_body(body, "trace")
+        update = _settings_body(await _json_body_off_loop(body), "trace")
         if model:
             self.dp.model_metadata(model)  # an unknown model is a 404, as on Triton
         return _json_response(trace_settings(model, update))
@@ -504,7 +569,10 @@ class RestApp:
         """KServe v1 predict: instances in, predictions out."""
         out_headers: dict[str, str] = {}
         answer = await self.v1.predict(
-            model, parse_body(body), headers=_HeaderView(headers), response_headers=out_headers
+            model,
+            await _v1_body_off_loop(body),
+            headers=_HeaderView(headers),
+            response_headers=out_headers,
         )
         return _with_headers(_json_response(answer), out_headers)
 
@@ -512,7 +580,10 @@ class RestApp:
         """KServe v1 explain."""
         out_headers: dict[str, str] = {}
         answer = await self.v1.explain(
-            model, parse_body(body), headers=_HeaderView(headers), response_headers=out_headers
+            model,
+            await _v1_body_off_loop(body),
+            headers=_HeaderView(headers),
+            response_headers=out_headers,
         )
         return _with_headers(_json_response(answer), out_headers)
 
@@ -562,11 +633,22 @@ class RestApp:
                     f"of {len(body)} bytes (truncated body?)"
                 )
         binary: bool | set[str]
+        heavy = len(body) >= _LARGE_BODY or (
+            header_length != 0 and (header_length or len(body)) >= OFFLOAD_BYTES
+        )
         if header_length == 0:
-            request = self._raw_request(model, version, body)
+            request = (
+                await off_loop(self._raw_request, model, version, body)
+                if heavy
+                else self._raw_request(model, version, body)
+            )
             binary = True
         else:
-            request = codec.decode_request(body, header_length)
+            request = (
+                await off_loop(codec.decode_request, body, header_length)
+                if heavy
+                else codec.decode_request(body, header_length)
+            )
             binary = _binary_outputs(request)
         request.model_name = model
         request.model_version = version
@@ -727,9 +809,8 @@ def _route(path: str) -> _Route | None:
     return None
 
 
-def _settings_body(body: bytes, what: str) -> dict[str, Any]:
+def _settings_body(update: Any, what: str) -> dict[str, Any]:
     """A logging / trace settings update (empty: read the current settings)."""
-    update = _json_body(body)
     if not isinstance(update, dict):
         raise InvalidInputError(f"{what} settings must be a JSON object")
     return update
@@ -746,6 +827,10 @@ def _shm_body(req: Any) -> dict[str, Any]:
         except (binascii.Error, ValueError) as exc:
             raise InvalidInputError(f"raw_handle.b64 is not base64: {exc}") from exc
     return dict(req)
+
+
+def _load_body(body: bytes) -> tuple[str | None, dict[str, bytes] | None]:
+    return _load_parameters(_json_body(body))
 
 
 def _load_parameters(req: Any) -> tuple[str | None, dict[str, bytes] | None]:

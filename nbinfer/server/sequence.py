@@ -31,11 +31,13 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, QueueFullError
 from nbinfer.protocol.types import Parameters
 
 __all__ = [
+    "DEFAULT_MAX_SEQUENCES",
     "DEFAULT_MAX_SEQUENCE_IDLE_US",
+    "DEFAULT_MAX_SEQUENCE_ID_BYTES",
     "SequenceManager",
     "SequenceSlot",
     "is_stateful",
@@ -47,6 +49,10 @@ logger = logging.getLogger("nbinfer")
 
 #: Default idle time after which an unfinished sequence's state is dropped (60 s).
 DEFAULT_MAX_SEQUENCE_IDLE_US = 60_000_000
+#: Default of ``--max-sequences``: open sequences of all stateful models together.
+DEFAULT_MAX_SEQUENCES = 1000
+#: Default of ``--max-sequence-id-bytes``: the longest string ``sequence_id`` (UTF-8 bytes).
+DEFAULT_MAX_SEQUENCE_ID_BYTES = 256
 
 _UINT64_MAX = (1 << 64) - 1
 
@@ -86,11 +92,14 @@ def _flag(params: Parameters, key: str, model: str) -> bool:
     )
 
 
-def parse_sequence(params: Parameters, model: str) -> tuple[int | str | None, bool, bool]:
+def parse_sequence(
+    params: Parameters, model: str, *, max_id_bytes: int = DEFAULT_MAX_SEQUENCE_ID_BYTES
+) -> tuple[int | str | None, bool, bool]:
     """``(sequence_id, start, end)`` from request parameters; the id is None when absent / 0.
 
     Raises:
-        InvalidInputError: a malformed id (not a uint64 or a string) or flag.
+        InvalidInputError: a malformed id (not a uint64 or a string, or a string longer than
+            ``max_id_bytes`` UTF-8 bytes) or flag.
     """
     raw = params.get("sequence_id")
     seq_id: int | str | None
@@ -105,6 +114,17 @@ def parse_sequence(params: Parameters, model: str) -> tuple[int | str | None, bo
     elif isinstance(raw, int) and not 0 < raw <= _UINT64_MAX:
         raise InvalidInputError(
             f"request parameter 'sequence_id' of model {model!r} must be a uint64, got {raw}",
+            model=model,
+        )
+    elif (
+        isinstance(raw, str)
+        and max_id_bytes
+        and len(raw.encode("utf-8", "surrogatepass")) > (max_id_bytes)
+    ):
+        size = len(raw.encode("utf-8", "surrogatepass"))
+        raise InvalidInputError(
+            f"request parameter 'sequence_id' of model {model!r} is a string of {size} bytes, "
+            f"longer than the server's limit of {max_id_bytes} (--max-sequence-id-bytes)",
             model=model,
         )
     else:
@@ -134,9 +154,25 @@ class SequenceManager:
 
     A background task (on the loop that first used a sequence) drops idle sequences; a lookup
     also treats an expired sequence as unknown, so correctness never waits for the sweep.
+
+    Args:
+        sweep_interval_s: Seconds between sweeps of idle sequences.
+        max_sequences: Most open sequences (0: unbounded); starting one more is refused with
+            :class:`~nbinfer.errors.QueueFullError` (HTTP 503, gRPC ``RESOURCE_EXHAUSTED``)
+            while the open ones keep working.
+        max_id_bytes: Longest string ``sequence_id`` in UTF-8 bytes (see :func:`parse_sequence`).
     """
 
-    def __init__(self, *, sweep_interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        *,
+        sweep_interval_s: float = 1.0,
+        max_sequences: int = DEFAULT_MAX_SEQUENCES,
+        max_id_bytes: int = DEFAULT_MAX_SEQUENCE_ID_BYTES,
+    ) -> None:
+        self.max_sequences = max(0, max_sequences)
+        self.max_id_bytes = max(0, max_id_bytes)
+        self._swept_at = 0
         self._slots: dict[Hashable, SequenceSlot] = {}
         self._sweep_interval = sweep_interval_s
         self._sweeper: asyncio.Task[None] | None = None
@@ -158,6 +194,7 @@ class SequenceManager:
         Raises:
             InvalidInputError: no ``sequence_id``, or a non-start request for a sequence that is
                 not active.
+            QueueFullError: a new sequence while ``max_sequences`` are open.
         """
         if sequence_id is None:
             raise InvalidInputError(
@@ -175,6 +212,8 @@ class SequenceManager:
         if start:
             if slot is not None and not slot.lock.locked():
                 logger.info("sequence %r of model %r restarted", sequence_id, model)
+            elif slot is None:
+                self._check_room(model)
             slot = SequenceSlot(key, sequence_id, idle_us * 1000)
             self._slots[key] = slot
         elif slot is None:
@@ -186,6 +225,22 @@ class SequenceManager:
             )
         slot.last_used = now
         return slot
+
+    def _check_room(self, model: str) -> None:
+        """Refuse a new sequence at the cap (after dropping the idle ones)."""
+        cap = self.max_sequences
+        if not cap or len(self._slots) < cap:
+            return
+        now = time.monotonic_ns()
+        if now - self._swept_at > 100_000_000:  # at most ten sweeps a second at the cap
+            self.sweep()
+        if len(self._slots) >= cap:
+            raise QueueFullError(
+                f"cannot start a sequence of model {model!r}: {len(self._slots)} sequences are "
+                f"open, the server's limit is {cap} (--max-sequences); end finished sequences "
+                "with 'sequence_end': true, or retry once idle ones time out",
+                model=model,
+            )
 
     def release(self, slot: SequenceSlot, *, end: bool) -> None:
         """Mark a request of ``slot`` done; ``end`` drops the sequence's state."""
@@ -202,7 +257,7 @@ class SequenceManager:
 
     def sweep(self) -> int:
         """Drop idle sequences now; returns how many were dropped."""
-        now = time.monotonic_ns()
+        now = self._swept_at = time.monotonic_ns()
         gone = [k for k, s in self._slots.items() if s.expired(now)]
         for key in gone:
             slot = self._slots.pop(key)
