@@ -41,6 +41,8 @@ _LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
     ("--max-grpc-connections", int, "open gRPC connections at once (0: from ulimit -n)"),
     ("--model-workers", int, "requests one model may run at once on threads (0: max(4, CPUs))"),
     ("--max-abandoned", int, "threads of given-up requests one model may leave finishing (16)"),
+    ("--max-shm-regions", int, "shm regions registered at once, all callers (429 beyond)"),
+    ("--max-shm-regions-per-caller", int, "shared-memory regions one local user may hold (429)"),
 )
 
 
@@ -115,6 +117,13 @@ def add_server_arguments(
         action="store_true",
         help="let model repository load requests upload code or pickled files (model.py, "
         "TorchScript); off by default: anyone reaching the port could run code as you",
+    )
+    parser.add_argument(
+        "--allow-remote-shm",
+        action="store_true",
+        help="let callers whose local user the server cannot establish (not a loopback peer) "
+        "register shared memory; off by default: the server opens the object with its own "
+        "rights, so only a caller proven to own it may register it",
     )
     parser.add_argument(
         "--insecure-no-auth",

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
 from nbinfer.errors import InvalidInputError
 from nbinfer.server.observability import DEFAULT_ACCESS_LOG_FORMAT
+from nbinfer.server.shm import MAX_SHM_REGIONS, MAX_SHM_REGIONS_PER_CALLER
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -97,6 +98,12 @@ class ServerOptions:
     #: Threads of given-up requests one such model may leave finishing in the background while
     #: their slots serve new requests (0: a given-up request keeps its slot; see workers.py).
     max_abandoned: int = 16
+    #: Shared-memory regions registered at once, all callers together (one descriptor each).
+    max_shm_regions: int = MAX_SHM_REGIONS
+    #: Shared-memory regions one caller (a local uid) may hold at once.
+    max_shm_regions_per_caller: int = MAX_SHM_REGIONS_PER_CALLER
+    #: Let callers whose uid cannot be established register shared memory (see shm.py).
+    allow_remote_shm: bool = False
     #: Seconds a stop waits for requests in flight before abandoning them.
     grace_period: float = SHUTDOWN_GRACE
     #: One log line per HTTP request and gRPC call (logger ``nbinfer.access``); off: no cost.
@@ -126,6 +133,7 @@ class ServerOptions:
             auth_token=getattr(ns, "auth_token", None) or os.environ.get(AUTH_TOKEN_ENV) or None,
             insecure_no_auth=bool(getattr(ns, "insecure_no_auth", False)),
             allow_code_upload=bool(getattr(ns, "allow_code_upload", False)),
+            allow_remote_shm=bool(getattr(ns, "allow_remote_shm", False)),
             access_log=bool(getattr(ns, "access_log", False)),
             exception_handlers=list(getattr(ns, "exception_handler", None) or []),
             **{k: getattr(ns, k) for k in OPTIONAL_OPTIONS if getattr(ns, k, None) is not None},
@@ -146,6 +154,8 @@ LIMIT_OPTIONS = (
     "max_grpc_connections",
     "model_workers",
     "max_abandoned",
+    "max_shm_regions",
+    "max_shm_regions_per_caller",
 )
 #: Options that keep the ServerOptions default when not given (``None`` on the command line).
 OPTIONAL_OPTIONS = ("grace_period", "access_log_format")
@@ -204,7 +214,12 @@ def build_dataplane(options: ServerOptions) -> DataPlane:
         allow_code_upload=options.allow_code_upload,
     )
     return DataPlane(
-        repo, model_workers=options.model_workers or None, max_abandoned=options.max_abandoned
+        repo,
+        model_workers=options.model_workers or None,
+        max_abandoned=options.max_abandoned,
+        max_shm_regions=options.max_shm_regions,
+        max_shm_regions_per_caller=options.max_shm_regions_per_caller,
+        allow_remote_shm=options.allow_remote_shm,
     )
 
 

@@ -49,7 +49,7 @@ from nbinfer.server.modelio import Offload, Timings, model_failed
 from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
 from nbinfer.server.repository import READY, ModelRepository
 from nbinfer.server.sequence import SequenceManager, SequenceSlot, parse_sequence
-from nbinfer.server.shm import SharedMemoryManager
+from nbinfer.server.shm import MAX_SHM_REGIONS, MAX_SHM_REGIONS_PER_CALLER, SharedMemoryManager
 from nbinfer.server.stats import statistics_json
 from nbinfer.server.workers import ModelWorkers, when_done
 
@@ -101,6 +101,12 @@ class DataPlane:
         max_abandoned: Threads of given-up requests one such model may leave finishing in the
             background while their slots serve new requests (default 16; 0: a given-up
             request keeps its slot until its thread returns). See ``workers.py``.
+        max_shm_regions: Shared-memory regions registered at once, all callers together
+            (default :data:`~nbinfer.server.shm.MAX_SHM_REGIONS`).
+        max_shm_regions_per_caller: Regions one caller identity may hold (default
+            :data:`~nbinfer.server.shm.MAX_SHM_REGIONS_PER_CALLER`).
+        allow_remote_shm: Let callers whose uid the server cannot establish register shared
+            memory (off: refused; see ``shm.py``).
 
     Example::
 
@@ -117,6 +123,9 @@ class DataPlane:
         max_workers: int | None = None,
         model_workers: int | None = None,
         max_abandoned: int | None = None,
+        max_shm_regions: int = MAX_SHM_REGIONS,
+        max_shm_regions_per_caller: int = MAX_SHM_REGIONS_PER_CALLER,
+        allow_remote_shm: bool = False,
     ) -> None:
         self.repository = repository
         self.server_name = server_name
@@ -127,7 +136,11 @@ class DataPlane:
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         #: Registered shared-memory regions (system + CUDA extensions).
-        self.shm = SharedMemoryManager()
+        self.shm = SharedMemoryManager(
+            max_regions=max_shm_regions,
+            max_regions_per_caller=max_shm_regions_per_caller,
+            allow_remote=allow_remote_shm,
+        )
         #: Owner identities of the connections that register or name regions (see peers.py).
         self.peers = PeerIdentities()
         #: Active sequences of stateful models (sequence extension).
@@ -622,8 +635,10 @@ class DataPlane:
         from the same identity can use it.
 
         Raises:
-            InvalidInputError: malformed body, unknown key, window out of bounds, name taken;
-                CUDA without a CUDA device.
+            InvalidInputError: malformed body, unknown key, an object the caller does not
+                own (or a caller of unknown uid), window out of bounds, name taken; CUDA
+                without a CUDA device.
+            LimitExceededError: the caller or the server holds as many regions as allowed.
         """
 
         def number(field: str, default: int | None = None) -> int:
@@ -667,6 +682,7 @@ class DataPlane:
         self._closed = self.models.closed = True
         await self.sequences.close()
         self.shm.close()
+        self.peers.close()
         await self.models.close_schedulers()
         self.models.shutdown_workers()
         await asyncio.get_running_loop().run_in_executor(None, self.repository.close)

@@ -109,6 +109,10 @@ class LocalServer:
             ``start()`` refuses such a host with :class:`~nbinfer.errors.ServerStartError`.
         allow_code_upload: Let model repository load requests upload code or pickled files
             (``model.py``, TorchScript); off by default.
+        allow_remote_shm: Let callers whose local user the server cannot establish (not a
+            loopback peer) register shared memory; off by default (``--allow-remote-shm``).
+            The caps on regions are ``limits`` (``max_shm_regions``,
+            ``max_shm_regions_per_caller``).
         limits: Connection limits and workers by option name, e.g.
             ``{"header_timeout": 5, "max_connections": 200}`` (see ``docs/server.md``); an
             unknown name raises :class:`~nbinfer.errors.InvalidInputError` when starting.
@@ -149,6 +153,7 @@ class LocalServer:
         auth_token: str | None = None,
         insecure_no_auth: bool = False,
         allow_code_upload: bool = False,
+        allow_remote_shm: bool = False,
         limits: Mapping[str, float] | None = None,
         grace_period: float | None = None,
         access_log: bool = False,
@@ -172,6 +177,7 @@ class LocalServer:
         self.auth_token = auth_token or None
         self.insecure_no_auth = insecure_no_auth
         self.allow_code_upload = allow_code_upload
+        self.allow_remote_shm = allow_remote_shm
         self.limits = dict(limits or {})
         self.grace_period = grace_period
         self.access_log = access_log
@@ -273,6 +279,8 @@ class LocalServer:
             cmd.append("--insecure-no-auth")
         if self.allow_code_upload:
             cmd.append("--allow-code-upload")
+        if self.allow_remote_shm:
+            cmd.append("--allow-remote-shm")
         cmd += self._kserve_options()
         if self.limits:
             from nbinfer.server.app import LIMIT_OPTIONS
