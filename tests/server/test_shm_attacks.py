@@ -598,3 +598,63 @@ def test_concurrent_registrations_never_pass_the_cap(regions: Any) -> None:
         manager.register("again", key, byte_size=4096, owner=IN_PROCESS)
     finally:
         manager.close()
+
+
+@pytest.mark.parametrize("scheme", ["http", "grpc"])
+def test_a_pool_at_the_servers_cap_sends_the_rest_in_the_request(scheme: str) -> None:
+    """The cap never fails a client's infer: what gets no region travels over the network."""
+    limits = {"max_shm_regions_per_caller": 1}
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((2, 16)).astype(np.float32) for _ in range(2))
+    with LocalServer(demo=True, device="cpu", limits=limits) as srv:
+        url = srv.http_url if scheme == "http" else f"grpc://{srv.grpc_url}"
+        with nbinfer.Client(url, shared_memory=True) as client:
+            for _ in range(3):
+                out = client.infer("add_sub", {"INPUT0": a, "INPUT1": b})
+                np.testing.assert_array_equal(out["OUTPUT0"], a + b)
+                np.testing.assert_array_equal(out["OUTPUT1"], a - b)
+            assert len(client.get_system_shared_memory_status()) == 1  # still in use
+
+
+def _netlink_works() -> bool:
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4).close()  # NETLINK_SOCK_DIAG
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+_EXHAUSTED = r"""
+import json, os, resource, socket
+from nbinfer.server.peers import PeerIdentities
+
+peers = PeerIdentities()  # opens its netlink socket now, as the server does at start
+listener = socket.create_server(("127.0.0.1", 0))
+conn = socket.create_connection(listener.getsockname())
+peer, here = conn.getsockname(), listener.getsockname()
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+held = []
+try:
+    while True:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as exc:
+    report = {"errno": exc.errno}
+report["found"] = peers.of_addresses(peer, here)
+peers.close()  # without netlink a lookup needs /proc, which cannot be opened now
+held.append(os.open("/dev/null", os.O_RDONLY))  # the socket's slot: none left again
+report["without_netlink"] = PeerIdentities(max_age=0).of_addresses(peer, here)
+print(json.dumps(report))
+"""
+
+
+def test_the_callers_identity_is_found_with_no_descriptor_left_and_never_guessed() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _EXHAUSTED], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["errno"] == 24  # EMFILE: not one descriptor left
+    if _netlink_works():  # the lookup runs on the socket opened beforehand
+        assert report["found"] == f"uid:{os.getuid()}"
+    # a lookup that cannot be made is an unknown caller (refused shared memory), never a uid
+    assert report["without_netlink"] == REMOTE
