@@ -41,8 +41,8 @@ _LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
     ("--max-grpc-connections", int, "open gRPC connections at once (0: from ulimit -n)"),
     ("--model-workers", int, "requests one model may run at once on threads (0: max(4, CPUs))"),
     ("--max-abandoned", int, "threads of given-up requests one model may leave finishing (16)"),
-    ("--max-shm-regions", int, "shm regions registered at once, all callers (429 beyond)"),
-    ("--max-shm-regions-per-caller", int, "shared-memory regions one local user may hold (429)"),
+    ("--max-shm-regions", int, "shared-memory regions held at once, all callers; 429 beyond"),
+    ("--max-shm-regions-per-caller", int, "shm regions one local user may hold; 429 beyond"),
 )
 
 
