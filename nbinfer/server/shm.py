@@ -113,8 +113,12 @@ def shm_reference(params: Mapping[str, Any], what: str) -> tuple[str, int, int] 
     return region, offset, byte_size
 
 
-def _open_key(key: str) -> tuple[int, os.stat_result]:
-    """Open the POSIX shm object ``key`` (a regular file, not empty): its fd and its stat."""
+def _open_key(key: str, region: str, uid: int | None) -> tuple[int, os.stat_result]:
+    """Open the POSIX shm object ``key`` (a regular file, not empty): its fd and its stat.
+
+    With ``uid``, the object must belong to it: checked first, so another user's object is
+    refused before anything else about it (its type, its size) is told.
+    """
     name = check_shm_key(key)
     try:
         try:
@@ -136,6 +140,13 @@ def _open_key(key: str) -> tuple[int, os.stat_result]:
     except OSError as exc:  # pragma: no cover - fstat of an open fd
         os.close(fd)
         raise InvalidInputError(f"unable to open shared memory key {key!r}: {exc}") from exc
+    if uid is not None and info.st_uid != uid:
+        os.close(fd)
+        raise InvalidInputError(
+            f"shared memory region {region!r}: refused, shared memory key {key!r} belongs to "
+            f"another user; only objects created by the caller's own user (uid {uid}) can be "
+            "registered"
+        )
     if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
         os.close(fd)
         what = "has size 0" if stat.S_ISREG(info.st_mode) else "is not a shared memory object"
@@ -297,9 +308,9 @@ class SharedMemoryManager:
             )
         self._reserve(name, owner)
         try:
-            fd, info = _open_key(key)
+            fd, info = _open_key(key, name, uid)
             try:
-                self._check_object(name, key, info, uid, offset, byte_size)
+                self._check_window(name, key, info, offset, byte_size)
                 region = _Region(name, key, offset, byte_size, fd, owner)
                 with self._lock:
                     if (owner, name) in self._regions:
@@ -347,16 +358,10 @@ class SharedMemoryManager:
                 self._counts.pop(owner, None)
 
     @staticmethod
-    def _check_object(
-        name: str, key: str, info: os.stat_result, uid: int | None, offset: int, byte_size: int
+    def _check_window(
+        name: str, key: str, info: os.stat_result, offset: int, byte_size: int
     ) -> None:
-        """Refuse an object the caller does not own, or a window it does not hold."""
-        if uid is not None and info.st_uid != uid:
-            raise InvalidInputError(
-                f"shared memory region {name!r}: refused, shared memory key {key!r} belongs to "
-                f"another user; only objects created by the caller's own user (uid {uid}) can "
-                "be registered"
-            )
+        """Refuse a window the object does not hold."""
         if offset + byte_size > info.st_size:
             raise InvalidInputError(
                 f"shared memory region {name!r}: offset {offset} + byte_size {byte_size} "
