@@ -18,8 +18,9 @@ confused deputy). The owner is the ``st_uid`` of the descriptor the server opene
 no race with a rename); it must be the caller's uid (the server's own for in-process calls).
 A caller whose uid is unknown (:data:`~nbinfer.server.peers.REMOTE`: not a loopback peer, or
 its lookup failed) cannot prove anything and is refused unless the operator allowed it
-(``allow_remote``, ``--allow-remote-shm``). Every region holds one descriptor, so regions are
-capped per caller and in all (429 / RESOURCE_EXHAUSTED naming the limit and its flag).
+(``allow_remote``, ``--allow-remote-shm``). Regions hold descriptors (one per object: regions
+of the same object share it), so they are capped per caller and in all (429 /
+RESOURCE_EXHAUSTED naming the limit and its flag).
 
 The server opens ``/dev/shm/<key>`` itself (``shm_open``), never through
 ``multiprocessing.shared_memory`` whose resource tracker would unlink the client's segment, and
@@ -182,6 +183,8 @@ def _pread_into(fd: int, view: memoryview, offset: int) -> int:
 class _Region:
     """A registered system region: the client's shm object, used through its descriptor.
 
+    Regions of the same object share one descriptor (the manager counts its users).
+
     Read and written with ``pread`` / ``pwrite``, never mapped: a client that truncates the
     object cannot fault the server, it gets a 400.
     """
@@ -219,11 +222,11 @@ class _Region:
                 "memory object was truncated after registration (register it again)"
             )
 
-    def close(self) -> None:
+    def detach(self) -> int:
+        """Stop using the descriptor (waits for a read or write in progress); returns it."""
         with self.lock:
             fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
+        return fd
 
 
 def _cuda_available() -> bool:
@@ -275,6 +278,9 @@ class SharedMemoryManager:
         self._regions: dict[tuple[str, str], _Region] = {}
         #: Regions per owner, registered or being opened (the caps count both).
         self._counts: dict[str, int] = {}
+        #: (st_dev, st_ino) -> [descriptor, regions using it]: one descriptor per object.
+        self._objects: dict[tuple[int, int], list[int]] = {}
+        self._object_of: dict[int, tuple[int, int]] = {}
         self._lock = threading.Lock()
 
     # -- system shared memory -----------------------------------------------------------------
@@ -311,19 +317,15 @@ class SharedMemoryManager:
             fd, info = _open_key(key, name, uid)
             try:
                 self._check_window(name, key, info, offset, byte_size)
-                region = _Region(name, key, offset, byte_size, fd, owner)
-                with self._lock:
-                    if (owner, name) in self._regions:
-                        raise InvalidInputError(
-                            f"shared memory region {name!r} is already registered"
-                        )
-                    self._regions[owner, name] = region
+                spare = self._add(_Region(name, key, offset, byte_size, fd, owner), info)
             except BaseException:
                 os.close(fd)
                 raise
         except BaseException:
             self._release(owner)
             raise
+        if spare >= 0:
+            os.close(spare)
         logger.info(
             "registered system shared memory region %r (key %r, %d B)", name, key, info.st_size
         )
@@ -348,6 +350,44 @@ class SharedMemoryManager:
                     "shared memory regions on this server is reached (--max-shm-regions)"
                 )
             self._counts[owner] = mine + 1
+
+    def _add(self, region: _Region, info: os.stat_result) -> int:
+        """Keep ``region``; returns its new descriptor if the object already had one (else -1).
+
+        Registering one object many times holds one descriptor.
+        """
+        ident = (info.st_dev, info.st_ino)
+        with self._lock:
+            if (region.owner, region.name) in self._regions:
+                raise InvalidInputError(
+                    f"shared memory region {region.name!r} is already registered"
+                )
+            spare = -1
+            held = self._objects.get(ident)
+            if held is None:
+                self._objects[ident] = [region.fd, 1]
+                self._object_of[region.fd] = ident
+            else:
+                held[1] += 1
+                spare, region.fd = region.fd, held[0]
+            self._regions[region.owner, region.name] = region
+        return spare
+
+    def _drop(self, regions: list[_Region]) -> None:
+        """Detach ``regions``; close each descriptor its last region let go."""
+        for region in regions:
+            fd = region.detach()
+            if fd < 0:
+                continue
+            with self._lock:
+                ident = self._object_of.get(fd)
+                if ident is not None:
+                    held = self._objects[ident]
+                    held[1] -= 1
+                    if held[1] > 0:
+                        continue
+                    del self._objects[ident], self._object_of[fd]
+            os.close(fd)
 
     def _release(self, owner: str, count: int = 1) -> None:
         with self._lock:
@@ -381,8 +421,7 @@ class SharedMemoryManager:
                 gone = [r for r in self._regions.values() if r.owner == owner]
                 for region in gone:
                     del self._regions[owner, region.name]
-        for region in gone:
-            region.close()
+        self._drop(gone)
         if gone:
             self._release(owner, len(gone))
 
@@ -529,5 +568,4 @@ class SharedMemoryManager:
             gone = list(self._regions.values())
             self._regions.clear()
             self._counts.clear()
-        for region in gone:
-            region.close()
+        self._drop(gone)
