@@ -19,6 +19,7 @@ classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC
     │   ├── ServerUnavailableError (503) server not ready, overloaded, request timed out in queue
     │   │   └── QueueFullError (503)     a model's request queue is full (gRPC RESOURCE_EXHAUSTED)
     │   ├── PayloadTooLargeError (413)   request body above the server's limit
+    │   ├── LimitExceededError (429)     a cap on what callers hold (gRPC RESOURCE_EXHAUSTED)
     │   ├── UnauthenticatedError (401)   missing / wrong credentials
     │   └── InferenceError  (500)        the model raised while running
     └── ServerStartError                 the local server process failed to start
@@ -59,6 +60,7 @@ __all__ = [
     "MODEL_TRACEBACK_MARKER",
     "InferenceError",
     "InvalidInputError",
+    "LimitExceededError",
     "ModelLoadError",
     "ModelNotFoundError",
     "ModelNotReadyError",
@@ -221,6 +223,17 @@ class PayloadTooLargeError(ServerError):
     default_status = 413
 
 
+class LimitExceededError(ServerError):
+    """A cap on what callers may hold on the server was reached (HTTP 429 / RESOURCE_EXHAUSTED).
+
+    The message names the limit and the server option that sets it (e.g. shared-memory regions
+    per caller, ``--max-shm-regions-per-caller``). Retrying as is does not help: free something
+    first (unregister regions) or ask the operator to raise the limit.
+    """
+
+    default_status = 429
+
+
 class UnauthenticatedError(ServerError):
     """Missing or wrong credentials."""
 
@@ -264,6 +277,7 @@ HTTP_STATUS: dict[type[NbinferError], int] = {
     QueueFullError: 503,
     ServerUnavailableError: 503,
     PayloadTooLargeError: 413,
+    LimitExceededError: 429,
     UnauthenticatedError: 401,
     InferenceError: 500,
     UnsupportedError: 501,
@@ -280,6 +294,7 @@ GRPC_CODE: dict[type[NbinferError], str] = {
     QueueFullError: "RESOURCE_EXHAUSTED",
     ServerUnavailableError: "UNAVAILABLE",
     PayloadTooLargeError: "RESOURCE_EXHAUSTED",
+    LimitExceededError: "RESOURCE_EXHAUSTED",
     UnauthenticatedError: "UNAUTHENTICATED",
     InferenceError: "INTERNAL",
     UnsupportedError: "UNIMPLEMENTED",
@@ -309,6 +324,7 @@ _BY_STATUS: dict[int, type[ServerError]] = {
     404: ModelNotFoundError,
     413: PayloadTooLargeError,
     422: RemoteInvalidInputError,
+    429: LimitExceededError,
     501: RemoteUnsupportedError,
     503: ServerUnavailableError,
 }
@@ -365,6 +381,11 @@ def _refine(cls: type[ServerError], code: str, message: str) -> type[ServerError
     return cls
 
 
+#: An nbinfer server's refusal at a cap ("... the limit of 64 shared memory regions per caller is
+#: reached (--max-shm-regions-per-caller)"): RESOURCE_EXHAUSTED that is neither a full queue
+#: nor a message size.
+_LIMIT_REACHED = re.compile(r"\blimit of \d+\b.*\bis reached \(--max-[a-z-]+\)", re.S)
+
 #: Between an nbinfer server's error message and the model's traceback text.
 MODEL_TRACEBACK_MARKER = "\n\n--- model traceback ---\n"
 
@@ -414,12 +435,13 @@ def error_for_grpc_code(
 ) -> ServerError:
     """Build the most specific :class:`ServerError` for a gRPC status code name.
 
-    RESOURCE_EXHAUSTED means either a full model queue (retryable, 503) or a message above a
-    size limit (grpc's "larger than max" / "exceeds" wording: not retryable, 413). UNAVAILABLE
-    with Triton's "protocol is restricted" wording is a missing access header (not retryable,
-    403), not a busy server. NOT_FOUND / UNAVAILABLE naming a model that is not ready is
-    :class:`ModelNotReadyError` (503); INVALID_ARGUMENT reporting a failed load is
-    :class:`ModelLoadError`.
+    RESOURCE_EXHAUSTED means either a full model queue (retryable, 503), a message above a
+    size limit (grpc's "larger than max" / "exceeds" wording: not retryable, 413) or an
+    nbinfer server's cap on what callers hold ("the limit of N ... is reached (--max-...)":
+    429). UNAVAILABLE with Triton's "protocol is restricted" wording is a missing access
+    header (not retryable, 403), not a busy server. NOT_FOUND / UNAVAILABLE naming a model
+    that is not ready is :class:`ModelNotReadyError` (503); INVALID_ARGUMENT reporting a failed
+    load is :class:`ModelLoadError`.
     """
     cls = _refine(_BY_GRPC_CODE.get(code, ServerError), code, message)
     status = _GRPC_TO_HTTP.get(code, 500)
@@ -429,6 +451,8 @@ def error_for_grpc_code(
         cls, status = UnauthenticatedError, 403
     if code == "RESOURCE_EXHAUSTED" and ("larger than max" in message or "exceeds" in message):
         cls, status = PayloadTooLargeError, 413
+    elif code == "RESOURCE_EXHAUSTED" and _LIMIT_REACHED.search(message):
+        cls, status = LimitExceededError, 429
     message, model_tb = split_model_traceback(message)
     return cls(
         message,

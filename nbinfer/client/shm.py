@@ -44,6 +44,7 @@ import numpy as np
 from nbinfer.client.results import InferResult, _Decoded
 from nbinfer.errors import (
     InvalidInputError,
+    LimitExceededError,
     NbinferError,
     RemoteInvalidInputError,
     UnsupportedError,
@@ -250,8 +251,7 @@ class SharedMemoryPool:
         self._regions: dict[str, _Region] = {}
         self._mapped = 0
         self._pid = os.getpid()
-        self._token = f"{_PREFIX}{self._pid}_{secrets.token_hex(8)}"
-        self._count = 0
+        self._prefix = f"{_PREFIX}{self._pid}_"
         # (model, version, input signature) -> {output: nbytes} seen in replies; None: the
         # outputs of that signature stay in the reply (their size changed once)
         self._sizes: dict[tuple[Any, ...], dict[str, int] | None] = {}
@@ -306,8 +306,8 @@ class SharedMemoryPool:
             if self._mapped + capacity > _MAX_POOL:
                 return None
             self._mapped += capacity
-            self._count += 1
-            name = f"{self._token}_{self._count}"
+            # a fresh random name per region: seeing one in /dev/shm tells nothing of the next
+            name = f"{self._prefix}{secrets.token_hex(16)}"
         region = yield from self._create(binding, name, capacity, opts)
         if region is None:
             with self._lock:
@@ -341,6 +341,10 @@ class SharedMemoryPool:
             body = {"key": key, "offset": 0, "byte_size": capacity}
             try:
                 yield from binding.shm_register("system", name, body, opts)
+            except LimitExceededError as exc:  # the server's cap on regions: this tensor
+                mm.close()  # travels in the request; later ones try again
+                logger.info("no shared memory region (sending the tensor): %s", exc)
+                return None
             except (InvalidInputError, UnsupportedError) as exc:
                 mm.close()
                 self._disable(exc)

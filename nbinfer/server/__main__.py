@@ -50,6 +50,8 @@ _LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
     ("--max-parameters", int, "most parameters per inference request (400 beyond; 0: any)"),
     ("--max-sequences", int, "open sequences of stateful models at once (503 beyond; 0: any)"),
     ("--max-sequence-id-bytes", int, "longest string sequence_id in bytes (400 beyond)"),
+    ("--max-shm-regions", int, "shared-memory regions held at once, all callers; 429 beyond"),
+    ("--max-shm-regions-per-caller", int, "shm regions one local user may hold; 429 beyond"),
 )
 
 
@@ -124,6 +126,13 @@ def add_server_arguments(
         action="store_true",
         help="let model repository load requests upload code or pickled files (model.py, "
         "TorchScript); off by default: anyone reaching the port could run code as you",
+    )
+    parser.add_argument(
+        "--allow-remote-shm",
+        action="store_true",
+        help="let callers whose local user the server cannot establish (not a loopback peer) "
+        "register shared memory; off by default: the server opens the object with its own "
+        "rights, so only a caller proven to own it may register it",
     )
     parser.add_argument(
         "--insecure-no-auth",

@@ -30,6 +30,7 @@ from nbinfer.errors import InvalidInputError
 from nbinfer.server.observability import DEFAULT_ACCESS_LOG_FORMAT
 from nbinfer.server.offload import DEFAULT_MAX_PARAMETERS
 from nbinfer.server.sequence import DEFAULT_MAX_SEQUENCE_ID_BYTES, DEFAULT_MAX_SEQUENCES
+from nbinfer.server.shm import MAX_SHM_REGIONS, MAX_SHM_REGIONS_PER_CALLER
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
@@ -120,6 +121,12 @@ class ServerOptions:
     max_sequences: int = DEFAULT_MAX_SEQUENCES
     #: Longest string ``sequence_id`` in UTF-8 bytes (400 / INVALID_ARGUMENT beyond; 0: any).
     max_sequence_id_bytes: int = DEFAULT_MAX_SEQUENCE_ID_BYTES
+    #: Shared-memory regions registered at once, all callers together (one descriptor each).
+    max_shm_regions: int = MAX_SHM_REGIONS
+    #: Shared-memory regions one caller (a local uid) may hold at once.
+    max_shm_regions_per_caller: int = MAX_SHM_REGIONS_PER_CALLER
+    #: Let callers whose uid cannot be established register shared memory (see shm.py).
+    allow_remote_shm: bool = False
     #: Seconds a stop waits for requests in flight before abandoning them.
     grace_period: float = SHUTDOWN_GRACE
     #: One log line per HTTP request and gRPC call (logger ``nbinfer.access``); off: no cost.
@@ -151,6 +158,7 @@ class ServerOptions:
             allow_code_upload=bool(getattr(ns, "allow_code_upload", False)),
             allowed_hosts=list(getattr(ns, "allowed_hosts", None) or []),
             allowed_origins=list(getattr(ns, "allowed_origins", None) or []),
+            allow_remote_shm=bool(getattr(ns, "allow_remote_shm", False)),
             access_log=bool(getattr(ns, "access_log", False)),
             exception_handlers=list(getattr(ns, "exception_handler", None) or []),
             **{k: getattr(ns, k) for k in OPTIONAL_OPTIONS if getattr(ns, k, None) is not None},
@@ -175,6 +183,8 @@ LIMIT_OPTIONS = (
     "max_parameters",
     "max_sequences",
     "max_sequence_id_bytes",
+    "max_shm_regions",
+    "max_shm_regions_per_caller",
 )
 #: Options that keep the ServerOptions default when not given (``None`` on the command line).
 OPTIONAL_OPTIONS = ("grace_period", "access_log_format")
@@ -240,6 +250,9 @@ def build_dataplane(options: ServerOptions) -> DataPlane:
         max_parameters=options.max_parameters,
         max_sequences=options.max_sequences,
         max_sequence_id_bytes=options.max_sequence_id_bytes,
+        max_shm_regions=options.max_shm_regions,
+        max_shm_regions_per_caller=options.max_shm_regions_per_caller,
+        allow_remote_shm=options.allow_remote_shm,
     )
 
 

@@ -56,7 +56,7 @@ from nbinfer.server.sequence import (
     SequenceSlot,
     parse_sequence,
 )
-from nbinfer.server.shm import SharedMemoryManager
+from nbinfer.server.shm import MAX_SHM_REGIONS, MAX_SHM_REGIONS_PER_CALLER, SharedMemoryManager
 from nbinfer.server.stats import statistics_json
 from nbinfer.server.workers import ModelWorkers, when_done
 
@@ -122,6 +122,12 @@ class DataPlane:
         max_sequences: Most open sequences of stateful models; a new one beyond is refused
             with ``QueueFullError`` (0: unbounded). See ``sequence.py``.
         max_sequence_id_bytes: Longest string ``sequence_id`` (UTF-8 bytes).
+        max_shm_regions: Shared-memory regions registered at once, all callers together
+            (default :data:`~nbinfer.server.shm.MAX_SHM_REGIONS`).
+        max_shm_regions_per_caller: Regions one caller identity may hold (default
+            :data:`~nbinfer.server.shm.MAX_SHM_REGIONS_PER_CALLER`).
+        allow_remote_shm: Let callers whose uid the server cannot establish register shared
+            memory (off: refused; see ``shm.py``).
 
     Example::
 
@@ -142,6 +148,9 @@ class DataPlane:
         max_parameters: int = DEFAULT_MAX_PARAMETERS,
         max_sequences: int = DEFAULT_MAX_SEQUENCES,
         max_sequence_id_bytes: int = DEFAULT_MAX_SEQUENCE_ID_BYTES,
+        max_shm_regions: int = MAX_SHM_REGIONS,
+        max_shm_regions_per_caller: int = MAX_SHM_REGIONS_PER_CALLER,
+        allow_remote_shm: bool = False,
     ) -> None:
         self.repository = repository
         self.server_name = server_name
@@ -152,7 +161,11 @@ class DataPlane:
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         #: Registered shared-memory regions (system + CUDA extensions).
-        self.shm = SharedMemoryManager()
+        self.shm = SharedMemoryManager(
+            max_regions=max_shm_regions,
+            max_regions_per_caller=max_shm_regions_per_caller,
+            allow_remote=allow_remote_shm,
+        )
         #: Owner identities of the connections that register or name regions (see peers.py).
         self.peers = PeerIdentities()
         #: Active sequences of stateful models (sequence extension).
@@ -661,8 +674,10 @@ class DataPlane:
         from the same identity can use it.
 
         Raises:
-            InvalidInputError: malformed body, unknown key, window out of bounds, name taken;
-                CUDA without a CUDA device.
+            InvalidInputError: malformed body, unknown key, an object the caller does not
+                own (or a caller of unknown uid), window out of bounds, name taken; CUDA
+                without a CUDA device.
+            LimitExceededError: the caller or the server holds as many regions as allowed.
         """
 
         def number(field: str, default: int | None = None) -> int:
@@ -706,6 +721,7 @@ class DataPlane:
         self._closed = self.models.closed = True
         await self.sequences.close()
         self.shm.close()
+        self.peers.close()
         await self.models.close_schedulers()
         self.models.shutdown_workers()
         await asyncio.get_running_loop().run_in_executor(None, self.repository.close)

@@ -125,6 +125,10 @@ class LocalServer:
         allowed_origins: Web page origins (``"http://localhost:8888"``) allowed to call the
             HTTP API, answered with CORS headers (``["*"]``: any). Default: none, so a
             cross-site request from a browser gets 403.
+        allow_remote_shm: Let callers whose local user the server cannot establish (not a
+            loopback peer) register shared memory; off by default (``--allow-remote-shm``).
+            The caps on regions are ``limits`` (``max_shm_regions``,
+            ``max_shm_regions_per_caller``).
         limits: Connection limits, workers and resource caps by option name, e.g.
             ``{"header_timeout": 5, "max_connections": 200, "max_inflight_bytes": 1 << 29,
             "max_parameters": 1000, "max_sequences": 1000, "max_sequence_id_bytes": 256}``
@@ -169,6 +173,7 @@ class LocalServer:
         allow_code_upload: bool = False,
         allowed_hosts: Sequence[str] = (),
         allowed_origins: Sequence[str] = (),
+        allow_remote_shm: bool = False,
         limits: Mapping[str, float] | None = None,
         grace_period: float | None = None,
         access_log: bool = False,
@@ -196,6 +201,7 @@ class LocalServer:
         self.allow_code_upload = allow_code_upload
         self.allowed_hosts = _allowlist("allowed_hosts", allowed_hosts)
         self.allowed_origins = _allowlist("allowed_origins", allowed_origins)
+        self.allow_remote_shm = allow_remote_shm
         self.limits = dict(limits or {})
         self.grace_period = grace_period
         self.access_log = access_log
@@ -310,6 +316,8 @@ class LocalServer:
                 cmd += ["--allowed-hosts", ",".join(self.allowed_hosts)]
             if self.allowed_origins:
                 cmd += ["--allowed-origins", ",".join(self.allowed_origins)]
+        if self.allow_remote_shm:
+            cmd.append("--allow-remote-shm")
         cmd += self._kserve_options()
         if self.limits:
             from nbinfer.server.app import LIMIT_OPTIONS

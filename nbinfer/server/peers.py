@@ -8,12 +8,14 @@ and only callers with the same identity may name it (see ``shm.py``). For a TCP 
 loopback address the identity is the uid owning the *client's* socket, which the kernel records
 and a client cannot forge. It is asked for the one socket whose local address is the client's
 and whose remote address is the server's: through ``NETLINK_SOCK_DIAG`` (an exact lookup,
-~10 µs) when the server's address is known, else from ``/proc/net/tcp`` / ``/proc/net/tcp6``
-(the row's ``uid`` column; reading the table makes the kernel walk its whole TCP hash table,
-~5-20 ms). Every other caller (another host, a Unix socket, a failed lookup, a platform without
-``/proc``) is :data:`REMOTE`: remote callers share regions among themselves as before (they all
-hold the server's one token when it has one). Calls made on the data plane in-process, without
-a transport, are :data:`IN_PROCESS`.
+~10 µs, on one netlink socket opened with the server, so a lookup needs no new descriptor and
+still works when the process is out of them) when the server's address is known, else from
+``/proc/net/tcp`` / ``/proc/net/tcp6`` (the row's ``uid`` column; reading the table makes the
+kernel walk its whole TCP hash table, ~5-20 ms). Every other caller (another host, a Unix
+socket, a failed lookup, a platform without ``/proc``) is :data:`REMOTE`: an unknown identity,
+never "the same user". ``shm.py`` refuses shared memory to remote callers unless the operator
+allowed it (``--allow-remote-shm``); then they share regions among themselves. Calls made on
+the data plane in-process, without a transport, are :data:`IN_PROCESS`.
 
 Lookups run only for requests that register or name a region. HTTP knows both addresses: one
 exact lookup per such request, nothing cached, so a port reused by another process after a
@@ -39,6 +41,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -161,8 +164,41 @@ def _proc_rows(client: _Address, server: _Address | None) -> list[tuple[int, _Ad
     return rows
 
 
-def _diag_uid(client: _Address, server: _Address) -> int | None:
+class _Diag:
+    """One netlink sock_diag socket, opened once and reused for every lookup (thread-safe).
+
+    Opened when the server starts, so a lookup needs no new descriptor: at the descriptor limit
+    (``ulimit -n`` reached) callers are still told apart, and a failed lookup is an unknown
+    identity (refused for shared memory), never another caller's.
+    """
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)
+        self._sock.settimeout(1.0)
+        # closed by close(), or with its owner when that is garbage (a DataPlane never closed)
+        self._close = weakref.finalize(self, self._sock.close)
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def query(self, request: bytes) -> bytes:
+        """The kernel's answer to one exact request (stale answers to timed-out ones skipped)."""
+        with self._lock:
+            self._seq = seq = (self._seq + 1) & 0xFFFFFFFF
+            header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, 1, seq, 0)
+            self._sock.sendto(header + request, (0, 0))
+            while True:
+                reply = self._sock.recv(8192)
+                if len(reply) >= 16 and struct.unpack_from("=I", reply, 8)[0] == seq:
+                    return reply
+
+    def close(self) -> None:
+        self._close()
+
+
+def _diag_uid(client: _Address, server: _Address, diag: _Diag | None = None) -> int | None:
     """The uid of the established socket ``client`` -> ``server`` by an exact netlink lookup.
+
+    Uses ``diag`` (a socket kept open) when given, else a socket of its own.
 
     Raises:
         OSError: netlink sock_diag is not available here (the caller falls back to /proc).
@@ -182,10 +218,13 @@ def _diag_uid(client: _Address, server: _Address) -> int | None:
             + struct.pack("=III", 0, 0xFFFFFFFF, 0xFFFFFFFF)  # any interface, no cookie
         )
         request = struct.pack("=BBBxI", family, socket.IPPROTO_TCP, 0, _TCPF_ESTABLISHED) + sockid
-        header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, 1, 1, 0)
-        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
-            nl.sendto(header + request, (0, 0))
-            reply = nl.recv(8192)
+        if diag is not None:
+            reply = diag.query(request)
+        else:
+            header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, 1, 1, 0)
+            with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
+                nl.sendto(header + request, (0, 0))
+                reply = nl.recv(8192)
         if len(reply) < 16 + 72 or struct.unpack_from("=H", reply, 4)[0] != _SOCK_DIAG_BY_FAMILY:
             continue  # an error message: no such socket in this family
         # inet_diag_msg: family, state, timer, retrans, sockid (48 B), expires, rqueue,
@@ -212,12 +251,11 @@ def socket_uid(client: _Address, server: _Address | None = None) -> int | None:
     return uids.pop() if len(uids) == 1 else None
 
 
-def _netlink_works() -> bool:
+def _open_diag() -> _Diag | None:
     try:
-        socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG).close()
+        return _Diag()
     except (OSError, AttributeError):
-        return False
-    return True
+        return None
 
 
 def _parse_hex_address(text: str) -> _Address:
@@ -240,7 +278,9 @@ class PeerIdentities:
     def __init__(self, *, max_age: float = MAX_AGE, max_entries: int = MAX_ENTRIES) -> None:
         self._max_age = max_age
         self._max_entries = max_entries
-        self._exact = _netlink_works()
+        #: Kept open for the server's life: lookups need no new descriptor.
+        self._diag = _open_diag()
+        self._exact = self._diag is not None
         #: gRPC peer -> the server address it is connected to (found once, in /proc).
         self._servers: OrderedDict[str, _Address] = OrderedDict()
         #: (client, server) -> (identity, when): /proc answers, only without netlink.
@@ -303,8 +343,11 @@ class PeerIdentities:
     def _identity(self, client: _Address, server: _Address | None) -> str:
         if _loopback(client[0]) is None:
             return REMOTE
-        if self._exact and server is not None:
-            uid = socket_uid(client, server)
+        if self._diag is not None and server is not None:
+            try:
+                uid = _diag_uid(client, server, self._diag)
+            except OSError:  # pragma: no cover - a netlink failure: unknown, never shared
+                return REMOTE
             return REMOTE if uid is None else f"uid:{uid}"
         key = (client, server)
         now = time.monotonic()
@@ -316,6 +359,13 @@ class PeerIdentities:
         identity = REMOTE if uid is None else f"uid:{uid}"
         self._remember(self._answers, key, (identity, now))
         return identity
+
+    def close(self) -> None:
+        """Close the netlink socket (lookups then read ``/proc``). Idempotent."""
+        diag, self._diag = self._diag, None
+        self._exact = False
+        if diag is not None:
+            diag.close()
 
     def _remember(self, cache: OrderedDict[Any, Any], key: object, value: object) -> None:
         with self._lock:

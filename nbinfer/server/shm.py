@@ -10,7 +10,19 @@ requested outputs with those parameters are written into it instead of travellin
 response. A region belongs to the identity of the caller that registered it (the uid of a
 loopback peer, see ``peers.py``): every later use (read, write, status, unregister) from
 another identity answers exactly as for an unknown name, so one local user can neither use nor
-learn of another's regions. The server opens ``/dev/shm/<key>`` itself (``shm_open``), never through
+learn of another's regions.
+
+The caller must own the object it registers: the server opens it with its own rights, so
+without that check any local user could have it read or overwrite another user's object (a
+confused deputy). The owner is the ``st_uid`` of the descriptor the server opened (``fstat``,
+no race with a rename); it must be the caller's uid (the server's own for in-process calls).
+A caller whose uid is unknown (:data:`~nbinfer.server.peers.REMOTE`: not a loopback peer, or
+its lookup failed) cannot prove anything and is refused unless the operator allowed it
+(``allow_remote``, ``--allow-remote-shm``). Regions hold descriptors (one per object: regions
+of the same object share it), so they are capped per caller and in all (429 /
+RESOURCE_EXHAUSTED naming the limit and its flag).
+
+The server opens ``/dev/shm/<key>`` itself (``shm_open``), never through
 ``multiprocessing.shared_memory`` whose resource tracker would unlink the client's segment, and
 copies with ``pread`` / ``pwrite`` after checking the object's current size: it never maps the
 client's object, so a client that truncates it gets a 400 instead of crashing the server with
@@ -38,12 +50,14 @@ from typing import Any
 
 import numpy as np
 
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, LimitExceededError
 from nbinfer.protocol.tensors import tensor_from_bytes, tensor_to_bytes
 from nbinfer.server.paths import check_shm_key
 from nbinfer.server.peers import IN_PROCESS
 
 __all__ = [
+    "MAX_SHM_REGIONS",
+    "MAX_SHM_REGIONS_PER_CALLER",
     "SHM_BYTE_SIZE",
     "SHM_OFFSET",
     "SHM_REGION",
@@ -56,6 +70,11 @@ logger = logging.getLogger("nbinfer")
 SHM_REGION = "shared_memory_region"
 SHM_BYTE_SIZE = "shared_memory_byte_size"
 SHM_OFFSET = "shared_memory_offset"
+
+#: Registered regions in all (``--max-shm-regions``): each holds one descriptor.
+MAX_SHM_REGIONS = 256
+#: Registered regions of one caller identity (``--max-shm-regions-per-caller``).
+MAX_SHM_REGIONS_PER_CALLER = 64
 
 _CUDA_MISSING = "CUDA shared memory needs a CUDA device; none is available on this server"
 
@@ -95,8 +114,12 @@ def shm_reference(params: Mapping[str, Any], what: str) -> tuple[str, int, int] 
     return region, offset, byte_size
 
 
-def _open_key(key: str) -> tuple[int, int]:
-    """Open the POSIX shm object ``key`` (a regular file, not empty); returns the fd and size."""
+def _open_key(key: str, region: str, uid: int | None) -> tuple[int, os.stat_result]:
+    """Open the POSIX shm object ``key`` (a regular file, not empty): its fd and its stat.
+
+    With ``uid``, the object must belong to it: checked first, so another user's object is
+    refused before anything else about it (its type, its size) is told.
+    """
     name = check_shm_key(key)
     try:
         try:
@@ -118,11 +141,26 @@ def _open_key(key: str) -> tuple[int, int]:
     except OSError as exc:  # pragma: no cover - fstat of an open fd
         os.close(fd)
         raise InvalidInputError(f"unable to open shared memory key {key!r}: {exc}") from exc
+    if uid is not None and info.st_uid != uid:
+        os.close(fd)
+        raise InvalidInputError(
+            f"shared memory region {region!r}: refused, shared memory key {key!r} belongs to "
+            f"another user; only objects created by the caller's own user (uid {uid}) can be "
+            "registered"
+        )
     if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
         os.close(fd)
         what = "has size 0" if stat.S_ISREG(info.st_mode) else "is not a shared memory object"
         raise InvalidInputError(f"shared memory key {key!r} {what}")
-    return fd, info.st_size
+    return fd, info
+
+
+def _owner_uid(owner: str) -> int | None:
+    """The uid an object registered by ``owner`` must belong to (None: remote, unknown)."""
+    if owner == IN_PROCESS:
+        return os.geteuid()
+    kind, _, uid = owner.partition(":")
+    return int(uid) if kind == "uid" and uid.isdigit() else None
 
 
 def _pread_into(fd: int, view: memoryview, offset: int) -> int:
@@ -144,6 +182,8 @@ def _pread_into(fd: int, view: memoryview, offset: int) -> int:
 @dataclass(slots=True)
 class _Region:
     """A registered system region: the client's shm object, used through its descriptor.
+
+    Regions of the same object share one descriptor (the manager counts its users).
 
     Read and written with ``pread`` / ``pwrite``, never mapped: a client that truncates the
     object cannot fault the server, it gets a 400.
@@ -182,11 +222,11 @@ class _Region:
                 "memory object was truncated after registration (register it again)"
             )
 
-    def close(self) -> None:
+    def detach(self) -> int:
+        """Stop using the descriptor (waits for a read or write in progress); returns it."""
         with self.lock:
             fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
+        return fd
 
 
 def _cuda_available() -> bool:
@@ -209,12 +249,38 @@ class SharedMemoryManager:
     System regions are POSIX shm objects read and written through their descriptors (never
     mapped, so truncation by the client cannot fault the server); CUDA regions are refused unless a
     CUDA device is present (and even then this server does not map CUDA IPC handles yet).
+
+    Args:
+        max_regions: Regions registered at once, all callers together (each holds a descriptor).
+        max_regions_per_caller: Regions one caller identity may hold at once.
+        allow_remote: Let callers whose uid is unknown (:data:`~nbinfer.server.peers.REMOTE`)
+            register any object the server's user can open (off: refused).
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        max_regions: int = MAX_SHM_REGIONS,
+        max_regions_per_caller: int = MAX_SHM_REGIONS_PER_CALLER,
+        allow_remote: bool = False,
+    ) -> None:
+        for what, value in (
+            ("max_shm_regions", max_regions),
+            ("max_shm_regions_per_caller", max_regions_per_caller),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInputError(f"{what} must be an integer >= 0, got {value!r}")
+        self.max_regions = max_regions
+        self.max_regions_per_caller = max_regions_per_caller
+        self.allow_remote = allow_remote
         #: Keyed by (owner, name): each identity has its own names, so registering a name
         #: another identity uses neither fails nor tells it that the name exists.
         self._regions: dict[tuple[str, str], _Region] = {}
+        #: Regions per owner, registered or being opened (the caps count both).
+        self._counts: dict[str, int] = {}
+        #: (st_dev, st_ino) -> [descriptor, regions using it]: one descriptor per object.
+        self._objects: dict[tuple[int, int], list[int]] = {}
+        self._object_of: dict[int, tuple[int, int]] = {}
         self._lock = threading.Lock()
 
     # -- system shared memory -----------------------------------------------------------------
@@ -223,11 +289,14 @@ class SharedMemoryManager:
     ) -> None:
         """Register system region ``name``: ``byte_size`` bytes at ``offset`` of shm ``key``.
 
-        The region belongs to ``owner`` (the caller's identity): only it can use the region.
+        The region belongs to ``owner`` (the caller's identity): only it can use the region,
+        and the object must belong to its uid.
 
         Raises:
-            InvalidInputError: the name is taken, the key cannot be opened, or the window
-                ``offset .. offset + byte_size`` does not fit in the shm object.
+            InvalidInputError: the name is taken, the key cannot be opened, the object is not
+                the caller's (or the caller's uid is unknown and remote callers are not
+                allowed), or the window ``offset .. offset + byte_size`` does not fit in it.
+            LimitExceededError: the caller, or the server, holds as many regions as allowed.
         """
         if not name:
             raise InvalidInputError("a shared memory region needs a non-empty name")
@@ -235,24 +304,109 @@ class SharedMemoryManager:
             raise InvalidInputError(f"region {name!r}: offset must be an integer >= 0")
         if isinstance(byte_size, bool) or not isinstance(byte_size, int) or byte_size <= 0:
             raise InvalidInputError(f"region {name!r}: byte_size must be an integer > 0")
+        uid = _owner_uid(owner)
+        if uid is None and not self.allow_remote:
+            raise InvalidInputError(
+                f"shared memory region {name!r}: refused, the server could not establish which "
+                "local user is calling (not a loopback connection, or the lookup failed), so "
+                f"the caller cannot prove that it owns key {key!r}; send the tensors instead, "
+                "or start the server with --allow-remote-shm to trust such callers"
+            )
+        self._reserve(name, owner)
+        try:
+            fd, info = _open_key(key, name, uid)
+            try:
+                self._check_window(name, key, info, offset, byte_size)
+                spare = self._add(_Region(name, key, offset, byte_size, fd, owner), info)
+            except BaseException:
+                os.close(fd)
+                raise
+        except BaseException:
+            self._release(owner)
+            raise
+        if spare >= 0:
+            os.close(spare)
+        logger.info(
+            "registered system shared memory region %r (key %r, %d B)", name, key, info.st_size
+        )
+
+    def _reserve(self, name: str, owner: str) -> None:
+        """Count a region for ``owner`` before its key is opened, within the caps."""
         with self._lock:
             if (owner, name) in self._regions:
                 raise InvalidInputError(
                     f"shared memory region {name!r} is already registered; unregister it first"
                 )
-        fd, size = _open_key(key)
-        if offset + byte_size > size:
+            mine = self._counts.get(owner, 0)
+            if mine >= self.max_regions_per_caller:
+                raise LimitExceededError(
+                    f"shared memory region {name!r}: refused, the limit of "
+                    f"{self.max_regions_per_caller} shared memory regions per caller is reached "
+                    "(--max-shm-regions-per-caller); unregister regions you no longer use"
+                )
+            if sum(self._counts.values()) >= self.max_regions:
+                raise LimitExceededError(
+                    f"shared memory region {name!r}: refused, the limit of {self.max_regions} "
+                    "shared memory regions on this server is reached (--max-shm-regions)"
+                )
+            self._counts[owner] = mine + 1
+
+    def _add(self, region: _Region, info: os.stat_result) -> int:
+        """Keep ``region``; returns its new descriptor if the object already had one (else -1).
+
+        Registering one object many times holds one descriptor.
+        """
+        ident = (info.st_dev, info.st_ino)
+        with self._lock:
+            if (region.owner, region.name) in self._regions:
+                raise InvalidInputError(
+                    f"shared memory region {region.name!r} is already registered"
+                )
+            spare = -1
+            held = self._objects.get(ident)
+            if held is None:
+                self._objects[ident] = [region.fd, 1]
+                self._object_of[region.fd] = ident
+            else:
+                held[1] += 1
+                spare, region.fd = region.fd, held[0]
+            self._regions[region.owner, region.name] = region
+        return spare
+
+    def _drop(self, regions: list[_Region]) -> None:
+        """Detach ``regions``; close each descriptor its last region let go."""
+        for region in regions:
+            fd = region.detach()
+            if fd < 0:
+                continue
+            with self._lock:
+                ident = self._object_of.get(fd)
+                if ident is not None:
+                    held = self._objects[ident]
+                    held[1] -= 1
+                    if held[1] > 0:
+                        continue
+                    del self._objects[ident], self._object_of[fd]
             os.close(fd)
+
+    def _release(self, owner: str, count: int = 1) -> None:
+        with self._lock:
+            left = self._counts.get(owner, 0) - count
+            if left > 0:
+                self._counts[owner] = left
+            else:
+                self._counts.pop(owner, None)
+
+    @staticmethod
+    def _check_window(
+        name: str, key: str, info: os.stat_result, offset: int, byte_size: int
+    ) -> None:
+        """Refuse a window the object does not hold."""
+        if offset + byte_size > info.st_size:
             raise InvalidInputError(
                 f"shared memory region {name!r}: offset {offset} + byte_size {byte_size} "
-                f"exceeds the {size} bytes of shared memory key {key!r}"
+                f"exceeds the {info.st_size} bytes of shared memory key {key!r}"
             )
-        with self._lock:
-            if (owner, name) in self._regions:
-                os.close(fd)
-                raise InvalidInputError(f"shared memory region {name!r} is already registered")
-            self._regions[owner, name] = _Region(name, key, offset, byte_size, fd, owner)
-        logger.info("registered system shared memory region %r (key %r, %d B)", name, key, size)
 
     def unregister(self, name: str = "", *, owner: str = IN_PROCESS) -> None:
         """Unregister ``owner``'s region ``name`` (all of its regions when empty).
@@ -267,8 +421,9 @@ class SharedMemoryManager:
                 gone = [r for r in self._regions.values() if r.owner == owner]
                 for region in gone:
                     del self._regions[owner, region.name]
-        for region in gone:
-            region.close()
+        self._drop(gone)
+        if gone:
+            self._release(owner, len(gone))
 
     def status(self, name: str = "", *, owner: str = IN_PROCESS) -> list[dict[str, Any]]:
         """``owner``'s registered regions (all, or only ``name``).
@@ -412,5 +567,5 @@ class SharedMemoryManager:
         with self._lock:
             gone = list(self._regions.values())
             self._regions.clear()
-        for region in gone:
-            region.close()
+            self._counts.clear()
+        self._drop(gone)
