@@ -20,6 +20,8 @@ classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC
     │   │   └── QueueFullError (503)     a model's request queue is full (gRPC RESOURCE_EXHAUSTED)
     │   ├── PayloadTooLargeError (413)   request body above the server's limit
     │   ├── UnauthenticatedError (401)   missing / wrong credentials
+    │   │   └── PermissionDeniedError (403) the server refuses the action (model control)
+    │   ├── ResourceLimitError (429)     a cap on server state (models) would be passed
     │   └── InferenceError  (500)        the model raised while running
     └── ServerStartError                 the local server process failed to start
 
@@ -64,9 +66,11 @@ __all__ = [
     "ModelNotReadyError",
     "NbinferError",
     "PayloadTooLargeError",
+    "PermissionDeniedError",
     "QueueFullError",
     "RemoteInvalidInputError",
     "RemoteUnsupportedError",
+    "ResourceLimitError",
     "ServerError",
     "ServerStartError",
     "ServerUnavailableError",
@@ -227,6 +231,26 @@ class UnauthenticatedError(ServerError):
     default_status = 401
 
 
+class PermissionDeniedError(UnauthenticatedError):
+    """The server refuses this action whoever asks (HTTP 403 / gRPC PERMISSION_DENIED).
+
+    E.g. a model load or unload that the server's model control mode does not allow; the
+    message names the model, the mode and the option that would allow it.
+    """
+
+    default_status = 403
+
+
+class ResourceLimitError(ServerError):
+    """A cap on server state would be passed (HTTP 429 / gRPC RESOURCE_EXHAUSTED).
+
+    E.g. loading one more model than ``--max-models``; the message names the limit and its
+    option.
+    """
+
+    default_status = 429
+
+
 class InferenceError(ServerError):
     """The model raised an error while running."""
 
@@ -264,7 +288,9 @@ HTTP_STATUS: dict[type[NbinferError], int] = {
     QueueFullError: 503,
     ServerUnavailableError: 503,
     PayloadTooLargeError: 413,
+    PermissionDeniedError: 403,
     UnauthenticatedError: 401,
+    ResourceLimitError: 429,
     InferenceError: 500,
     UnsupportedError: 501,
 }
@@ -280,7 +306,9 @@ GRPC_CODE: dict[type[NbinferError], str] = {
     QueueFullError: "RESOURCE_EXHAUSTED",
     ServerUnavailableError: "UNAVAILABLE",
     PayloadTooLargeError: "RESOURCE_EXHAUSTED",
+    PermissionDeniedError: "PERMISSION_DENIED",
     UnauthenticatedError: "UNAUTHENTICATED",
+    ResourceLimitError: "RESOURCE_EXHAUSTED",
     InferenceError: "INTERNAL",
     UnsupportedError: "UNIMPLEMENTED",
 }
@@ -305,10 +333,11 @@ def grpc_code_of(exc: BaseException) -> str:
 _BY_STATUS: dict[int, type[ServerError]] = {
     400: RemoteInvalidInputError,
     401: UnauthenticatedError,
-    403: UnauthenticatedError,
+    403: PermissionDeniedError,
     404: ModelNotFoundError,
     413: PayloadTooLargeError,
     422: RemoteInvalidInputError,
+    429: ResourceLimitError,
     501: RemoteUnsupportedError,
     503: ServerUnavailableError,
 }
@@ -319,7 +348,7 @@ _BY_GRPC_CODE: dict[str, type[ServerError]] = {
     "UNAVAILABLE": ServerUnavailableError,
     "RESOURCE_EXHAUSTED": QueueFullError,
     "UNAUTHENTICATED": UnauthenticatedError,
-    "PERMISSION_DENIED": UnauthenticatedError,
+    "PERMISSION_DENIED": PermissionDeniedError,
     "UNIMPLEMENTED": RemoteUnsupportedError,
     "INTERNAL": InferenceError,
     "UNKNOWN": InferenceError,
@@ -429,6 +458,8 @@ def error_for_grpc_code(
         cls, status = UnauthenticatedError, 403
     if code == "RESOURCE_EXHAUSTED" and ("larger than max" in message or "exceeds" in message):
         cls, status = PayloadTooLargeError, 413
+    elif code == "RESOURCE_EXHAUSTED" and "(--max-" in message:
+        cls, status = ResourceLimitError, 429
     message, model_tb = split_model_traceback(message)
     return cls(
         message,

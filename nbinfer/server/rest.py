@@ -390,13 +390,13 @@ class RestApp:
     async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Load or reload a model (optional config and file overrides)."""
         config, files = _load_parameters(_json_body(body))
-        await self.dp.load_model(model, config=config, files=files)
+        await self.dp.load_model(model, config=config, files=files, remote=True)
         return 200, _JSON, b"", _EMPTY
 
     async def _unload(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Unload a model."""
         _json_body(body)
-        await self.dp.unload_model(model)
+        await self.dp.unload_model(model, remote=True)
         return 200, _JSON, b"", _EMPTY
 
     # shared memory: ``region`` comes in the model slot, the kind (system / cuda) in the version's
@@ -429,6 +429,8 @@ class RestApp:
     async def _logging(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the log settings (Triton's logging extension)."""
         update = _settings_body(body, "logging")
+        if update:
+            self.dp.repository.control.check_settings_update("log")
         return _json_response(LogSettings.update(update) if update else LogSettings.get())
 
     async def _trace(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
@@ -436,6 +438,8 @@ class RestApp:
         update = _settings_body(body, "trace")
         if model:
             self.dp.model_metadata(model)  # an unknown model is a 404, as on Triton
+        if update:
+            self.dp.repository.control.check_settings_update("trace")
         return _json_response(trace_settings(model, update))
 
     # KServe v1
