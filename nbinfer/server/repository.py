@@ -790,9 +790,9 @@ class ModelRepository:
         if entry is None:
             if len(self._entries) >= control.max_models:
                 raise ResourceLimitError(
-                    f"load of model {name!r} refused: the server already has "
+                    f"load of model {name!r} refused: the server already knows "
                     f"{len(self._entries)} models, its limit (--max-models "
-                    f"{control.max_models}); unload one first",
+                    f"{control.max_models}); reuse a name or ask the operator to raise it",
                     model=name,
                 )
             return
