@@ -191,7 +191,7 @@ def _add_kserve_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_model_control_options(parser: argparse.ArgumentParser) -> None:
     """Triton's model control modes and the caps on what network loads may create."""
-    from nbinfer.server.app import (
+    from nbinfer.config import (
         DEFAULT_MAX_MODELS,
         DEFAULT_MAX_UPLOAD_BYTES,
         DEFAULT_MAX_UPLOAD_FILES,

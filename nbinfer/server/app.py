@@ -25,14 +25,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
+from nbinfer.config import (
+    DEFAULT_MAX_MODELS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_UPLOAD_FILES,
+)
 from nbinfer.errors import InvalidInputError
 from nbinfer.server.observability import DEFAULT_ACCESS_LOG_FORMAT
-
-#: The caps' defaults, as in ``repository.py`` (kept light: no repository import here).
-DEFAULT_MAX_MODELS = 100
-DEFAULT_MAX_UPLOAD_FILES = 100
-DEFAULT_MAX_UPLOAD_BYTES = 256 * 1024 * 1024
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane

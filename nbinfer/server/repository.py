@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from nbinfer.config import DEFAULT_MAX_MODELS, DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_MAX_UPLOAD_FILES
 from nbinfer.errors import (
     InvalidInputError,
     ModelLoadError,
@@ -71,12 +72,6 @@ UNLOADING = "UNLOADING"
 
 #: Triton's model control modes: what the repository API (load / unload) may do.
 MODEL_CONTROL_MODES = ("none", "explicit", "poll")
-#: Most models the server knows before a network load of a new name is refused.
-DEFAULT_MAX_MODELS = 100
-#: Most ``file:`` uploads in one load request.
-DEFAULT_MAX_UPLOAD_FILES = 100
-#: Most bytes of uploaded files in one load request.
-DEFAULT_MAX_UPLOAD_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)

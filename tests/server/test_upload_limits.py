@@ -107,7 +107,7 @@ def test_one_model_more_than_the_cap_is_429_and_changes_nothing(
 def test_the_caps_have_safe_defaults_and_flags() -> None:
     options = ServerOptions.from_namespace(build_parser().parse_args([]))
     assert (options.max_models, options.max_upload_files) == (100, 100)
-    assert options.max_upload_bytes == 256 * 1024 * 1024
+    assert options.max_upload_bytes == 128 * 1024 * 1024 < options.max_request_bytes
     args = ["--max-models", "5", "--max-upload-files", "2", "--max-upload-bytes", "10"]
     options = ServerOptions.from_namespace(build_parser().parse_args(args))
     assert (options.max_models, options.max_upload_files, options.max_upload_bytes) == (5, 2, 10)
