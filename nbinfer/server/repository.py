@@ -666,9 +666,10 @@ class ModelRepository:
             ModelLoadError: the model failed to load (the reason is also recorded in the index).
         """
         if remote:
-            self._check_upload_caps(name, files)
+            self._check_remote_request(name, files)
         override = _parse_config_override(config)
-        entry = self._entry_to_load(name, remote=remote, changes=override is not None or files)
+        changes = override is not None or bool(files)
+        entry = self._entry_to_load(name, remote=remote, changes=changes)
         if entry is not None and entry.busy:
             raise InvalidInputError(f"model {name!r} is already being loaded or unloaded")
         prepared = self._prepare_source(name, entry, override, files)
@@ -748,11 +749,13 @@ class ModelRepository:
             del self._entries[name]
 
     # -- model control (requests from the network) -----------------------------------------
-    def _check_upload_caps(self, name: str, files: Mapping[str, bytes] | None) -> None:
-        """Refuse more files or bytes than one load may upload, before anything is read."""
+    def _check_remote_request(self, name: str, files: Mapping[str, bytes] | None) -> None:
+        """The mode first (nothing of the request is looked at), then the upload caps."""
+        limits = self.control
+        if limits.mode != "explicit":
+            raise _refuse_mode(name, "load", limits.mode)
         if not files:
             return
-        limits = self.control
         if len(files) > limits.max_upload_files:
             raise PayloadTooLargeError(
                 f"load of model {name!r} refused: {len(files)} uploaded files exceeds the "
@@ -767,14 +770,14 @@ class ModelRepository:
                 model=name,
             )
 
-    def _entry_to_load(self, name: str, *, remote: bool, changes: object) -> _Entry | None:
+    def _entry_to_load(self, name: str, *, remote: bool, changes: bool) -> _Entry | None:
         """The entry a load of ``name`` acts on (None: a new name, checked by the policy)."""
         self._scan()
         entry = self._entries.get(name)
         if entry is None:
             check_model_name(name)
         if remote:
-            self._check_remote_load(name, entry, changes=bool(changes))
+            self._check_remote_load(name, entry, changes=changes)
         return entry
 
     def _check_remote_load(self, name: str, entry: _Entry | None, *, changes: bool) -> None:

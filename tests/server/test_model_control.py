@@ -192,8 +192,11 @@ def test_none_mode_refuses_every_load_and_unload_naming_model_mode_and_flag() ->
         assert "explicit model load / unload is not allowed" in text  # Triton's words
         status, text = http_load(locked, "brand_new", {"1/model.onnx": swapped_add_sub_onnx()})
         assert status == 403, text
+        many = {f"{i}.txt": b"x" for i in range(200)}  # the mode answers before any cap
+        assert http_load(locked, "brand_new", many, config="not json")[0] == 403
         assert grpc_unload(locked, "iris")[0] == grpc.StatusCode.PERMISSION_DENIED
         assert http_unload(locked, "iris")[0] == 403
+        assert http_unload(locked, "no_such_model")[0] == 403  # nothing learnt about names
         assert answers_add_sub(locked) == []
         assert _state(locked, "iris") == "READY"
         client = Client("grpc://" + locked.grpc_url)
