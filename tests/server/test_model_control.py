@@ -11,12 +11,15 @@ is real and the tests can fail.
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import httpx
 import numpy as np
 import pytest
 
@@ -24,7 +27,7 @@ from nbinfer import Client, PermissionDeniedError, Session
 from nbinfer.protocol.grpc import pb
 from nbinfer.server.__main__ import build_parser
 from nbinfer.server.app import ServerOptions
-from nbinfer.server.launcher import LocalServer
+from nbinfer.server.launcher import LocalServer, parse_ready_line
 from tests.server.repo_calls import (
     ONNX_CONFIG,
     answers_add_sub,
@@ -204,9 +207,30 @@ def test_none_mode_refuses_every_load_and_unload_naming_model_mode_and_flag() ->
             client.unload_model("iris")
 
 
-def test_nbinfer_serve_defaults_to_none_and_local_server_to_explicit() -> None:
-    from nbinfer.cli import main  # noqa: F401 - the same options as `nbinfer serve`
+def test_a_real_nbinfer_serve_refuses_unload_by_default() -> None:
+    cmd = [sys.executable, "-m", "nbinfer.cli", "serve", "--demo", "--device", "cpu"]
+    cmd += ["--http-port", "0", "--grpc-port", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        urls = None
+        for line in proc.stdout:
+            urls = parse_ready_line(line)
+            if urls is not None:
+                break
+        assert urls is not None, "nbinfer serve did not start"
+        r = httpx.post(urls[0] + "/v2/repository/models/iris/unload", json={}, timeout=30)
+        assert r.status_code == 403, r.text
+        assert "--model-control-mode none" in r.text
+        assert httpx.get(urls[0] + "/v2/models/iris/ready", timeout=30).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
+
+def test_nbinfer_serve_defaults_to_none_and_local_server_to_explicit() -> None:
     ns: argparse.Namespace = build_parser().parse_args([])
     options = ServerOptions.from_namespace(ns)
     assert options.model_control_mode == "none" and not options.allow_model_replace
