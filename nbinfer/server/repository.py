@@ -728,8 +728,8 @@ class ModelRepository:
             PermissionDeniedError: (remote) the model control mode refuses it, or the model
                 is served from memory (demo, notebook) without ``allow_replace``.
         """
-        if remote and self.control.mode != "explicit":
-            raise _refuse_mode(name, "unload", self.control.mode)
+        if remote:
+            self.check_remote_mode(name, "unload")
         entry = self._entry(name)
         if remote and entry.memory is not None and not self.control.allow_replace:
             raise PermissionDeniedError(
@@ -749,11 +749,21 @@ class ModelRepository:
             del self._entries[name]
 
     # -- model control (requests from the network) -----------------------------------------
+    def check_remote_mode(self, name: str, action: str) -> None:
+        """Refuse a network ``action`` ("load" / "unload") the model control mode forbids.
+
+        Frontends call it before decoding a request's files, so a refused load costs nothing.
+
+        Raises:
+            PermissionDeniedError: the mode is not ``explicit``.
+        """
+        if self.control.mode != "explicit":
+            raise _refuse_mode(name, action, self.control.mode)
+
     def _check_remote_request(self, name: str, files: Mapping[str, bytes] | None) -> None:
         """The mode first (nothing of the request is looked at), then the upload caps."""
+        self.check_remote_mode(name, "load")
         limits = self.control
-        if limits.mode != "explicit":
-            raise _refuse_mode(name, "load", limits.mode)
         if not files:
             return
         if len(files) > limits.max_upload_files:

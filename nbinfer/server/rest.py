@@ -389,6 +389,7 @@ class RestApp:
 
     async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Load or reload a model (optional config and file overrides)."""
+        self.dp.repository.check_remote_mode(model, "load")  # before decoding any upload
         config, files = _load_parameters(_json_body(body))
         await self.dp.load_model(model, config=config, files=files, remote=True)
         return 200, _JSON, b"", _EMPTY
