@@ -48,6 +48,13 @@ __all__ = [
 #: Default bound on a request body accepted by the embedded server (bytes).
 DEFAULT_MAX_REQUEST_BYTES = 256 * 1024 * 1024
 
+#: Embedded server: most models known before a network load of a new name is refused.
+DEFAULT_MAX_MODELS = 100
+#: Embedded server: most ``file:`` uploads in one load request.
+DEFAULT_MAX_UPLOAD_FILES = 100
+#: Embedded server: most uploaded bytes in one load request (below the body limit).
+DEFAULT_MAX_UPLOAD_BYTES = 128 * 1024 * 1024
+
 #: Default bound on a gRPC message a client sends or receives (bytes, the grpc maximum is 2 GiB).
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 * 1024
 

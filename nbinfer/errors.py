@@ -19,8 +19,9 @@ classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC
     │   ├── ServerUnavailableError (503) server not ready, overloaded, request timed out in queue
     │   │   └── QueueFullError (503)     a model's request queue is full (gRPC RESOURCE_EXHAUSTED)
     │   ├── PayloadTooLargeError (413)   request body above the server's limit
-    │   ├── LimitExceededError (429)     a cap on what callers hold (gRPC RESOURCE_EXHAUSTED)
+    │   ├── LimitExceededError (429)     a cap on what callers create or hold (regions, models)
     │   ├── UnauthenticatedError (401)   missing / wrong credentials
+    │   │   └── PermissionDeniedError (403) the server refuses the action (model control)
     │   └── InferenceError  (500)        the model raised while running
     └── ServerStartError                 the local server process failed to start
 
@@ -66,6 +67,7 @@ __all__ = [
     "ModelNotReadyError",
     "NbinferError",
     "PayloadTooLargeError",
+    "PermissionDeniedError",
     "QueueFullError",
     "RemoteInvalidInputError",
     "RemoteUnsupportedError",
@@ -227,8 +229,9 @@ class LimitExceededError(ServerError):
     """A cap on what callers may hold on the server was reached (HTTP 429 / RESOURCE_EXHAUSTED).
 
     The message names the limit and the server option that sets it (e.g. shared-memory regions
-    per caller, ``--max-shm-regions-per-caller``). Retrying as is does not help: free something
-    first (unregister regions) or ask the operator to raise the limit.
+    per caller, ``--max-shm-regions-per-caller``; models the server knows, ``--max-models``).
+    Retrying as is does not help: free something first (unregister regions, unload a model) or
+    ask the operator to raise the limit.
     """
 
     default_status = 429
@@ -238,6 +241,16 @@ class UnauthenticatedError(ServerError):
     """Missing or wrong credentials."""
 
     default_status = 401
+
+
+class PermissionDeniedError(UnauthenticatedError):
+    """The server refuses this action whoever asks (HTTP 403 / gRPC PERMISSION_DENIED).
+
+    E.g. a model load or unload that the server's model control mode does not allow; the
+    message names the model, the mode and the option that would allow it.
+    """
+
+    default_status = 403
 
 
 class InferenceError(ServerError):
@@ -278,6 +291,7 @@ HTTP_STATUS: dict[type[NbinferError], int] = {
     ServerUnavailableError: 503,
     PayloadTooLargeError: 413,
     LimitExceededError: 429,
+    PermissionDeniedError: 403,
     UnauthenticatedError: 401,
     InferenceError: 500,
     UnsupportedError: 501,
@@ -295,6 +309,7 @@ GRPC_CODE: dict[type[NbinferError], str] = {
     ServerUnavailableError: "UNAVAILABLE",
     PayloadTooLargeError: "RESOURCE_EXHAUSTED",
     LimitExceededError: "RESOURCE_EXHAUSTED",
+    PermissionDeniedError: "PERMISSION_DENIED",
     UnauthenticatedError: "UNAUTHENTICATED",
     InferenceError: "INTERNAL",
     UnsupportedError: "UNIMPLEMENTED",
@@ -320,7 +335,7 @@ def grpc_code_of(exc: BaseException) -> str:
 _BY_STATUS: dict[int, type[ServerError]] = {
     400: RemoteInvalidInputError,
     401: UnauthenticatedError,
-    403: UnauthenticatedError,
+    403: PermissionDeniedError,
     404: ModelNotFoundError,
     413: PayloadTooLargeError,
     422: RemoteInvalidInputError,
@@ -335,7 +350,7 @@ _BY_GRPC_CODE: dict[str, type[ServerError]] = {
     "UNAVAILABLE": ServerUnavailableError,
     "RESOURCE_EXHAUSTED": QueueFullError,
     "UNAUTHENTICATED": UnauthenticatedError,
-    "PERMISSION_DENIED": UnauthenticatedError,
+    "PERMISSION_DENIED": PermissionDeniedError,
     "UNIMPLEMENTED": RemoteUnsupportedError,
     "INTERNAL": InferenceError,
     "UNKNOWN": InferenceError,

@@ -142,6 +142,7 @@ def add_server_arguments(
     )
     _add_web_options(parser)
     _add_kserve_options(parser)
+    _add_model_control_options(parser)
     import dataclasses
 
     from nbinfer.server.app import ServerOptions
@@ -226,6 +227,46 @@ def _add_kserve_options(parser: argparse.ArgumentParser) -> None:
         help="answer a model's exception EXC with FUNC(exc) -> (status, message) on HTTP and "
         "gRPC (repeatable; both importable in the server)",
     )
+
+
+def _add_model_control_options(parser: argparse.ArgumentParser) -> None:
+    """Triton's model control modes and the caps on what network loads may create."""
+    from nbinfer.config import (
+        DEFAULT_MAX_MODELS,
+        DEFAULT_MAX_UPLOAD_BYTES,
+        DEFAULT_MAX_UPLOAD_FILES,
+    )
+
+    group = parser.add_argument_group("model control (see docs/security.md)")
+    group.add_argument(
+        "--model-control-mode",
+        choices=["none", "explicit", "poll"],
+        default=None,
+        help="what the repository API may do, as Triton's: none = load / unload requests are "
+        "refused; explicit = allowed (no replacing without --allow-model-replace); poll = "
+        "the repository directories are rescanned and changes applied, the API refuses "
+        "load / unload (none). Log / trace setting updates follow the same rule",
+    )
+    group.add_argument(
+        "--allow-model-replace",
+        action="store_true",
+        default=None,
+        help="let load requests replace a serving, repository or in-memory (demo, notebook) "
+        "model with uploaded files or a config override, and unload in-memory models (off)",
+    )
+    group.add_argument(
+        "--repository-poll-secs",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between rescans of the repository in poll mode (15)",
+    )
+    for flag, default, text in (
+        ("--max-models", DEFAULT_MAX_MODELS, "models known before a load of a new one is refused"),
+        ("--max-upload-files", DEFAULT_MAX_UPLOAD_FILES, "uploaded files per load request"),
+        ("--max-upload-bytes", DEFAULT_MAX_UPLOAD_BYTES, "uploaded bytes per load request"),
+    ):
+        group.add_argument(flag, type=int, default=None, help=f"most {text} ({default})")
 
 
 def _port_free(host: str, port: int) -> bool:

@@ -25,7 +25,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
+from nbinfer.config import (
+    DEFAULT_MAX_MODELS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_UPLOAD_FILES,
+)
 from nbinfer.errors import InvalidInputError
 from nbinfer.server.observability import DEFAULT_ACCESS_LOG_FORMAT
 from nbinfer.server.offload import DEFAULT_MAX_PARAMETERS
@@ -34,13 +39,16 @@ from nbinfer.server.shm import MAX_SHM_REGIONS, MAX_SHM_REGIONS_PER_CALLER
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
+    from nbinfer.server.repository import ModelControl
 
 __all__ = [
     "AUTH_TOKEN_ENV",
+    "CONTROL_OPTIONS",
     "LIMIT_OPTIONS",
     "NO_TOKEN_WARNING",
     "ServerOptions",
     "build_dataplane",
+    "model_control",
     "run",
     "serve_async",
     "watch_parent_early",
@@ -135,6 +143,19 @@ class ServerOptions:
     access_log_format: str = DEFAULT_ACCESS_LOG_FORMAT
     #: ``"module:Exception=module:handler"`` custom exception handlers (exception_handlers.py).
     exception_handlers: list[str] = field(default_factory=list)
+    #: Triton's model control mode: ``none`` (the repository API refuses load / unload),
+    #: ``explicit`` (allowed, no replacing) or ``poll`` (the repository is rescanned).
+    model_control_mode: str = "none"
+    #: Let network loads replace a serving / operator / in-memory model, and unload in-memory ones.
+    allow_model_replace: bool = False
+    #: Most models known before a network load of a new name is refused (429).
+    max_models: int = DEFAULT_MAX_MODELS
+    #: Most uploaded files per load request (413).
+    max_upload_files: int = DEFAULT_MAX_UPLOAD_FILES
+    #: Most uploaded bytes per load request (413).
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    #: Seconds between two rescans of the repository in ``poll`` mode.
+    repository_poll_secs: float = 15.0
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ServerOptions:
@@ -161,6 +182,7 @@ class ServerOptions:
             allow_remote_shm=bool(getattr(ns, "allow_remote_shm", False)),
             access_log=bool(getattr(ns, "access_log", False)),
             exception_handlers=list(getattr(ns, "exception_handler", None) or []),
+            **{k: getattr(ns, k) for k in CONTROL_OPTIONS if getattr(ns, k, None) is not None},
             **{k: getattr(ns, k) for k in OPTIONAL_OPTIONS if getattr(ns, k, None) is not None},
             **{k: getattr(ns, k) for k in LIMIT_OPTIONS if getattr(ns, k, None) is not None},
         )
@@ -188,6 +210,33 @@ LIMIT_OPTIONS = (
 )
 #: Options that keep the ServerOptions default when not given (``None`` on the command line).
 OPTIONAL_OPTIONS = ("grace_period", "access_log_format")
+#: Model control options (see ``repository.ModelControl``), same names on the command line.
+CONTROL_OPTIONS = (
+    "model_control_mode",
+    "allow_model_replace",
+    "max_models",
+    "max_upload_files",
+    "max_upload_bytes",
+    "repository_poll_secs",
+)
+
+
+def model_control(options: ServerOptions) -> ModelControl:
+    """The repository's :class:`~nbinfer.server.repository.ModelControl` from ``options``.
+
+    Raises:
+        InvalidInputError: an unknown mode or a negative cap.
+    """
+    from nbinfer.server.repository import ModelControl
+
+    return ModelControl(
+        mode=options.model_control_mode,
+        allow_replace=options.allow_model_replace,
+        max_models=options.max_models,
+        max_upload_files=options.max_upload_files,
+        max_upload_bytes=options.max_upload_bytes,
+        poll_seconds=options.repository_poll_secs,
+    )
 
 
 # -- parent death ---------------------------------------------------------------------------
@@ -241,6 +290,7 @@ def build_dataplane(options: ServerOptions) -> DataPlane:
         models=models,
         device=options.device,
         allow_code_upload=options.allow_code_upload,
+        control=model_control(options),
     )
     return DataPlane(
         repo,
@@ -373,6 +423,9 @@ async def serve_async(
     main_loop = asyncio.ensure_future(http_server.main_loop())
     http_url = f"http://{_url_host(options.host)}:{http_port}"
     grpc_url = f"{_url_host(options.host)}:{grpc_port}"
+    poller: asyncio.Future[None] | None = None
+    if dp.repository.control.mode == "poll":
+        poller = asyncio.ensure_future(_poll_repository(dp))
     control: asyncio.Future[None] | None = None
     if options.control_fd is not None:
         from nbinfer.server.control import serve_control
@@ -388,6 +441,8 @@ async def serve_async(
         logger.info("nbinfer server shutting down")
         if control is not None:
             control.cancel()
+        if poller is not None:
+            poller.cancel()
         http_server.should_exit = True
         with contextlib.suppress(BaseException):
             await main_loop
@@ -408,6 +463,24 @@ async def serve_async(
         with contextlib.suppress(Exception):  # a stuck predict cannot hold the stop
             await asyncio.wait_for(dp.close(), 1.0 if abandoned else None)
     return abandoned
+
+
+async def _poll_repository(dp: DataPlane) -> None:
+    """``poll`` mode: rescan the repository every ``poll_seconds`` and apply the changes."""
+    seconds = dp.repository.control.poll_seconds
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            changed = await dp.repository.poll()
+        except Exception:
+            logger.exception("polling the model repository failed")
+            continue
+        if changed:
+            dp.models.purge()
+            dp.models.check_scheduling()
+            for name in changed:
+                dp.sequences.drop_model(name)
+            logger.info("model repository polled: %s changed", ", ".join(changed))
 
 
 def _configure_logging(level: str) -> None:

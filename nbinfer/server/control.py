@@ -5,8 +5,10 @@ modules); never the client, transports, session, interop or notebook.
 
 ``LocalServer(control=True)`` creates a socket pair, keeps one end and hands the other to the
 child (``--control-fd N``). Frames are a 4-byte big-endian length and a payload. Requests from
-the parent are ``b"M"`` + a cloudpickled :class:`~nbinfer.server.model.Model`; replies are JSON
-(``{"ok": true, "name": ...}`` or ``{"error": "..."}``).
+the parent are ``b"M"`` + a cloudpickled :class:`~nbinfer.server.model.Model`, or ``b"R"`` +
+JSON ``{"op": "load" | "unload", "name", "config", "files": {path: base64}}`` (the operator's
+repository calls: the model control mode and replace rule of network callers do not apply);
+replies are JSON (``{"ok": true, "name": ...}`` or ``{"error": "...", "status": N}``).
 
 This is the only place the server unpickles anything, and what it unpickles comes from the
 process that spawned it over an inherited, unnamed socket — never from the network. When the
@@ -16,6 +18,7 @@ parent's end closes, the channel ends quietly (the parent-death watchdog handles
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -24,20 +27,30 @@ import socket
 import struct
 import sys
 import sysconfig
+from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from nbinfer.errors import InvalidInputError, ModelLoadError, ServerError, ServerUnavailableError
+from nbinfer.errors import (
+    InvalidInputError,
+    ModelLoadError,
+    NbinferError,
+    ServerError,
+    ServerUnavailableError,
+    error_for_status,
+    status_of,
+)
 
 if TYPE_CHECKING:
     from nbinfer.server.dataplane import DataPlane
 
-__all__ = ["read_frame", "send_model", "serve_control", "write_frame"]
+__all__ = ["read_frame", "repository_call", "send_model", "serve_control", "write_frame"]
 
 logger = logging.getLogger("nbinfer")
 
 _HEADER = struct.Struct(">I")
 _MODEL = b"M"
+_REPOSITORY = b"R"
 
 
 def write_frame(sock: socket.socket, payload: bytes) -> None:
@@ -101,6 +114,58 @@ def send_model(sock: socket.socket, model: Any, *, timeout: float) -> str:
     return str(reply["name"])
 
 
+def repository_call(
+    sock: socket.socket,
+    op: str,
+    name: str,
+    *,
+    config: str | None = None,
+    files: Mapping[str, bytes] | None = None,
+    timeout: float,
+) -> None:
+    """Load or unload ``name`` as the operator, over the control socket.
+
+    Raises:
+        ServerError: what the server answered (the class of the same error over HTTP:
+            ``ModelNotFoundError``, ``ModelLoadError``, ...).
+        ServerUnavailableError: The server did not answer in time or is gone.
+    """
+    request = {
+        "op": op,
+        "name": name,
+        "config": config,
+        "files": {k: base64.b64encode(bytes(v)).decode() for k, v in (files or {}).items()},
+    }
+    sock.settimeout(timeout)
+    try:
+        write_frame(sock, _REPOSITORY + json.dumps(request).encode())
+        reply = json.loads(read_frame(sock))
+    except (TimeoutError, OSError) as exc:
+        raise ServerUnavailableError(
+            f"the local server did not confirm the {op} of model {name!r}: {exc}"
+        ) from exc
+    if "error" in reply:
+        raise error_for_status(int(reply.get("status", 500)), str(reply["error"]), model=name)
+
+
+async def _repository(payload: bytes, dataplane: DataPlane) -> dict[str, Any]:
+    try:
+        request = json.loads(payload)
+        name = str(request["name"])
+        files = {str(k): base64.b64decode(v) for k, v in (request.get("files") or {}).items()}
+        if request.get("op") == "unload":
+            await dataplane.unload_model(name)
+        elif request.get("op") == "load":
+            await dataplane.load_model(name, config=request.get("config"), files=files or None)
+        else:
+            return {"error": f"unknown repository operation {request.get('op')!r}", "status": 400}
+    except NbinferError as exc:
+        return {"error": exc.message, "status": status_of(exc)}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "status": 500}
+    return {"ok": True, "name": name}
+
+
 def _installed_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
@@ -131,6 +196,8 @@ def _user_modules(model: Any) -> list[ModuleType]:
 
 
 async def _handle(payload: bytes, dataplane: DataPlane) -> dict[str, Any]:
+    if payload.startswith(_REPOSITORY):
+        return await _repository(payload[len(_REPOSITORY) :], dataplane)
     if not payload.startswith(_MODEL):
         return {"error": "unknown control message"}
     import cloudpickle

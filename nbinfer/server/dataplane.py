@@ -625,16 +625,27 @@ class DataPlane:
         return self.models.index(ready_only=ready_only)
 
     async def load_model(
-        self, name: str, *, config: str | None = None, files: dict[str, bytes] | None = None
+        self,
+        name: str,
+        *,
+        config: str | None = None,
+        files: dict[str, bytes] | None = None,
+        remote: bool = False,
     ) -> None:
         """Load or reload a model (see :meth:`ServedModels.load`).
+
+        ``remote``: the request came over the network (HTTP / gRPC), so the repository's
+        model control applies; in-process and control-channel callers are the operator.
 
         Raises:
             ModelNotFoundError: nothing to load under that name.
             InvalidInputError: bad overrides (config, file paths).
+            PermissionDeniedError: (remote) refused by the model control mode / replace rule.
+            PayloadTooLargeError: (remote) more uploaded files or bytes than allowed.
+            LimitExceededError: (remote) one model more than ``--max-models``.
             ModelLoadError: the model failed to load (its own error text included).
         """
-        await self.models.load(name, config=config, files=files)
+        await self.models.load(name, config=config, files=files, remote=remote)
 
     async def add_model(self, model: Model) -> None:
         """Register (or replace) an in-memory model and load it (see :meth:`ServedModels.add`).
@@ -644,13 +655,15 @@ class DataPlane:
         """
         await self.models.add(model)
 
-    async def unload_model(self, name: str) -> None:
+    async def unload_model(self, name: str, *, remote: bool = False) -> None:
         """Unload a model after its in-flight requests finish; others keep serving.
 
         Raises:
             ModelNotFoundError: unknown model.
+            PermissionDeniedError: (remote) refused by the model control mode, or an
+                in-memory model without ``--allow-model-replace``.
         """
-        await self.models.unload(name)
+        await self.models.unload(name, remote=remote)
 
     # -- shared memory -----------------------------------------------------------------------
     def shm_status(

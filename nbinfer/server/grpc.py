@@ -444,16 +444,17 @@ class GrpcFrontend:
 
     async def repository_model_load(self, request: Any, context: Any) -> Any:
         """RepositoryModelLoad (parameters: ``config`` JSON string, ``file:<path>`` bytes)."""
+        self.dp.repository.check_remote_mode(request.model_name, "load")  # before the uploads
         if request.ByteSize() < OFFLOAD_BYTES:
             name, config, files = gcodec.load_request_from_proto(request)
         else:  # the uploads are copied out of the message: on a worker thread
             name, config, files = await off_loop(gcodec.load_request_from_proto, request)
-        await self.dp.load_model(name, config=config, files=files or None)
+        await self.dp.load_model(name, config=config, files=files or None, remote=True)
         return response_message("RepositoryModelLoad")
 
     async def repository_model_unload(self, request: Any, context: Any) -> Any:
         """RepositoryModelUnload."""
-        await self.dp.unload_model(request.model_name)
+        await self.dp.unload_model(request.model_name, remote=True)
         return response_message("RepositoryModelUnload")
 
     # -- shared memory -----------------------------------------------------------------------
@@ -508,6 +509,8 @@ class GrpcFrontend:
         update = trace_settings_from_proto(request.settings)
         if request.model_name:
             self.dp.model_metadata(request.model_name)  # an unknown model is NOT_FOUND
+        if update:
+            self.dp.repository.control.check_settings_update("trace")
         reply: Any = response_message("TraceSetting")
         trace_settings_to_proto(trace_settings(request.model_name, update), reply.settings)
         return reply
@@ -515,6 +518,8 @@ class GrpcFrontend:
     async def log_settings(self, request: Any, context: Any) -> Any:
         """LogSettings over the ``nbinfer`` logger (the same settings as ``/v2/logging``)."""
         update = log_settings_from_proto(request.settings)
+        if update:
+            self.dp.repository.control.check_settings_update("log")
         current = LogSettings.update(update) if update else LogSettings.get()
         reply: Any = response_message("LogSettings")
         log_settings_to_proto(current, reply.settings)

@@ -143,6 +143,16 @@ class LocalServer:
             answers a model's ``MyError`` on HTTP (that status) and gRPC (its code). Keys and
             handlers travel by reference: importable objects or ``"module:qualname"``
             strings; anything else raises :class:`~nbinfer.errors.InvalidInputError`.
+        model_control_mode: What the repository API may do over the network: ``"explicit"``
+            (the default here: load / unload allowed, no replacing), ``"none"`` (refused) or
+            ``"poll"`` (the repository directory is rescanned). ``nbinfer serve`` defaults
+            to ``"none"``. See ``docs/security.md``.
+        allow_model_replace: Let network loads replace a serving, repository or in-memory
+            model (uploaded files or a config override) and unload in-memory models.
+        model_limits: Caps on what network loads create, by option name:
+            ``{"max_models": 100, "max_upload_files": 100, "max_upload_bytes": 2**28,
+            "repository_poll_secs": 15}``; an unknown name raises
+            :class:`~nbinfer.errors.InvalidInputError` when starting.
 
     Example::
 
@@ -179,6 +189,9 @@ class LocalServer:
         access_log: bool = False,
         access_log_format: str | None = None,
         exception_handlers: Mapping[Any, Any] | None = None,
+        model_control_mode: str = "explicit",
+        allow_model_replace: bool = False,
+        model_limits: Mapping[str, float] | None = None,
     ) -> None:
         self.model_repository = None if model_repository is None else os.fspath(model_repository)
         self.demo = demo
@@ -207,6 +220,9 @@ class LocalServer:
         self.access_log = access_log
         self.access_log_format = access_log_format
         self.exception_handlers = dict(exception_handlers or {})
+        self.model_control_mode = model_control_mode
+        self.allow_model_replace = allow_model_replace
+        self.model_limits = dict(model_limits or {})
         self._control: socket.socket | None = None
         self._control_lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -318,6 +334,7 @@ class LocalServer:
                 cmd += ["--allowed-origins", ",".join(self.allowed_origins)]
         if self.allow_remote_shm:
             cmd.append("--allow-remote-shm")
+        cmd += self._control_options()
         cmd += self._kserve_options()
         if self.limits:
             from nbinfer.server.app import LIMIT_OPTIONS
@@ -334,6 +351,26 @@ class LocalServer:
             cmd.append("--pdeathsig")
         cmd += self.extra_args
         return cmd
+
+    def _control_options(self) -> list[str]:
+        """Model control mode, replace permission and caps as command-line options."""
+        from nbinfer.server.app import CONTROL_OPTIONS
+        from nbinfer.server.repository import MODEL_CONTROL_MODES
+
+        if self.model_control_mode not in MODEL_CONTROL_MODES:
+            raise InvalidInputError(
+                f"model_control_mode {self.model_control_mode!r} is not one of "
+                f"{', '.join(MODEL_CONTROL_MODES)}"
+            )
+        out = ["--model-control-mode", self.model_control_mode]
+        if self.allow_model_replace:
+            out.append("--allow-model-replace")
+        caps = CONTROL_OPTIONS[2:]
+        for name, value in self.model_limits.items():
+            if name not in caps:
+                raise InvalidInputError(f"unknown model limit {name!r}; known: {', '.join(caps)}")
+            out += ["--" + name.replace("_", "-"), str(value)]
+        return out
 
     def _kserve_options(self) -> list[str]:
         """Grace period, access log and exception handlers as command-line options."""
@@ -529,6 +566,33 @@ class LocalServer:
                     "add_model() needs a running LocalServer started with control=True"
                 )
             return send_model(self._control, model, timeout=timeout)
+
+    def repository(
+        self,
+        op: str,
+        model: str,
+        *,
+        config: str | None = None,
+        files: Mapping[str, bytes] | None = None,
+        timeout: float = 120.0,
+    ) -> None:
+        """Load (``op="load"``) or unload a model as the operator, over the control channel.
+
+        The server's model control mode and replace rule bind network callers only: the
+        process that started the server may load, replace and unload any model.
+
+        Raises:
+            ServerStartError: The server is not running or was started without ``control``.
+            ServerError: What the server answered (``ModelNotFoundError``, ...).
+        """
+        from nbinfer.server.control import repository_call
+
+        with self._control_lock:
+            if self._control is None or not self.running:
+                raise ServerStartError(
+                    "repository() needs a running LocalServer started with control=True"
+                )
+            repository_call(self._control, op, model, config=config, files=files, timeout=timeout)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Wait for the child to exit; return its exit code (``None`` on timeout / not started)."""

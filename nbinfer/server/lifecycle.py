@@ -232,7 +232,12 @@ class ServedModels:
         return self.repository.index(ready_only=ready_only)
 
     async def load(
-        self, name: str, *, config: str | None = None, files: dict[str, bytes] | None = None
+        self,
+        name: str,
+        *,
+        config: str | None = None,
+        files: dict[str, bytes] | None = None,
+        remote: bool = False,
     ) -> None:
         """Load or reload a model (see :meth:`ModelRepository.load`).
 
@@ -242,7 +247,7 @@ class ServedModels:
             ModelLoadError: no version came up: ``load()`` raised or returned False, the code
                 did not import, or the scheduling settings are malformed (reason included).
         """
-        await self.repository.load(name, config=config, files=files)
+        await self.repository.load(name, config=config, files=files, remote=remote)
         self.sequences.drop_model(name)
         problem = self.check_scheduling(name)
         if problem:
@@ -260,13 +265,14 @@ class ServedModels:
         self.sequences.drop_model(model.name)
         self.check_scheduling()
 
-    async def unload(self, name: str) -> None:
+    async def unload(self, name: str, *, remote: bool = False) -> None:
         """Unload a model after its in-flight requests finish; others keep serving.
 
         Raises:
             ModelNotFoundError: unknown model.
+            PermissionDeniedError: (``remote``) the model control mode refuses it.
         """
-        await self.repository.unload(name)
+        await self.repository.unload(name, remote=remote)
         self.purge()
         self.sequences.drop_model(name)
 

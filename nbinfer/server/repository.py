@@ -17,6 +17,7 @@ Imports neither the dataplane nor the frontends (they import this module).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -27,12 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from nbinfer.config import DEFAULT_MAX_MODELS, DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_MAX_UPLOAD_FILES
 from nbinfer.errors import (
     InvalidInputError,
+    LimitExceededError,
     ModelLoadError,
     ModelNotFoundError,
     ModelNotReadyError,
     NbinferError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
 )
 from nbinfer.protocol.types import RepositoryModel
 from nbinfer.server.backends import model_from_repository_entry
@@ -44,10 +49,15 @@ from nbinfer.server.pbtxt import string_params
 from nbinfer.server.stats import ModelStats
 
 __all__ = [
+    "DEFAULT_MAX_MODELS",
+    "DEFAULT_MAX_UPLOAD_BYTES",
+    "DEFAULT_MAX_UPLOAD_FILES",
     "LOADING",
+    "MODEL_CONTROL_MODES",
     "READY",
     "UNAVAILABLE",
     "UNLOADING",
+    "ModelControl",
     "ModelRepository",
     "ModelVersion",
 ]
@@ -58,6 +68,73 @@ READY = "READY"
 UNAVAILABLE = "UNAVAILABLE"
 LOADING = "LOADING"
 UNLOADING = "UNLOADING"
+
+
+#: Triton's model control modes: what the repository API (load / unload) may do.
+MODEL_CONTROL_MODES = ("none", "explicit", "poll")
+
+
+@dataclass(frozen=True)
+class ModelControl:
+    """What a load / unload arriving over the network may do (Triton's model control).
+
+    Args:
+        mode: ``"none"`` (the repository API refuses load / unload), ``"explicit"`` (load and
+            unload allowed, within the rules below) or ``"poll"`` (the repository directories
+            are rescanned and changes applied; the API refuses load / unload).
+        allow_replace: Let a network load replace a model: upload files or a config override
+            under the name of a serving model, of an operator's repository model or of an
+            in-memory model (demo, notebook-served), and unload an in-memory model.
+        max_models: Most models known before a network load of a new name is refused.
+        max_upload_files: Most ``file:`` uploads per load.
+        max_upload_bytes: Most uploaded bytes per load.
+        poll_seconds: Seconds between two rescans in ``"poll"`` mode.
+    """
+
+    mode: str = "explicit"
+    allow_replace: bool = False
+    max_models: int = DEFAULT_MAX_MODELS
+    max_upload_files: int = DEFAULT_MAX_UPLOAD_FILES
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    poll_seconds: float = 15.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODEL_CONTROL_MODES:
+            raise InvalidInputError(
+                f"model control mode {self.mode!r} is not one of {', '.join(MODEL_CONTROL_MODES)}"
+            )
+        for what in ("max_models", "max_upload_files", "max_upload_bytes"):
+            if getattr(self, what) < 0:
+                raise InvalidInputError(f"{what} must be >= 0, got {getattr(self, what)}")
+        if self.poll_seconds <= 0:
+            raise InvalidInputError(f"poll interval must be > 0 s, got {self.poll_seconds}")
+
+    def check_settings_update(self, what: str) -> None:
+        """Refuse a network update of log / trace settings unless load / unload is allowed.
+
+        Raises:
+            PermissionDeniedError: the mode is not ``explicit``.
+        """
+        if self.mode != "explicit":
+            raise PermissionDeniedError(
+                f"updating the {what} settings is refused: they change like a model load, and "
+                f"--model-control-mode {self.mode} allows no changes over the network (start "
+                "the server with --model-control-mode explicit to allow it); reading them is "
+                "allowed"
+            )
+
+
+def _refuse_mode(name: str, action: str, mode: str) -> PermissionDeniedError:
+    why = (
+        "the repository directory is polled: change its files instead"
+        if mode == "poll"
+        else "start the server with --model-control-mode explicit to allow it"
+    )
+    return PermissionDeniedError(
+        f"{action} of model {name!r} refused: explicit model load / unload is not allowed "
+        f"with --model-control-mode {mode} ({why})",
+        model=name,
+    )
 
 
 def _version_key(version: str) -> tuple[int, int | str]:
@@ -190,6 +267,10 @@ class ModelRepository:
         models: Model objects to register in memory.
         load: Which repository models to load now: True = all (Triton's default mode),
             False = none (load explicitly later), or a list of names.
+        device: Device for models that do not choose one.
+        allow_code_upload: Let load requests upload code or pickles.
+        control: What load / unload requests from the network may do (default: explicit
+            load / unload, no replacing, the default caps).
 
     Example::
 
@@ -205,6 +286,7 @@ class ModelRepository:
         load: bool | Sequence[str] = True,
         device: str | None = None,
         allow_code_upload: bool = False,
+        control: ModelControl | None = None,
     ) -> None:
         if path is None:
             paths: list[Path] = []
@@ -221,7 +303,11 @@ class ModelRepository:
         #: Whether load requests may upload code or pickles (``model.py``, ``.pt``, ...): off by
         #: default, since any local user who can reach the port could run code as this user.
         self.allow_code_upload = allow_code_upload
+        #: What network loads / unloads may do (see :class:`ModelControl`).
+        self.control = control or ModelControl()
         self._entries: dict[str, _Entry] = {}
+        #: Per model directory: a fingerprint of its files at the last load (``poll`` mode).
+        self._stamps: dict[str, tuple[tuple[str, int, int], ...]] = {}
         self._scan()
         if load is True:
             names = [n for n, e in self._entries.items() if e.path is not None]
@@ -238,6 +324,8 @@ class ModelRepository:
             self._install(entry, self._build_from_dir(n, entry.path, None), entry.temp_dir)
         for m in models:
             self.add(m)
+        if self.control.mode == "poll":
+            self._stamps = self._poll_plan()[1]
 
     @property
     def path(self) -> Path | None:
@@ -302,12 +390,12 @@ class ModelRepository:
             available = [c.name for c in model_dir.iterdir() if c.is_dir() and c.name.isdigit()]
             if not available:
                 raise InvalidInputError(
-                    f"no version directory (e.g. {model_dir / '1' / 'model.py'}) in {model_dir}"
+                    f"model {name!r} has no version directory (e.g. {name}/1/model.py)"
                 )
             versions = _select_versions(config, available)
         except NbinferError as exc:
             logger.warning("model %r failed to load: %s", name, exc)
-            return {}, str(exc)
+            return {}, _relative_text(str(exc), model_dir, name)
         built: dict[str, ModelVersion] = {}
         for v in versions:
             mv = ModelVersion(name, v, config=config)
@@ -317,10 +405,8 @@ class ModelRepository:
                 apply_config(model, config, name=name, model_dir=model_dir, files=files)
                 _load_model_object(model, self.device)
             except Exception as exc:  # the reason is recorded, the others keep serving
-                mv.reason = (
-                    f"{exc}" if isinstance(exc, NbinferError) else f"{type(exc).__name__}: {exc}"
-                )
-                logger.warning("model %r version %s failed to load: %s", name, v, mv.reason)
+                logger.warning("model %r version %s failed to load: %s", name, v, _reason(exc))
+                mv.reason = _relative_text(_reason(exc), model_dir, name)
                 built[v] = mv
                 continue
             mv.model = model
@@ -518,7 +604,9 @@ class ModelRepository:
             model_dir = temp_dir / name
             try:
                 if src is not None and src.is_dir():
-                    shutil.copytree(src, model_dir, ignore_dangling_symlinks=True)
+                    # Links are copied as links, never followed: a link that leaves the model
+                    # directory then fails the strict path check of this load.
+                    shutil.copytree(src, model_dir, symlinks=True)
                 else:
                     model_dir.mkdir()
                 _write_files(model_dir, plan)
@@ -556,6 +644,7 @@ class ModelRepository:
         *,
         config: str | Mapping[str, Any] | None = None,
         files: Mapping[str, bytes] | None = None,
+        remote: bool = False,
     ) -> None:
         """Load or reload a model; other models keep serving meanwhile.
 
@@ -565,17 +654,22 @@ class ModelRepository:
             config: Config JSON overriding the model's config file.
             files: ``{"file:<relative path>": bytes}`` written over a temporary copy of the
                 model directory (e.g. ``{"file:1/model.py": b"..."}``).
+            remote: The request came over the network: :attr:`control` applies.
 
         Raises:
             ModelNotFoundError: nothing to load under that name.
             InvalidInputError: bad config / file paths.
+            PermissionDeniedError: (remote) the model control mode refuses it, or it would
+                replace a model without ``allow_replace``.
+            PayloadTooLargeError: (remote) more files or bytes than the caps allow.
+            LimitExceededError: (remote) a new model beyond ``max_models``.
             ModelLoadError: the model failed to load (the reason is also recorded in the index).
         """
+        if remote:
+            self._check_remote_request(name, files)
         override = _parse_config_override(config)
-        self._scan()
-        entry = self._entries.get(name)
-        if entry is None:
-            check_model_name(name)
+        changes = override is not None or bool(files)
+        entry = self._entry_to_load(name, remote=remote, changes=changes)
         if entry is not None and entry.busy:
             raise InvalidInputError(f"model {name!r} is already being loaded or unloaded")
         prepared = self._prepare_source(name, entry, override, files)
@@ -622,13 +716,28 @@ class ModelRepository:
             reason = error or "; ".join(f"version {v.version}: {v.reason}" for v in built.values())
             raise ModelLoadError(f"failed to load model {name!r}: {reason}", model=name)
 
-    async def unload(self, name: str) -> None:
+    async def unload(self, name: str, *, remote: bool = False) -> None:
         """Unload every version of a model after its in-flight requests finish.
+
+        Args:
+            name: The model.
+            remote: The request came over the network: :attr:`control` applies.
 
         Raises:
             ModelNotFoundError: unknown model.
+            PermissionDeniedError: (remote) the model control mode refuses it, or the model
+                is served from memory (demo, notebook) without ``allow_replace``.
         """
+        if remote:
+            self.check_remote_mode(name, "unload")
         entry = self._entry(name)
+        if remote and entry.memory is not None and not self.control.allow_replace:
+            raise PermissionDeniedError(
+                f"unload of model {name!r} refused: it is served from memory (a demo model or "
+                "one served from a notebook) and only its operator may unload it; start the "
+                "server with --allow-model-replace to allow it over the network",
+                model=name,
+            )
         live = [v for v in entry.versions.values() if v.state in (READY, LOADING)]
         for v in live:
             v.state = UNLOADING
@@ -638,6 +747,132 @@ class ModelRepository:
         entry.reason = "unloaded"
         if entry.memory is None and entry.temp_dir is None and entry.path is None:
             del self._entries[name]
+
+    # -- model control (requests from the network) -----------------------------------------
+    def check_remote_mode(self, name: str, action: str) -> None:
+        """Refuse a network ``action`` ("load" / "unload") the model control mode forbids.
+
+        Frontends call it before decoding a request's files, so a refused load costs nothing.
+
+        Raises:
+            PermissionDeniedError: the mode is not ``explicit``.
+        """
+        if self.control.mode != "explicit":
+            raise _refuse_mode(name, action, self.control.mode)
+
+    def _check_remote_request(self, name: str, files: Mapping[str, bytes] | None) -> None:
+        """The mode first (nothing of the request is looked at), then the upload caps."""
+        self.check_remote_mode(name, "load")
+        limits = self.control
+        if not files:
+            return
+        if len(files) > limits.max_upload_files:
+            raise PayloadTooLargeError(
+                f"load of model {name!r} refused: {len(files)} uploaded files exceeds the "
+                f"server's limit of {limits.max_upload_files} per load (--max-upload-files)",
+                model=name,
+            )
+        total = sum(len(content) for content in files.values())
+        if total > limits.max_upload_bytes:
+            raise PayloadTooLargeError(
+                f"load of model {name!r} refused: {total} uploaded bytes exceeds the server's "
+                f"limit of {limits.max_upload_bytes} bytes per load (--max-upload-bytes)",
+                model=name,
+            )
+
+    def _entry_to_load(self, name: str, *, remote: bool, changes: bool) -> _Entry | None:
+        """The entry a load of ``name`` acts on (None: a new name, checked by the policy)."""
+        self._scan()
+        entry = self._entries.get(name)
+        if entry is None:
+            check_model_name(name)
+        if remote:
+            self._check_remote_load(name, entry, changes=changes)
+        return entry
+
+    def _check_remote_load(self, name: str, entry: _Entry | None, *, changes: bool) -> None:
+        """Apply the model control mode, the replace rule and the model cap to a load."""
+        control = self.control
+        if control.mode != "explicit":
+            raise _refuse_mode(name, "load", control.mode)
+        if entry is None:
+            if len(self._entries) >= control.max_models:
+                raise LimitExceededError(
+                    f"load of model {name!r} refused: the server's limit of "
+                    f"{control.max_models} models is reached (--max-models); unload one, reuse "
+                    "a name or ask the operator to raise it",
+                    model=name,
+                )
+            return
+        if not changes or control.allow_replace:
+            return
+        serving = any(v.state in (READY, LOADING) for v in entry.versions.values())
+        if entry.memory is not None:
+            what = "is served from memory (a demo model or one served from a notebook)"
+        elif entry.path is not None and entry.temp_dir is None:
+            what = "comes from the operator's model repository"
+        elif serving:
+            what = "is serving"
+        else:
+            return  # uploaded earlier and unloaded since: the name is free again
+        raise PermissionDeniedError(
+            f"load of model {name!r} with uploaded files or a config override refused: the "
+            f"model {what} and would be replaced; start the server with "
+            "--allow-model-replace to allow it (a plain load without files or config reloads "
+            "it)",
+            model=name,
+        )
+
+    def _poll_plan(self) -> tuple[dict[str, Path], dict[str, tuple[tuple[str, int, int], ...]]]:
+        """The repository's model directories now and their fingerprints (blocking)."""
+        present: dict[str, Path] = {}
+        for root in self.paths:
+            for child in sorted(root.iterdir()):
+                if child.is_dir() and not child.name.startswith((".", "_")):
+                    present.setdefault(child.name, child)
+        return present, {name: _fingerprint(d) for name, d in present.items()}
+
+    async def poll(self) -> list[str]:
+        """Rescan the repository directories (``poll`` mode); return the models changed.
+
+        A new model directory is loaded, a changed one reloaded (the sizes or times of its
+        files differ from the last scan) while the old version serves, a removed one unloaded
+        once its requests finish. In-memory and uploaded models are left alone.
+        """
+        loop = asyncio.get_running_loop()
+        present, stamps = await loop.run_in_executor(None, self._poll_plan)
+        changed: list[str] = []
+        for name, directory in present.items():
+            entry = self._entries.get(name)
+            if entry is not None and (entry.memory is not None or entry.temp_dir is not None):
+                continue
+            if entry is not None and (entry.busy or self._stamps.get(name) == stamps[name]):
+                continue
+            if entry is None:
+                entry = self._entries[name] = _Entry(name, path=directory)
+            self._stamps[name] = stamps[name]
+            entry.busy = True
+            try:
+                result = await loop.run_in_executor(
+                    None, self._build_from_dir, name, directory, None
+                )
+                retired = self._install(entry, result, None)
+            finally:
+                entry.busy = False
+            for old in retired:
+                await self._retire(old)
+            changed.append(name)
+        for name, entry in list(self._entries.items()):
+            gone = entry.memory is None and entry.temp_dir is None and name not in present
+            if not gone or entry.busy:
+                continue
+            for v in list(entry.versions.values()):
+                v.state = UNLOADING
+                await self._retire(v)
+            self._entries.pop(name, None)
+            self._stamps.pop(name, None)
+            changed.append(name)
+        return changed
 
     async def _retire(self, mv: ModelVersion) -> None:
         while mv.inflight > 0:
@@ -666,6 +901,36 @@ class ModelRepository:
             if entry.temp_dir is not None:
                 shutil.rmtree(entry.temp_dir, ignore_errors=True)
                 entry.temp_dir = None
+
+
+def _fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    """Names, sizes and modification times of every file under ``directory``."""
+    rows: list[tuple[str, int, int]] = []
+    for root, _dirs, names in os.walk(directory):
+        for n in names:
+            path = os.path.join(root, n)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            rows.append((os.path.relpath(path, directory), st.st_size, st.st_mtime_ns))
+    return tuple(sorted(rows))
+
+
+def _relative_text(text: str, model_dir: Path | None, name: str) -> str:
+    """``text`` with the server's absolute model directory shown as the model's name.
+
+    Load errors name files relative to the model directory (``linear/1/model.onnx``), never
+    the operator's repository path or a temporary copy.
+    """
+    if model_dir is None:
+        return text
+    spellings = {str(model_dir), os.path.abspath(model_dir)}
+    with contextlib.suppress(OSError):
+        spellings.add(str(model_dir.resolve()))
+    for spelling in sorted(spellings, key=len, reverse=True):
+        text = text.replace(spelling, name)
+    return text
 
 
 def _reason(exc: BaseException) -> str:

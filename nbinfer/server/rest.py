@@ -499,17 +499,18 @@ class RestApp:
 
     async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Load or reload a model (optional config and file overrides)."""
+        self.dp.repository.check_remote_mode(model, "load")  # before decoding any upload
         if len(body) < OFFLOAD_BYTES:
             config, files = _load_parameters(_json_body(body))
         else:  # JSON + base64 of uploads: proportional to the body, on a thread
             config, files = await off_loop(_load_body, body)
-        await self.dp.load_model(model, config=config, files=files)
+        await self.dp.load_model(model, config=config, files=files, remote=True)
         return 200, _JSON, b"", _EMPTY
 
     async def _unload(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Unload a model."""
         await _json_body_off_loop(body)
-        await self.dp.unload_model(model)
+        await self.dp.unload_model(model, remote=True)
         return 200, _JSON, b"", _EMPTY
 
     # shared memory: ``region`` comes in the model slot, the kind (system / cuda) in the version's
@@ -542,6 +543,8 @@ class RestApp:
     async def _logging(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the log settings (Triton's logging extension)."""
         update = _settings_body(await _json_body_off_loop(body), "logging")
+        if update:
+            self.dp.repository.control.check_settings_update("log")
         return _json_response(LogSettings.update(update) if update else LogSettings.get())
 
     async def _trace(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
@@ -549,6 +552,8 @@ class RestApp:
         update = _settings_body(await _json_body_off_loop(body), "trace")
         if model:
             self.dp.model_metadata(model)  # an unknown model is a 404, as on Triton
+        if update:
+            self.dp.repository.control.check_settings_update("trace")
         return _json_response(trace_settings(model, update))
 
     # KServe v1

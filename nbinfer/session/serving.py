@@ -11,11 +11,12 @@ one named exception in the layering test). Never the rest of the server.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nbinfer.errors import InvalidInputError, UnauthenticatedError
+from nbinfer.errors import InvalidInputError, PermissionDeniedError, UnauthenticatedError
 from nbinfer.session.core import SessionCore, public
 from nbinfer.session.handle import ModelHandle
 
@@ -39,20 +40,48 @@ class Serving(SessionCore):
             UnauthenticatedError: The repository API is restricted; the message names the
                 header to pass (``Session(url, headers=...)``).
         """
-        self._repository(model, lambda: self.client.load_model(model, config=config, files=files))
+        server = self._operator()
+        if server is not None:
+            text = config if config is None or isinstance(config, str) else json.dumps(config)
+            self._repository(
+                model, lambda: server.repository("load", model, config=text, files=files)
+            )
+        else:
+            self._repository(
+                model, lambda: self.client.load_model(model, config=config, files=files)
+            )
         return self._handle(model)
 
     @public
     def unload(self, model: str) -> None:
         """Unload ``model`` (raises like :meth:`load`)."""
-        self._repository(model, lambda: self.client.unload_model(model))
+        server = self._operator()
+        if server is not None:
+            self._repository(model, lambda: server.repository("unload", model))
+        else:
+            self._repository(model, lambda: self.client.unload_model(model))
+
+    def _operator(self) -> Any:
+        """The session's own server when it may act as its operator (its control channel).
+
+        Load / unload then go over the private channel: the server's model control mode
+        binds network callers, never the session that started it.
+        """
+        server = self._server
+        return server if server is not None and server.control and server.running else None
 
     def _repository(self, model: str, call: Callable[[], None]) -> None:
         """A repository call, with the access header named when the API is restricted."""
         try:
             call()
+        except PermissionDeniedError as exc:
+            if "--model-control-mode" in exc.message or "--allow-model-replace" in exc.message:
+                raise  # the server's model control said no: its message says why
+            raise self.capabilities.access_error(exc, "model repository") from exc
         except UnauthenticatedError as exc:
             raise self.capabilities.access_error(exc, "model repository") from exc
+        finally:
+            self.client._forget(model)  # the metadata cache: the model may have changed
         self._forget_labels(model)
 
     @public

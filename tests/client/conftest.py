@@ -15,7 +15,8 @@ from nbinfer.server.launcher import LocalServer
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalServer]:
-    srv = LocalServer(demo=True).start()
+    # the client tests unload and reload demo (in-memory) models over the network
+    srv = LocalServer(demo=True, allow_model_replace=True).start()
     try:
         yield srv
     finally:

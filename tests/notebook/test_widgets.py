@@ -370,3 +370,21 @@ def test_slow_work_runs_in_the_background_with_a_busy_state(session: Session) ->
         assert browser.status.value == "" and "answered in" in browser.result.value
     finally:
         browser.close()
+
+
+def test_buttons_on_a_server_whose_model_control_refuses_show_the_refusal() -> None:
+    from nbinfer.server.repository import ModelControl
+
+    repo = ModelRepository(models=demo_models(), control=ModelControl(mode="none"))
+    for url in _serve(DataPlane(repo)):
+        with Session(url) as session:
+            browser = session.browse()
+            browser.wait()
+            _pick(browser, "iris")
+            browser.unload()
+            browser.wait()
+            assert "Unloading iris failed" in browser.error.value
+            assert "PermissionDeniedError" in browser.error.value
+            assert "--model-control-mode none" in browser.error.value
+            assert "READY" in browser.header.value  # still serving
+            browser.close()

@@ -459,9 +459,13 @@ def test_default_server_refuses_code_uploads_with_400_and_keeps_serving() -> Non
 
     with LocalServer(demo=True, device="cpu") as srv:
         body = {"parameters": {"file:1/model.py": base64.b64encode(b"import os").decode()}}
-        r = httpx.post(f"{srv.http_url}/v2/repository/models/echo/load", json=body)
+        r = httpx.post(f"{srv.http_url}/v2/repository/models/echo_code/load", json=body)
         assert r.status_code == 400
         assert "--allow-code-upload" in r.json()["error"]
+        # under a serving demo model's name the replace rule refuses it first (issue 25)
+        r = httpx.post(f"{srv.http_url}/v2/repository/models/echo/load", json=body)
+        assert r.status_code == 403
+        assert "--allow-model-replace" in r.json()["error"]
         assert httpx.get(f"{srv.http_url}/v2/health/ready").status_code == 200
         assert httpx.get(f"{srv.http_url}/v2/models/echo/ready").status_code == 200
 
