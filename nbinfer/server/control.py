@@ -74,6 +74,20 @@ def read_frame(sock: socket.socket) -> bytes:
     return _recv_exactly(sock, size)
 
 
+def _exchange(sock: socket.socket, payload: bytes, *, timeout: float, what: str) -> Any:
+    """Send one request frame and read the JSON reply.
+
+    Raises:
+        ServerUnavailableError: The server did not answer in time or is gone.
+    """
+    sock.settimeout(timeout)
+    try:
+        write_frame(sock, payload)
+        return json.loads(read_frame(sock))
+    except (TimeoutError, OSError) as exc:
+        raise ServerUnavailableError(f"the local server did not confirm {what}: {exc}") from exc
+
+
 def send_model(sock: socket.socket, model: Any, *, timeout: float) -> str:
     """Ship ``model`` to the server over the control socket; return its name once READY.
 
@@ -100,14 +114,8 @@ def send_model(sock: socket.socket, model: Any, *, timeout: float) -> str:
     finally:
         for module in by_value:
             cloudpickle.unregister_pickle_by_value(module)
-    sock.settimeout(timeout)
-    try:
-        write_frame(sock, _MODEL + payload)
-        reply = json.loads(read_frame(sock))
-    except (TimeoutError, OSError) as exc:
-        raise ServerUnavailableError(
-            f"the local server did not confirm model {getattr(model, 'name', '?')!r}: {exc}"
-        ) from exc
+    what = f"model {getattr(model, 'name', '?')!r}"
+    reply = _exchange(sock, _MODEL + payload, timeout=timeout, what=what)
     if "error" in reply:
         cls = ModelLoadError if reply.get("load_failed") else InvalidInputError
         raise cls(str(reply["error"]), model=getattr(model, "name", None))
@@ -136,14 +144,8 @@ def repository_call(
         "config": config,
         "files": {k: base64.b64encode(bytes(v)).decode() for k, v in (files or {}).items()},
     }
-    sock.settimeout(timeout)
-    try:
-        write_frame(sock, _REPOSITORY + json.dumps(request).encode())
-        reply = json.loads(read_frame(sock))
-    except (TimeoutError, OSError) as exc:
-        raise ServerUnavailableError(
-            f"the local server did not confirm the {op} of model {name!r}: {exc}"
-        ) from exc
+    payload = _REPOSITORY + json.dumps(request).encode()
+    reply = _exchange(sock, payload, timeout=timeout, what=f"the {op} of model {name!r}")
     if "error" in reply:
         raise error_for_status(int(reply.get("status", 500)), str(reply["error"]), model=name)
 

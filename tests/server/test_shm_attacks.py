@@ -44,6 +44,7 @@ from nbinfer.errors import InvalidInputError, LimitExceededError
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.peers import IN_PROCESS, REMOTE
 from nbinfer.server.shm import SharedMemoryManager
+from tests.server.repo_calls import ONNX_CONFIG, swapped_add_sub_onnx
 
 SIZE = 64  # one [1, 16] FP32 tensor
 NOBODY = 65534
@@ -560,10 +561,11 @@ def test_registering_one_object_a_thousand_times_at_ulimit_1024_exhausts_nothing
                 with nbinfer.Client(url) as client:
                     out = client.infer("add_sub", {"INPUT0": a, "INPUT1": a})
                     np.testing.assert_array_equal(out["OUTPUT0"], a + a)
-        with nbinfer.Client(srv.http_url) as client:
-            client.load_model("add", files={"file:labels.txt": b"a\nb\n"})
-            ab = np.array([1, 2], np.int32)
-            np.testing.assert_array_equal(client.infer("add", {"A": ab, "B": ab})["SUM"], ab * 2)
+        with nbinfer.Client(srv.http_url) as client:  # a new model, uploaded: a temp copy
+            onnx = swapped_add_sub_onnx()
+            client.load_model("add_copy", config=ONNX_CONFIG, files={"1/model.onnx": onnx})
+            out = client.infer("add_copy", {"INPUT0": a, "INPUT1": a})
+            np.testing.assert_array_equal(out["OUTPUT1"], a + a)  # the swapped graph's sum
         # the attacker's own status lists what it holds; unregistering frees the descriptors
         assert len(attacker.get_system_shared_memory_status()) == 64
         attacker.unregister_system_shared_memory()

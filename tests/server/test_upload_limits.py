@@ -89,7 +89,7 @@ def test_one_model_more_than_the_cap_is_429_and_changes_nothing(
     copies = len(_copies(temp))
     status, text = http_load(server, "extra3", files, ONNX_CONFIG)
     assert status == 429, text
-    assert "'extra3'" in text and f"--max-models {MAX_MODELS}" in text
+    assert "'extra3'" in text and f"limit of {MAX_MODELS} models is reached (--max-models)" in text
     code, details = grpc_load(server, "extra3", files, ONNX_CONFIG)
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, details
     with Client(server.http_url) as client, pytest.raises(LimitExceededError, match="max-models"):
