@@ -1,10 +1,10 @@
 """Every attack of issue 25 at once against one server, from a process of its own.
 
-Run as ``python attackers.py HTTP_URL GRPC_ADDRESS SECONDS [ATTACK,...]``: one thread per attack, each
-repeating its attack until the time is up; prints one JSON line ``{attack: {"tries": n,
-"harm": [..]}}`` where ``harm`` lists every answer that did what the server must refuse (empty
-when the defence held). Kept out of the test process so that the attackers' own CPU work never
-holds the checking client's GIL.
+Run as ``python attackers.py HTTP_URL GRPC_ADDRESS SECONDS [ATTACK,...]``: one thread per
+attack (all, or those named), each repeating its attack until the time is up; prints one JSON
+line ``{attack: {"tries": n, "harm": [..]}}`` where ``harm`` lists every answer that did what
+the server must refuse (empty when the defence held). Kept out of the test process so that the
+attackers' own CPU work never holds the checking client's GIL.
 """
 
 from __future__ import annotations
