@@ -306,6 +306,8 @@ class ModelRepository:
         #: What network loads / unloads may do (see :class:`ModelControl`).
         self.control = control or ModelControl()
         self._entries: dict[str, _Entry] = {}
+        #: Names whose uploaded files are being written (on a worker thread) for a load.
+        self._preparing: set[str] = set()
         #: Per model directory: a fingerprint of its files at the last load (``poll`` mode).
         self._stamps: dict[str, tuple[tuple[str, int, int], ...]] = {}
         self._scan()
@@ -583,6 +585,33 @@ class ModelRepository:
             if v.state == READY
         ]
 
+    async def _prepare(
+        self,
+        name: str,
+        entry: _Entry | None,
+        override: Mapping[str, Any] | None,
+        files: Mapping[str, bytes] | None,
+    ) -> tuple[Path | None, Path | None, frozenset[PurePosixPath]] | None:
+        """:meth:`_prepare_source`; with files (a copy, the uploads) on a worker thread.
+
+        The name is held meanwhile (a second load of it is refused as busy); if the model
+        changed while the files were written, they are removed and the load is refused.
+        """
+        if not files:
+            return self._prepare_source(name, entry, override, files)
+        self._preparing.add(name)
+        try:
+            prepared = await asyncio.get_running_loop().run_in_executor(
+                None, self._prepare_source, name, entry, override, files
+            )
+        finally:
+            self._preparing.discard(name)
+        if self._entries.get(name) is not entry or (entry is not None and entry.busy):
+            if prepared is not None and prepared[1] is not None:
+                shutil.rmtree(prepared[1], ignore_errors=True)
+            raise InvalidInputError(f"model {name!r} changed while its files were written")
+        return prepared
+
     def _prepare_source(
         self,
         name: str,
@@ -670,13 +699,13 @@ class ModelRepository:
         override = _parse_config_override(config)
         changes = override is not None or bool(files)
         entry = self._entry_to_load(name, remote=remote, changes=changes)
-        if entry is not None and entry.busy:
+        if (entry is not None and entry.busy) or name in self._preparing:
             raise InvalidInputError(f"model {name!r} is already being loaded or unloaded")
-        prepared = self._prepare_source(name, entry, override, files)
+        loop = asyncio.get_running_loop()
+        prepared = await self._prepare(name, entry, override, files)
         if prepared is None:
             return
         model_dir, temp_dir, uploaded = prepared
-        loop = asyncio.get_running_loop()
         created = entry is None
         if entry is None:
             entry = self._entries[name] = _Entry(name)
@@ -796,7 +825,7 @@ class ModelRepository:
         if control.mode != "explicit":
             raise _refuse_mode(name, "load", control.mode)
         if entry is None:
-            if len(self._entries) >= control.max_models:
+            if len(self._entries) + len(self._preparing) >= control.max_models:
                 raise LimitExceededError(
                     f"load of model {name!r} refused: the server's limit of "
                     f"{control.max_models} models is reached (--max-models); unload one, reuse "

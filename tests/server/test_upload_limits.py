@@ -117,3 +117,36 @@ def test_the_caps_have_safe_defaults_and_flags() -> None:
 
     with pytest.raises(InvalidInputError, match="unknown model limit"):
         LocalServer(model_limits={"max_modles": 5}).command()
+
+
+def test_uploaded_files_are_written_off_the_event_loop(tmp_path: Path) -> None:
+    """The copy and the uploads of a load are written on a worker thread (issue 25, item 6).
+
+    Structural, not timed: a coroutine ticking on the same loop sees the load while it is still
+    writing its files (the name held as "preparing"), which it could not if the writing ran on
+    the loop. 100 files of 1 MiB (the upload caps' defaults) keep the writing going long
+    enough for many ticks.
+    """
+    import asyncio
+
+    from nbinfer.server.repository import ModelRepository
+
+    repo = ModelRepository(tmp_path)
+    files = {f"file:data/{i}.npy": bytes(1 << 20) for i in range(100)}
+    files["file:1/model.onnx"] = swapped_add_sub_onnx()
+    seen_writing = 0
+
+    async def tick(task: asyncio.Task[None]) -> None:
+        nonlocal seen_writing
+        while not task.done():
+            seen_writing += "copy" in repo._preparing
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        load = asyncio.ensure_future(repo.load("copy", config=ONNX_CONFIG, files=files))
+        await asyncio.gather(load, tick(load))
+
+    asyncio.run(main())
+    assert seen_writing > 0, "the loop did not run while the uploaded files were written"
+    assert [(row.name, row.state) for row in repo.index()] == [("copy", "READY")]
+    repo.close()
