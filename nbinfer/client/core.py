@@ -145,7 +145,9 @@ def _resolve_config(
 
 
 def _has_own_credentials(config: ClientConfig, httpx_client: Any) -> bool:
-    """Whether the caller gave credentials besides ``config.auth``: a header or httpx's own."""
+    """Whether the caller set ``Authorization``: through ``auth``, a header or httpx's own auth."""
+    if config.auth is not None and "authorization" in config.auth.headers():
+        return True
     if any(name.lower() == "authorization" for name in config.headers):
         return True
     if httpx_client is None:
@@ -236,13 +238,16 @@ class _Core:
                 )
         if self.url.startswith(("https://", "grpcs://")) and self.config.tls is None:
             self.config = dataclasses.replace(self.config, tls=TLSConfig())
-        if self.config.auth is None and not _has_own_credentials(self.config, httpx_client):
-            # no credentials of the caller's own (auth=, an Authorization header, NBINFER_TOKEN,
-            # an httpx client's auth): a local server this process started at this exact
-            # address hands over its token
+        if not _has_own_credentials(self.config, httpx_client):
+            # no Authorization of the caller's own (auth=, an Authorization header,
+            # NBINFER_TOKEN, an httpx client's auth): a local server this process started at
+            # this exact address hands over its token
             token = local_server_token(self.url)
-            if token is not None:
+            if token is not None and self.config.auth is None:
                 self.config = dataclasses.replace(self.config, auth=BearerAuth(token))
+            elif token is not None:  # other credentials (an API-key header) travel alongside
+                bearer = {**self.config.headers, "authorization": f"Bearer {token}"}
+                self.config = dataclasses.replace(self.config, headers=bearer)
         self._binding: HttpBinding | GrpcBinding
         if self.protocol == "http":
             from nbinfer.transports.http import HttpBinding

@@ -174,6 +174,17 @@ def test_nbinfer_connect_needs_no_token(server: LocalServer) -> None:
         magics.nbinfer("stop")
 
 
+def test_credentials_in_another_header_travel_with_the_token(server: LocalServer) -> None:
+    """An API-key style ``HeaderAuth`` is not an Authorization: the server's token goes along."""
+    config = nbinfer.ClientConfig(auth=nbinfer.HeaderAuth("x-team", "vision"))
+    for url in (server.http_url, f"grpc://{server.grpc_url}"):
+        with Client(url, config=config) as client:
+            _add_sub_ok(client)
+            assert client.config.auth == nbinfer.HeaderAuth("x-team", "vision")
+    with Session(server.http_url, config=config) as session:
+        assert "iris" in set(session.models["name"])
+
+
 def test_explicit_credentials_win_over_the_registry(
     server: LocalServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
