@@ -1,7 +1,9 @@
 """Client and server settings: timeouts, retries, TLS, auth.
 
 Precedence is explicit argument > environment variable > default. This module is a leaf: it
-imports nothing from nbinfer but :mod:`nbinfer.errors`.
+imports nothing from nbinfer but :mod:`nbinfer.errors`. It also holds the in-process registry of
+local servers' tokens (:func:`register_local_server`, :func:`local_server_token`), the one place
+both the launcher (server layer) and the clients can reach.
 
 Example::
 
