@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,6 +257,36 @@ def test_after_stop_or_death_the_registry_hands_out_nothing() -> None:
         assert local_server_token(url) is None
     finally:
         dead.stop()
+
+
+_FORKED = """
+import os
+from nbinfer.config import local_server_token
+from nbinfer.server.launcher import LocalServer
+
+with LocalServer(demo=False, device="cpu") as server:
+    parent = local_server_token(server.http_url) == server.auth_token
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, b"token" if local_server_token(server.http_url) else b"none")
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 16).decode()
+    os.waitpid(pid, 0)
+print(parent, child)
+"""
+
+
+def test_a_forked_child_finds_no_token() -> None:
+    """The registry is the starting process's: a child forked from it (another pid) finds nothing.
+
+    Run in a process of its own: forking this multi-threaded test process is not safe.
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split() == ["True", "none"], out.stderr
 
 
 def test_env_token_is_the_servers_token() -> None:
