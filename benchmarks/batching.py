@@ -272,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
 
             blas = os.environ.get("OPENBLAS_NUM_THREADS", "1")
             env = {"OPENBLAS_NUM_THREADS": blas, "OMP_NUM_THREADS": blas}
-            with LocalServer(model_repository=root, demo=False, device="cpu", env=env) as server:
+            # tritonclient drives it too: no token, as `nbinfer serve`
+            with LocalServer(
+                model_repository=root, demo=False, device="cpu", env=env, auth_token=None
+            ) as server:
                 net_rates, net_checks = asyncio.run(_network(server.grpc_url, args))
             report("gRPC", net_rates, {})
             for m in MODELS:

@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         row(f"{proto} sync  16MB each way", "MB/s", ours, theirs, scale=BIG_MB)
         shared.close()
 
-    with LocalServer(demo=True) as server:
+    # tritonclient drives it too: no token, as `nbinfer serve` (and the same headers for both)
+    with LocalServer(demo=True, auth_token=None) as server:
         try:
             import psutil
         except ImportError:  # the srv columns then read 0

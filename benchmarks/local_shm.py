@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", default=None, help="write the figures as JSON here")
     args = parser.parse_args(argv)
-    with LocalServer(demo=True) as server:
+    # tritonclient drives it too: no token, as `nbinfer serve` (and the same headers for both)
+    with LocalServer(demo=True, auth_token=None) as server:
         address = server.http_url.split("://", 1)[-1]
         grpc = "grpc://" + server.grpc_url.split("://", 1)[-1]
         clients: dict[str, Callable[[], Any]] = {

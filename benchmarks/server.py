@@ -264,8 +264,9 @@ def start_nbinfer(tmp: Path) -> tuple[Any, str, str]:
     repo = tmp / "repo"
     (repo / "add_sub" / "1").mkdir(parents=True)
     (repo / "add_sub" / "1" / "model.py").write_text(_NBINFER_MODEL)
+    # tritonclient drives it too: no token, as `nbinfer serve` (and the same headers for both)
     server = LocalServer(
-        model_repository=repo, demo=False, device="cpu", log_level="warning"
+        model_repository=repo, demo=False, device="cpu", log_level="warning", auth_token=None
     ).start()
     return server, server.http_url, server.grpc_url
 

@@ -1,7 +1,9 @@
 """Client and server settings: timeouts, retries, TLS, auth.
 
 Precedence is explicit argument > environment variable > default. This module is a leaf: it
-imports nothing from nbinfer but :mod:`nbinfer.errors`.
+imports nothing from nbinfer but :mod:`nbinfer.errors`. It also holds the in-process registry of
+local servers' tokens (:func:`register_local_server`, :func:`local_server_token`), the one place
+both the launcher (server layer) and the clients can reach.
 
 Example::
 
@@ -18,6 +20,7 @@ import enum
 import os
 import random
 import secrets
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
@@ -41,8 +44,11 @@ __all__ = [
     "env_float",
     "env_int",
     "env_str",
+    "local_server_token",
     "new_token",
+    "register_local_server",
     "resolve_auth_token",
+    "unregister_local_server",
 ]
 
 #: Default bound on a request body accepted by the embedded server (bytes).
@@ -108,6 +114,94 @@ def resolve_auth_token(value: AuthTokenOption) -> str | None:
             "(it travels in the Authorization header); pass None for no token"
         )
     return value
+
+
+# -- the in-process registry of local servers' tokens -------------------------------------
+#
+# A LocalServer started by this process registers its exact loopback addresses (host:port as
+# its READY line gives them) with its token; a client made in this process without any
+# credentials for one of those addresses sends that token. Nothing leaves the process: no
+# file, no environment variable; a forked child (another pid) finds nothing.
+
+_LOOPBACK_NAMES: Final = {"localhost": "127.0.0.1", "127.0.0.1": "127.0.0.1"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Registration:
+    token: str = field(repr=False)
+    running: Callable[[], bool]
+    pid: int
+    owner: int
+
+
+_LOCAL_SERVERS: dict[str, _Registration] = {}
+_LOCAL_SERVERS_LOCK = threading.Lock()
+
+
+def _local_address(url: str) -> str | None:
+    """``host:port`` of a plaintext loopback ``url`` (``localhost`` -> ``127.0.0.1``), or None.
+
+    Accepts ``host:port``, ``http://host:port`` and ``grpc://host:port`` (a trailing ``/`` is
+    ignored). TLS schemes, paths, other hosts and missing ports give ``None``.
+    """
+    scheme, sep, rest = url.strip().partition("://")
+    if not sep:
+        scheme, rest = "", url.strip()
+    if scheme.lower() not in ("", "http", "grpc"):
+        return None
+    rest = rest.rstrip("/")
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isdigit() or "/" in rest:
+        return None
+    canonical = _LOOPBACK_NAMES.get(host.lower())
+    return None if canonical is None else f"{canonical}:{int(port)}"
+
+
+def register_local_server(
+    urls: tuple[str, ...], token: str, running: Callable[[], bool], owner: object
+) -> None:
+    """Record that this process runs a local server at ``urls`` requiring ``token``.
+
+    Called by :class:`nbinfer.server.launcher.LocalServer` once its server is ready; a client
+    of this process made without credentials for one of those exact loopback addresses then
+    sends ``token`` (see :func:`local_server_token`).
+
+    Args:
+        urls: The server's addresses (``host:port`` as its READY line gives them).
+        token: The bearer token the server requires.
+        running: Whether the server is still running (checked on every lookup).
+        owner: The registering object; :func:`unregister_local_server` removes only its entries.
+    """
+    entry = _Registration(token, running, os.getpid(), id(owner))
+    with _LOCAL_SERVERS_LOCK:
+        for url in urls:
+            address = _local_address(url)
+            if address is not None:
+                _LOCAL_SERVERS[address] = entry
+
+
+def unregister_local_server(owner: object) -> None:
+    """Forget every address ``owner`` registered (its server stopped)."""
+    with _LOCAL_SERVERS_LOCK:
+        for address in [a for a, e in _LOCAL_SERVERS.items() if e.owner == id(owner)]:
+            del _LOCAL_SERVERS[address]
+
+
+def local_server_token(url: str) -> str | None:
+    """The token of the running local server this process started at ``url``, or ``None``.
+
+    ``url`` must name the server's exact loopback address (scheme-less, ``http://`` or
+    ``grpc://``; ``localhost`` and ``127.0.0.1`` are the same host). A server that has exited,
+    or one registered by another process (a forked parent), gives ``None``.
+    """
+    address = _local_address(url)
+    if address is None:
+        return None
+    with _LOCAL_SERVERS_LOCK:
+        entry = _LOCAL_SERVERS.get(address)
+    if entry is None or entry.pid != os.getpid() or not entry.running():
+        return None
+    return entry.token
 
 
 def env_str(name: str, default: str | None = None) -> str | None:

@@ -150,14 +150,23 @@ def test_close_is_idempotent_and_stops_the_server() -> None:
 
 
 def test_local_session_with_auth_token_sends_it_and_others_are_refused() -> None:
+    import httpx
+
     from nbinfer.client import Client
     from nbinfer.errors import UnauthenticatedError
 
     with Session.local(device="cpu", demo=True, auth_token="s3cret") as s:
         assert s.infer("iris", IRIS_ROWS).shape == (2, 3)
         assert s.server is not None
-        with Client(s.server.http_url) as stranger, pytest.raises(UnauthenticatedError):
+        # a client of this process without auth is handed the token; others are refused
+        with Client(s.server.http_url) as handed:
+            assert handed.get_model_metadata("iris").name == "iris"
+        with (
+            Client(s.server.http_url, auth="not-s3cret") as stranger,
+            pytest.raises(UnauthenticatedError),
+        ):
             stranger.get_model_metadata("iris")
+        assert httpx.get(s.server.http_url + "/v2/models/iris").status_code == 401
 
 
 def test_serve_torch_module(session: Session) -> None:

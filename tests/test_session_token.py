@@ -135,9 +135,11 @@ print(json.dumps(attack()))
 """
 
 
-def _attack(session: Session, *, uid: int | None = None, token: str | None = None) -> Any:
-    """Run the attacker against ``session``'s server; its report."""
-    server = session.server
+def _attack(
+    target: Session | LocalServer, *, uid: int | None = None, token: str | None = None
+) -> Any:
+    """Run the attacker against ``target``'s server (a session's, or a LocalServer); its report."""
+    server = target.server if isinstance(target, Session) else target
     assert server is not None
     http_port = int(server.http_url.rsplit(":", 1)[1])
     grpc_port = int(server.grpc_url.rsplit(":", 1)[1])
@@ -282,8 +284,15 @@ def test_a_grpc_session_and_restart_keep_the_token() -> None:
         s.restart()
         assert s.token == token
         assert s.infer("add_sub", ROWS).as_numpy("OUTPUT0").tolist()[0][:2] == [2.0, 2.0]
-        with nbinfer.Client(s.url) as stranger, pytest.raises(UnauthenticatedError):
+        # nbinfer's clients in this process are handed the token; any other is refused
+        with nbinfer.Client(s.url) as own:
+            assert own.get_model_metadata("add_sub").name == "add_sub"
+        with (
+            nbinfer.Client(s.url, auth="not-the-token") as stranger,
+            pytest.raises(UnauthenticatedError),
+        ):
             stranger.get_model_metadata("add_sub")
+        _refused(_attack(s))  # another process without the token
 
 
 def test_auth_token_options() -> None:
@@ -308,7 +317,9 @@ def test_auth_token_options() -> None:
     assert repr(GENERATE_TOKEN) == "GENERATE_TOKEN"
     server = LocalServer(demo=False, auth_token=GENERATE_TOKEN)
     assert server.auth_token is not None and len(server.auth_token) >= 40
-    assert LocalServer(demo=False).auth_token is None  # a bare LocalServer: no token, as before
+    bare = LocalServer(demo=False).auth_token  # a bare LocalServer: a token by default too
+    assert bare is not None and len(bare) >= 40 and bare != server.auth_token
+    assert LocalServer(demo=False, auth_token=None).auth_token is None  # the opt-out
 
 
 def test_a_remote_session_reports_the_bearer_token_it_sends(session: Session) -> None:

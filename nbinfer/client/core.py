@@ -22,7 +22,16 @@ import numpy as np
 
 from nbinfer.client.results import InferResult, Sequence
 from nbinfer.client.shm import SharedMemoryMode, SharedMemoryPool, is_loopback
-from nbinfer.config import Auth, ClientConfig, Retries, Timeouts, TLSConfig, as_auth
+from nbinfer.config import (
+    Auth,
+    BearerAuth,
+    ClientConfig,
+    Retries,
+    Timeouts,
+    TLSConfig,
+    as_auth,
+    local_server_token,
+)
 from nbinfer.errors import (
     InvalidInputError,
     ModelNotFoundError,
@@ -135,6 +144,19 @@ def _resolve_config(
     return dataclasses.replace(cfg, **changes) if changes else cfg
 
 
+def _has_own_credentials(config: ClientConfig, httpx_client: Any) -> bool:
+    """Whether the caller set ``Authorization``: through ``auth``, a header or httpx's own auth."""
+    if config.auth is not None and "authorization" in config.auth.headers():
+        return True
+    if any(name.lower() == "authorization" for name in config.headers):
+        return True
+    if httpx_client is None:
+        return False
+    return getattr(httpx_client, "auth", None) is not None or "authorization" in getattr(
+        httpx_client, "headers", {}
+    )
+
+
 def _requested_outputs(outputs: Outputs) -> list[RequestedOutput]:
     if outputs is None:
         return []
@@ -216,6 +238,16 @@ class _Core:
                 )
         if self.url.startswith(("https://", "grpcs://")) and self.config.tls is None:
             self.config = dataclasses.replace(self.config, tls=TLSConfig())
+        if not _has_own_credentials(self.config, httpx_client):
+            # no Authorization of the caller's own (auth=, an Authorization header,
+            # NBINFER_TOKEN, an httpx client's auth): a local server this process started at
+            # this exact address hands over its token
+            token = local_server_token(self.url)
+            if token is not None and self.config.auth is None:
+                self.config = dataclasses.replace(self.config, auth=BearerAuth(token))
+            elif token is not None:  # other credentials (an API-key header) travel alongside
+                bearer = {**self.config.headers, "authorization": f"Bearer {token}"}
+                self.config = dataclasses.replace(self.config, headers=bearer)
         self._binding: HttpBinding | GrpcBinding
         if self.protocol == "http":
             from nbinfer.transports.http import HttpBinding

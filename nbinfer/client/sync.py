@@ -64,6 +64,10 @@ class Client(_Core):
             (a TLS setting is never dropped for a plaintext connection). A TLSConfig with
             ``httpx_client`` is refused (your httpx client's ``verify`` decides there).
         auth: An :class:`~nbinfer.config.Auth`, a ``(user, password)`` pair or a bearer token.
+            When nothing sets ``Authorization`` (no bearer / basic ``auth``, no such header,
+            no ``NBINFER_TOKEN``, no auth on ``httpx_client``), a client for the exact address
+            of a running :class:`~nbinfer.LocalServer` this process started sends that
+            server's token (other credentials, such as an API-key header, travel alongside).
         headers: Headers (HTTP) / metadata (gRPC) sent with every call.
         binary: HTTP: force binary tensor data on/off (default: use it when the server can).
         compression: ``"gzip"`` to compress requests.

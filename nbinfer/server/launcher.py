@@ -33,7 +33,14 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES, AuthTokenOption, resolve_auth_token
+from nbinfer.config import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    GENERATE_TOKEN,
+    AuthTokenOption,
+    register_local_server,
+    resolve_auth_token,
+    unregister_local_server,
+)
 from nbinfer.errors import InvalidInputError, ServerStartError
 
 __all__ = ["READY_PREFIX", "LocalServer", "parse_ready_line"]
@@ -112,9 +119,13 @@ class LocalServer:
         auth_token: Require ``Authorization: Bearer <token>`` (HTTP) / ``authorization``
             metadata (gRPC) on every call but liveness; passed to the child through its
             environment, never its command line. :data:`~nbinfer.config.GENERATE_TOKEN`
-            generates a random one (read it from :attr:`auth_token`; ``Session()`` does this
-            by default). ``None`` (the default here): no token, so any local user who finds
-            the port can call the server.
+            (the default) generates a random one: nbinfer's own clients made in this process
+            for :attr:`http_url` / :attr:`grpc_url` (``Client``, ``AsyncClient``, ``Session``,
+            ``%nbinfer connect``, the compat faces) send it without being told; other clients
+            (tritonclient, curl, another process) pass :attr:`auth_token` as
+            ``Authorization: Bearer <token>``. An ``NBINFER_AUTH_TOKEN`` in ``env`` is the
+            token instead of a generated one. ``None`` is the explicit opt-out: no token, so
+            any local user who finds the port can call the server (unsafe on a shared host).
         insecure_no_auth: Allow a non-loopback ``host`` without a token. Without it,
             ``start()`` refuses such a host with :class:`~nbinfer.errors.ServerStartError`.
         allow_code_upload: Let model repository load requests upload code or pickled files
@@ -178,7 +189,7 @@ class LocalServer:
         log_level: str = "info",
         extra_args: Sequence[str] = (),
         control: bool = False,
-        auth_token: AuthTokenOption = None,
+        auth_token: AuthTokenOption = GENERATE_TOKEN,
         insecure_no_auth: bool = False,
         allow_code_upload: bool = False,
         allowed_hosts: Sequence[str] = (),
@@ -209,7 +220,11 @@ class LocalServer:
         self.control = control
         #: The bearer token the server requires (``None``: none); generated once here for
         #: ``GENERATE_TOKEN``, so a :meth:`stop` and :meth:`start` keep it.
-        self.auth_token: str | None = resolve_auth_token(auth_token)
+        self.auth_token: str | None = resolve_auth_token(
+            self.env["NBINFER_AUTH_TOKEN"]
+            if auth_token is GENERATE_TOKEN and self.env.get("NBINFER_AUTH_TOKEN")
+            else auth_token
+        )
         self.insecure_no_auth = insecure_no_auth
         self.allow_code_upload = allow_code_upload
         self.allowed_hosts = _allowlist("allowed_hosts", allowed_hosts)
@@ -478,6 +493,7 @@ class LocalServer:
                     f"\n--- server log (tail) ---\n{self.logs(tail=40)}"
                 )
             self.startup_seconds = time.perf_counter() - t0
+            self._register_token()
             logger.info(
                 "nbinfer local server ready in %.2f s: %s (gRPC %s)",
                 self.startup_seconds,
@@ -485,6 +501,22 @@ class LocalServer:
                 self._grpc_url,
             )
             return self
+
+    def _register_token(self) -> None:
+        """Let nbinfer's clients in this process find the token by this server's addresses.
+
+        The registry (:func:`nbinfer.config.register_local_server`) holds the server weakly and
+        asks it whether it still runs on every lookup; :meth:`stop` removes the entries.
+        """
+        if self.auth_token is None or self._http_url is None or self._grpc_url is None:
+            return
+        ref = weakref.ref(self)
+
+        def alive() -> bool:
+            server = ref()
+            return server is not None and server.running
+
+        register_local_server((self._http_url, self._grpc_url), self.auth_token, alive, self)
 
     def _drain(self, proc: subprocess.Popen[bytes]) -> None:
         stream = proc.stdout
@@ -515,6 +547,7 @@ class LocalServer:
             period = SHUTDOWN_GRACE if self.grace_period is None else self.grace_period
             grace = period + 7.0
         with self._lock:
+            unregister_local_server(self)
             proc = self._proc
             if proc is None:
                 return

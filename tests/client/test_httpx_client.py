@@ -117,9 +117,17 @@ def test_connect_errors_are_retried_through_the_users_transport(server: LocalSer
 
 
 def test_a_user_client_with_its_own_auth_reaches_a_token_server(secured: LocalServer) -> None:
-    anonymous = nbinfer.Client(secured.http_url, http_engine="httpx")
-    with anonymous, pytest.raises(UnauthenticatedError):
-        anonymous.get_server_metadata()
+    # the control: a call without credentials is refused (nbinfer's own clients in this process
+    # would be handed the token, so the anonymous caller is httpx itself)
+    assert httpx.get(secured.http_url + "/v2").status_code == 401
+    with httpx.Client() as bare, nbinfer.Client(secured.http_url, httpx_client=bare) as handed:
+        assert handed.get_server_metadata().name  # no auth of its own: the server's token
+    with (
+        httpx.Client(headers={"Authorization": "Bearer wrong"}) as wrong,
+        nbinfer.Client(secured.http_url, httpx_client=wrong) as refused,
+        pytest.raises(UnauthenticatedError),
+    ):
+        refused.get_server_metadata()  # its own header wins over the server's token
     auth = _Bearer(TOKEN)
     with httpx.Client(auth=auth) as user:
         client = nbinfer.Client(secured.http_url, httpx_client=user)

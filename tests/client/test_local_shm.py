@@ -232,6 +232,8 @@ def test_a_killed_client_leaves_no_shared_memory_segment(server: LocalServer) ->
         [sys.executable, "-c", textwrap.dedent(_KILLED_CLIENT), server.http_url],
         stdout=subprocess.PIPE,
         text=True,
+        # another process: given the server's token as a user would (the registry is ours)
+        env={**os.environ, "NBINFER_TOKEN": server.auth_token or ""},
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"

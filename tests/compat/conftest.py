@@ -62,7 +62,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     repo = tmp_path_factory.mktemp("compat-repo")
     _write(repo, "simple", _SIMPLE)
     _write(repo, "simple_string", _SIMPLE_STRING)
-    srv = LocalServer(model_repository=repo, demo=True, device="cpu")
+    # the real tritonclient / KServe packages talk to it too: the no-token kind (nbinfer serve)
+    srv = LocalServer(model_repository=repo, demo=True, device="cpu", auth_token=None)
     srv.start()
     try:
         yield srv

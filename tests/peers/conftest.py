@@ -150,7 +150,8 @@ def _venv_or_skip(peer: str) -> Path:
 def nbinfer_peer() -> Iterator[Peer]:
     from nbinfer.server.launcher import LocalServer
 
-    server = LocalServer(model_repository=PEER_MODELS, demo=True, device="cpu")
+    # peers are called by every client kind (tritonclient, curl, ...): no token, as nbinfer serve
+    server = LocalServer(model_repository=PEER_MODELS, demo=True, device="cpu", auth_token=None)
     server.start()
     http = int(server.http_url.rsplit(":", 1)[1])
     grpc = int(server.grpc_url.rsplit(":", 1)[1])

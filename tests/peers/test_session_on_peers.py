@@ -263,7 +263,9 @@ def test_token_goes_with_every_call_metadata_and_statistics_included(protocol: s
     with Session(token="s3cret", protocol=protocol, demo=True) as owner:
         assert owner.server is not None
         url = owner.url
-        with Session(url) as stranger:
+        with Session(url) as handed:  # this process started the server: handed its token
+            assert handed.capabilities.error is None and "add_sub" in set(handed.models["name"])
+        with Session(url, token="not-s3cret") as stranger:
             assert isinstance(stranger.capabilities.error, UnauthenticatedError)
             with pytest.raises(UnauthenticatedError, match=r"token=.*headers="):
                 _ = stranger.models

@@ -104,7 +104,8 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repository: Path) -> Iterator[LocalServer]:
-    srv = LocalServer(model_repository=repository, demo=True, device="cpu")
+    # raw sockets and httpx attack it: the no-token kind (nbinfer serve), as before
+    srv = LocalServer(model_repository=repository, demo=True, device="cpu", auth_token=None)
     srv.start()
     try:
         yield srv

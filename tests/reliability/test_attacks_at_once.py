@@ -1,7 +1,8 @@
 """Every attack of issue 25 at once, while honest clients check every answer.
 
-The server is ``LocalServer(demo=True)`` as a notebook user would start it without a Session:
-no token (so the attacks reach the handlers rather than stopping at 401) and ``explicit`` model
+The server is ``LocalServer(demo=True, auth_token=None)``: a notebook user's server with the
+token opted out, as ``nbinfer serve`` runs (so the attacks reach the handlers rather than
+stopping at 401; ``LocalServer()`` itself has a token by default) and ``explicit`` model
 control (loads of new models allowed, so the replace rule and the caps are what stops harm).
 ``attackers.py`` runs every attack from a process of its own, each in a loop, for the whole
 window: replacing ``add_sub`` with an upload, unloading ``iris``, a web page (foreign Host,
@@ -67,7 +68,7 @@ def _honest(
 @as_root
 @pytest.mark.timeout(300)
 def test_every_attack_at_once_does_no_harm_and_honest_clients_stay_fast() -> None:
-    with LocalServer(demo=True, device="cpu") as server:
+    with LocalServer(demo=True, device="cpu", auth_token=None) as server:
         stop = threading.Event()
         results = {proto: {"latency": [], "wrong": [], "right": []} for proto in ("http", "grpc")}
         errors: list[str] = []

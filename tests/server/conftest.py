@@ -143,6 +143,9 @@ def write_test_repository(repo: Path) -> Path:
 
 
 def start_server(**kwargs: object) -> LocalServer:
+    # the protocol under test is the no-token kind (`nbinfer serve`), spoken by httpx / grpc /
+    # raw sockets that never see LocalServer's token: opt out unless a test asks for a token
+    kwargs.setdefault("auth_token", None)
     server = LocalServer(**kwargs)  # type: ignore[arg-type]
     server.start()
     print(f"\n[nbinfer server ready in {server.startup_seconds:.2f} s: {server.http_url}]")

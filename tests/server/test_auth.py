@@ -149,14 +149,18 @@ def test_grpc_stream_needs_the_token(server: LocalServer) -> None:
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_nbinfer_client_with_auth_is_served_and_without_is_refused(
+def test_nbinfer_client_with_auth_or_handed_the_token_is_served_and_a_wrong_one_refused(
     server: LocalServer, protocol: str
 ) -> None:
     url = server.http_url if protocol == "http" else "grpc://" + server.grpc_url
     x = {"INPUT0": np.ones((1, 16), np.float32), "INPUT1": np.ones((1, 16), np.float32)}
     with Client(url, auth=TOKEN) as client:
         np.testing.assert_array_equal(client.infer("add_sub", x)["OUTPUT1"], np.zeros((1, 16)))
-    with Client(url, retries=0) as client, pytest.raises(UnauthenticatedError):
+    # an nbinfer client without auth in this process is handed the server's token (the registry
+    # of LocalServer): the client without the token is one with credentials of its own
+    with Client(url, retries=0) as handed:
+        np.testing.assert_array_equal(handed.infer("add_sub", x)["OUTPUT1"], np.zeros((1, 16)))
+    with Client(url, auth="not-" + TOKEN, retries=0) as client, pytest.raises(UnauthenticatedError):
         client.infer("add_sub", x)
 
 
@@ -187,7 +191,8 @@ def test_authorized_compares_bearer_tokens() -> None:
 
 
 def test_local_server_refuses_a_public_host_without_a_token() -> None:
-    server = LocalServer(demo=False, host="0.0.0.0")
+    assert LocalServer(demo=False, host="0.0.0.0").auth_token is not None  # the default: a token
+    server = LocalServer(demo=False, host="0.0.0.0", auth_token=None)
     with pytest.raises(ServerStartError, match=r"refusing to bind '0\.0\.0\.0' without auth"):
         server.start()
     assert server.pid is None  # refused before spawning anything

@@ -213,7 +213,9 @@ def test_server_process_serves_onnx_from_a_triton_repository(onnx_repo: Path) ->
 
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     with (
-        LocalServer(model_repository=onnx_repo, demo=False, device="cpu") as server,
+        LocalServer(
+            model_repository=onnx_repo, demo=False, device="cpu", auth_token=None
+        ) as server,
         httpclient.InferenceServerClient(server.http_url.removeprefix("http://")) as c,
     ):
         meta = c.get_model_metadata("linear")

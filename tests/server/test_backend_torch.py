@@ -186,7 +186,9 @@ def test_server_process_serves_torchscript_from_a_triton_repository(tmp_path: Pa
     )
     x = np.ones((2, 4), np.float32)
     with (
-        LocalServer(model_repository=tmp_path / "repo", demo=False, device="cpu") as server,
+        LocalServer(
+            model_repository=tmp_path / "repo", demo=False, device="cpu", auth_token=None
+        ) as server,
         grpcclient.InferenceServerClient(server.grpc_url) as c,
     ):
         inp = grpcclient.InferInput("INPUT__0", [2, 4], "FP32")

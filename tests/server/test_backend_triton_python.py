@@ -459,7 +459,9 @@ def test_server_process_serves_an_unmodified_triton_python_repository(triton_rep
     from nbinfer.server.launcher import LocalServer
 
     a, b = _vectors()
-    with LocalServer(model_repository=triton_repo, demo=False, device="cpu") as server:
+    with LocalServer(
+        model_repository=triton_repo, demo=False, device="cpu", auth_token=None
+    ) as server:
         with httpclient.InferenceServerClient(server.http_url.removeprefix("http://")) as c:
             inputs = [
                 httpclient.InferInput("INPUT0", [2, 4], "FP32"),

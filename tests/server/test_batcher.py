@@ -731,7 +731,9 @@ dynamic_batching {
 """
     )
     body = {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}]}
-    with LocalServer(model_repository=tmp_path, demo=False, device="cpu") as server:
+    with LocalServer(
+        model_repository=tmp_path, demo=False, device="cpu", auth_token=None
+    ) as server:
         url = f"{server.http_url}/v2/models/slow/infer"
         with httpx.Client(timeout=30) as http:
             results: list[Any] = [None] * 4

@@ -416,7 +416,9 @@ def test_allowed_hosts_and_origins_with_cors() -> None:
 
 
 def test_star_allows_any_host_and_origin() -> None:
-    with LocalServer(demo=True, device="cpu", allowed_hosts=["*"], allowed_origins=["*"]) as srv:
+    with LocalServer(
+        demo=True, device="cpu", allowed_hosts=["*"], allowed_origins=["*"], auth_token=None
+    ) as srv:
         port = int(srv.http_url.rpartition(":")[2])
         status, headers, body = request(
             port,

@@ -388,7 +388,7 @@ LIMIT = 1 << 20
 
 @pytest.fixture(scope="module")
 def small_server() -> Iterator[LocalServer]:
-    srv = LocalServer(demo=True, max_request_bytes=LIMIT).start()
+    srv = LocalServer(demo=True, max_request_bytes=LIMIT, auth_token=None).start()
     yield srv
     srv.stop()
 
@@ -457,7 +457,7 @@ def test_default_server_refuses_code_uploads_with_400_and_keeps_serving() -> Non
 
     from nbinfer.server.launcher import LocalServer
 
-    with LocalServer(demo=True, device="cpu") as srv:
+    with LocalServer(demo=True, device="cpu", auth_token=None) as srv:
         body = {"parameters": {"file:1/model.py": base64.b64encode(b"import os").decode()}}
         r = httpx.post(f"{srv.http_url}/v2/repository/models/echo_code/load", json=body)
         assert r.status_code == 400

@@ -335,7 +335,9 @@ def test_exported_repository_is_served_by_the_server_process(tmp_path: Path) -> 
     export_model(original, tmp_path / "repo")
     want = _outputs(Iris(), "iris", [InferInput("input", "FP32", [3, 4], IRIS_ROWS)])
     with (
-        LocalServer(model_repository=tmp_path / "repo", demo=False, device="cpu") as server,
+        LocalServer(
+            model_repository=tmp_path / "repo", demo=False, device="cpu", auth_token=None
+        ) as server,
         httpclient.InferenceServerClient(server.http_url.removeprefix("http://")) as c,
     ):
         inp = httpclient.InferInput("input", [3, 4], "FP32")

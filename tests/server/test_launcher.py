@@ -63,7 +63,11 @@ def test_start_is_ready_stop_is_idempotent_and_logs_are_readable() -> None:
         assert server.http_url.startswith("http://127.0.0.1:")
         assert server.grpc_url.startswith("127.0.0.1:")
         assert server.startup_seconds is not None and server.startup_seconds < 30
-        r = httpx.get(server.http_url + "/v2/health/ready")
+        # a token by default: required on readiness, sent by whoever is given server.auth_token
+        assert server.auth_token is not None
+        assert httpx.get(server.http_url + "/v2/health/ready").status_code == 401
+        bearer = {"Authorization": f"Bearer {server.auth_token}"}
+        r = httpx.get(server.http_url + "/v2/health/ready", headers=bearer)
         assert r.status_code == 200
         server.start()  # already running: a no-op
         assert server.pid == pid
@@ -92,13 +96,17 @@ def test_context_manager_starts_and_stops() -> None:
 
 def test_restart_after_stop_gets_a_new_process() -> None:
     server = LocalServer(demo=False)
+    token = server.auth_token
     server.start()
     first = server.pid
     server.stop()
     server.start()
     try:
         assert server.pid != first
-        assert httpx.get(server.http_url + "/v2/health/ready").status_code == 200
+        assert token is not None and server.auth_token == token  # a restart keeps the token
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(server.http_url + "/v2/health/ready", headers=bearer).status_code == 200
+        assert httpx.get(server.http_url + "/v2/health/ready").status_code == 401
     finally:
         server.stop()
 

@@ -106,6 +106,7 @@ def server() -> Iterator[LocalServer]:
         device="cpu",
         max_request_bytes=16 * MiB,
         limits={"max_sequences": 50, "max_inflight_bytes": 40 * MiB},
+        auth_token=None,
     )
     srv.start()
     try:
@@ -119,7 +120,7 @@ def test_gzip_bomb_is_refused_with_413_and_never_inflates_past_the_limit() -> No
     """A 256 KiB body that inflates to 256 MiB: 413 naming the limit, peak RSS bounded."""
     bomb = _gzip(256 * MiB)
     assert len(bomb) < 400_000
-    with LocalServer(demo=True, device="cpu", max_request_bytes=16 * MiB) as srv:
+    with LocalServer(demo=True, device="cpu", max_request_bytes=16 * MiB, auth_token=None) as srv:
         assert srv.pid is not None
         _add_sub_ok(srv)
         peak_before = _status_mb(srv.pid, "VmHWM")
@@ -142,7 +143,7 @@ def test_gzip_bomb_is_refused_with_413_and_never_inflates_past_the_limit() -> No
 def test_other_clients_are_answered_while_a_large_legal_body_inflates() -> None:
     """A legal compressed body inflating to 240 MiB does not hold the event loop."""
     packed = _gzip(240 * MiB)
-    with LocalServer(demo=True, device="cpu") as srv:  # the default 256 MiB limit
+    with LocalServer(demo=True, device="cpu", auth_token=None) as srv:  # the default 256 MiB limit
         big = socket.create_connection(_address(srv))
         probes: list[float] = []
         try:

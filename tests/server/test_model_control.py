@@ -81,8 +81,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repo: Path) -> Iterator[LocalServer]:
-    """LocalServer's defaults: explicit model control, no replacing."""
-    with LocalServer(model_repository=repo, demo=True, device="cpu") as srv:
+    """LocalServer's model-control defaults: explicit, no replacing (token opted out: raw HTTP)."""
+    with LocalServer(model_repository=repo, demo=True, device="cpu", auth_token=None) as srv:
         yield srv
 
 
@@ -108,7 +108,7 @@ def test_replacing_add_sub_with_an_upload_is_refused_and_every_client_stays_righ
 
 
 def test_with_allow_model_replace_the_same_upload_does_replace_add_sub() -> None:
-    with LocalServer(demo=True, device="cpu", allow_model_replace=True) as srv:
+    with LocalServer(demo=True, device="cpu", allow_model_replace=True, auth_token=None) as srv:
         assert answers_add_sub(srv) == []
         status, text = http_load(srv, "add_sub", ATTACK, ONNX_CONFIG)
         assert status == 200, text
@@ -162,7 +162,7 @@ def test_an_operator_model_unloads_and_reloads_but_is_never_overlaid(
 def test_log_and_trace_updates_follow_the_mode_and_reading_stays_allowed(
     server: LocalServer,
 ) -> None:
-    with LocalServer(demo=True, device="cpu", model_control_mode="none") as locked:
+    with LocalServer(demo=True, device="cpu", model_control_mode="none", auth_token=None) as locked:
         status, before = http(locked, "/v2/logging", method="GET")
         assert status == 200
         status, text = http(locked, "/v2/logging", {"log_verbose_level": 1})
@@ -188,7 +188,7 @@ def test_log_and_trace_updates_follow_the_mode_and_reading_stays_allowed(
 
 
 def test_none_mode_refuses_every_load_and_unload_naming_model_mode_and_flag() -> None:
-    with LocalServer(demo=True, device="cpu", model_control_mode="none") as locked:
+    with LocalServer(demo=True, device="cpu", model_control_mode="none", auth_token=None) as locked:
         status, text = http_load(locked, "add_sub")
         assert status == 403, text
         assert "'add_sub'" in text and "--model-control-mode none" in text and "explicit" in text
@@ -254,6 +254,7 @@ def test_poll_mode_follows_the_repository_directory_and_refuses_the_api(
         device="cpu",
         model_control_mode="poll",
         model_limits={"repository_poll_secs": 0.2},
+        auth_token=None,
     )
     with srv:
         status, text = http_load(srv, "first")

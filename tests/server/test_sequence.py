@@ -92,7 +92,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
         (repo / name / "1" / "model.py").write_text(source)
         if config:
             (repo / name / "config.pbtxt").write_text(config)
-    srv = LocalServer(demo=True, device="cpu", model_repository=repo).start()
+    srv = LocalServer(demo=True, device="cpu", model_repository=repo, auth_token=None).start()
     try:
         yield srv
     finally:

@@ -136,6 +136,7 @@ def server(errors_dir: Path, repository: Path) -> Iterator[LocalServer]:
             user.Teapot: user.teapot,
             f"{_ERRORS_MODULE}:Busy": f"{_ERRORS_MODULE}:busy",
         },
+        auth_token=None,
     ).start()
     try:
         yield srv
@@ -210,7 +211,7 @@ def test_access_log_writes_one_line_per_grpc_call_with_peer_method_code_latency_
 def test_access_log_is_off_by_default(repository: Path) -> None:
     import tritonclient.grpc as tg
 
-    with LocalServer(model_repository=repository, demo=False, device="cpu") as srv:
+    with LocalServer(model_repository=repository, demo=False, device="cpu", auth_token=None) as srv:
         with httpx.Client(base_url=srv.http_url) as http:
             for _ in range(3):
                 assert http.get("/v2/health/ready").status_code == 200
@@ -231,7 +232,11 @@ def test_access_log_format_takes_gunicorn_atoms_and_refuses_unknown_ones(
 ) -> None:
     fmt = "%(m)s %(U)s -> %(s)s in %(D)s us ua=%({user-agent}i)s"
     with LocalServer(
-        model_repository=repository, demo=False, access_log=True, access_log_format=fmt
+        model_repository=repository,
+        demo=False,
+        access_log=True,
+        access_log_format=fmt,
+        auth_token=None,
     ) as srv:
         with httpx.Client(base_url=srv.http_url, headers={"user-agent": "probe/1"}) as http:
             http.get("/v2/health/live")
@@ -325,6 +330,7 @@ def test_a_handler_the_server_cannot_import_stops_the_start_with_the_reason(
         model_repository=repository,
         demo=False,
         extra_args=["--exception-handler", "no_such_module:Err=no_such_module:handle"],
+        auth_token=None,
     )
     with pytest.raises(Exception, match="no_such_module"):
         srv.start()
@@ -353,7 +359,9 @@ def test_stop_honours_the_grace_period_finishing_quick_requests_and_naming_stuck
     repository: Path,
 ) -> None:
     grace = 2.0
-    srv = LocalServer(model_repository=repository, demo=False, device="cpu", grace_period=grace)
+    srv = LocalServer(
+        model_repository=repository, demo=False, device="cpu", grace_period=grace, auth_token=None
+    )
     srv.start()
     with Client(srv.http_url, retries=0) as stuck_client, Client(srv.http_url) as quick_client:
         stuck = _InFlight(stuck_client, 60.0)

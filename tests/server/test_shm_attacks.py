@@ -60,7 +60,7 @@ as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a clie
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalServer]:
     """A demo server without a token: these tests are about who a caller is, not credentials."""
-    with LocalServer(demo=True, device="cpu") as srv:
+    with LocalServer(demo=True, device="cpu", auth_token=None) as srv:
         yield srv
 
 
@@ -475,7 +475,7 @@ def test_regions_are_capped_per_caller_and_in_all_with_429_naming_the_flag(
 ) -> None:
     limits = {"max_shm_regions": 6, "max_shm_regions_per_caller": 4}
     _, key = regions(4096)
-    with LocalServer(demo=True, device="cpu", limits=limits) as srv:
+    with LocalServer(demo=True, device="cpu", limits=limits, auth_token=None) as srv:
         http, grpc = _http(srv), tg.InferenceServerClient(srv.grpc_url)
         try:
             for i in range(4):
@@ -532,7 +532,7 @@ def test_registering_one_object_a_thousand_times_at_ulimit_1024_exhausts_nothing
     (tmp_path / "add" / "1").mkdir(parents=True)
     (tmp_path / "add" / "1" / "model.py").write_text(MODEL)
     _, key = regions(4096)
-    with LocalServer(model_repository=tmp_path, demo=True, device="cpu") as srv:
+    with LocalServer(model_repository=tmp_path, demo=True, device="cpu", auth_token=None) as srv:
         assert srv.pid is not None
         resource.prlimit(srv.pid, resource.RLIMIT_NOFILE, (1024, 1024))
         attacker = _http(srv)
@@ -637,7 +637,7 @@ def test_a_pool_at_the_servers_cap_sends_the_rest_in_the_request(scheme: str) ->
     limits = {"max_shm_regions_per_caller": 1}
     rng = np.random.default_rng(1)
     a, b = (rng.standard_normal((2, 16)).astype(np.float32) for _ in range(2))
-    with LocalServer(demo=True, device="cpu", limits=limits) as srv:
+    with LocalServer(demo=True, device="cpu", limits=limits, auth_token=None) as srv:
         url = srv.http_url if scheme == "http" else f"grpc://{srv.grpc_url}"
         with nbinfer.Client(url, shared_memory=True) as client:
             for _ in range(3):

@@ -37,7 +37,7 @@ regions = test_shm.regions
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalServer]:
     """A demo server without a token: these tests are about who a caller is, not credentials."""
-    with LocalServer(demo=True, device="cpu") as srv:
+    with LocalServer(demo=True, device="cpu", auth_token=None) as srv:
         yield srv
 
 

@@ -40,7 +40,9 @@ def temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(temp: Path) -> Iterator[LocalServer]:
     limits = {"max_models": MAX_MODELS, "max_upload_files": 3, "max_upload_bytes": 4096}
-    with LocalServer(demo=True, device="cpu", model_limits=limits, env={"TMPDIR": str(temp)}) as s:
+    with LocalServer(
+        demo=True, device="cpu", model_limits=limits, env={"TMPDIR": str(temp)}, auth_token=None
+    ) as s:
         yield s
 
 

@@ -76,6 +76,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         device="cpu",
         env={"TMPDIR": str(temp)},
         allow_model_replace=True,  # the overlay must be refused by the path policy alone
+        auth_token=None,
     ).start()
     try:
         yield Env(server, repo, outside, temp)
