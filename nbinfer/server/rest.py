@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import orjson
 
@@ -184,18 +184,14 @@ def _json_body(body: bytes) -> Any:
         raise InvalidInputError(f"malformed JSON in request body: {exc}") from exc
 
 
-async def _json_body_off_loop(body: bytes) -> Any:
-    """:func:`_json_body`, on a worker thread when the body is large."""
-    if len(body) < OFFLOAD_BYTES:
-        return _json_body(body)
-    return await off_loop(_json_body, body)
+_T = TypeVar("_T")
 
 
-async def _v1_body_off_loop(body: bytes) -> Any:
-    """A KServe v1 body (:func:`~nbinfer.server.kserve_v1.parse_body`), off the loop when large."""
+async def _parse_off_loop(parse: Callable[[bytes], _T], body: bytes) -> _T:
+    """``parse(body)``, on a worker thread when the body is large (``OFFLOAD_BYTES`` or more)."""
     if len(body) < OFFLOAD_BYTES:
-        return parse_body(body)
-    return await off_loop(parse_body, body)
+        return parse(body)
+    return await off_loop(parse, body)
 
 
 class RestApp:
@@ -492,7 +488,7 @@ class RestApp:
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
         """List the models of the repository and their state."""
-        req = await _json_body_off_loop(body)
+        req = await _parse_off_loop(_json_body, body)
         ready_only = bool(req.get("ready", False)) if isinstance(req, dict) else False
         index = self.dp.repository_index(ready_only=ready_only)
         return _json_response(codec.repository_index_to_json(index))
@@ -500,16 +496,13 @@ class RestApp:
     async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Load or reload a model (optional config and file overrides)."""
         self.dp.repository.check_remote_mode(model, "load")  # before decoding any upload
-        if len(body) < OFFLOAD_BYTES:
-            config, files = _load_parameters(_json_body(body))
-        else:  # JSON + base64 of uploads: proportional to the body, on a thread
-            config, files = await off_loop(_load_body, body)
+        config, files = await _parse_off_loop(_load_body, body)  # JSON + base64 of uploads
         await self.dp.load_model(model, config=config, files=files, remote=True)
         return 200, _JSON, b"", _EMPTY
 
     async def _unload(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Unload a model."""
-        await _json_body_off_loop(body)
+        await _parse_off_loop(_json_body, body)
         await self.dp.unload_model(model, remote=True)
         return 200, _JSON, b"", _EMPTY
 
@@ -520,7 +513,7 @@ class RestApp:
 
     async def _shm_register(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
         """Register a shared-memory region."""
-        fields = _shm_body(await _json_body_off_loop(body))
+        fields = _shm_body(await _parse_off_loop(_json_body, body))
 
         def register() -> None:  # opens the key and finds the owner: off the event loop
             self.dp.shm_register(kind, region, fields, owner=self._caller())
@@ -542,14 +535,14 @@ class RestApp:
 
     async def _logging(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the log settings (Triton's logging extension)."""
-        update = _settings_body(await _json_body_off_loop(body), "logging")
+        update = _settings_body(await _parse_off_loop(_json_body, body), "logging")
         if update:
             self.dp.repository.control.check_settings_update("log")
         return _json_response(LogSettings.update(update) if update else LogSettings.get())
 
     async def _trace(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the trace settings (nbinfer does not trace)."""
-        update = _settings_body(await _json_body_off_loop(body), "trace")
+        update = _settings_body(await _parse_off_loop(_json_body, body), "trace")
         if model:
             self.dp.model_metadata(model)  # an unknown model is a 404, as on Triton
         if update:
@@ -575,7 +568,7 @@ class RestApp:
         out_headers: dict[str, str] = {}
         answer = await self.v1.predict(
             model,
-            await _v1_body_off_loop(body),
+            await _parse_off_loop(parse_body, body),
             headers=_HeaderView(headers),
             response_headers=out_headers,
         )
@@ -586,7 +579,7 @@ class RestApp:
         out_headers: dict[str, str] = {}
         answer = await self.v1.explain(
             model,
-            await _v1_body_off_loop(body),
+            await _parse_off_loop(parse_body, body),
             headers=_HeaderView(headers),
             response_headers=out_headers,
         )
