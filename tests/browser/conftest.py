@@ -1,0 +1,139 @@
+"""Fixtures for the real-browser tests: one JupyterLab and one headless Chromium per session.
+
+JupyterLab runs from this interpreter with a token, a temporary root holding every ``*.ipynb`` of
+this folder, temporary settings (no news pop-up); tests open a notebook in a fresh workspace URL
+(:func:`open_notebook`), so nothing from earlier sessions is restored. Playwright (sync API) drives
+Debian's ``chromium``. Screenshots go to the test's tmp dir, and to ``docs/img/`` when
+``NBINFER_SAVE_SCREENSHOTS=1`` (:func:`save_shot`).
+
+Skips (with the reason) only when no Chromium, Playwright or JupyterLab is available.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("no Chromium on PATH (Debian: apt-get install -y chromium; .ci/run does it)")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _settings(root: Path) -> Path:
+    """JupyterLab user settings: no news / update notifications."""
+    settings = root / "settings"
+    folder = settings / "@jupyterlab" / "apputils-extension"
+    folder.mkdir(parents=True)
+    (folder / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+    return settings
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (pip install jupyterlab)")
+    pytest.importorskip("ipywidgets")
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "root"
+    root.mkdir()
+    for notebook in HERE.glob("*.ipynb"):
+        shutil.copy(notebook, root / notebook.name)
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(
+        os.environ,
+        JUPYTERLAB_SETTINGS_DIR=str(_settings(base)),
+        JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
+        JUPYTER_RUNTIME_DIR=str(base / "runtime"),
+        JUPYTER_CONFIG_DIR=str(base / "config"),
+    )
+    log = (base / "lab.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--ServerApp.open_browser=False",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            *(["--allow-root"] if os.geteuid() == 0 else []),
+        ],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "JupyterLab did not start:\n" + (base / "lab.log").read_text()[-3000:]
+                    ) from None
+                time.sleep(0.3)
+        yield {"url": url, "token": token, "log": base / "lab.log", "root": root}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    executable = _chromium()
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
+    )
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

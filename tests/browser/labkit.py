@@ -1,0 +1,47 @@
+"""Helpers for the real-browser tests: open a notebook, run it, switch theme, keep screenshots."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+
+def save_shot(shot: Path, name: str) -> None:
+    """Keep ``shot`` as ``docs/img/NAME`` when NBINFER_SAVE_SCREENSHOTS=1."""
+    if os.environ.get("NBINFER_SAVE_SCREENSHOTS") == "1":
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, DOCS_IMG / name)
+
+
+def menu(page: Any, menu: str, *items: str) -> None:
+    """Click JupyterLab's menu bar entry ``menu`` then each of ``items``."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{menu}$")).click()
+    for item in items:
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{item}$")).click()
+
+
+def open_notebook(page: Any, lab: dict[str, Any], notebook: str) -> None:
+    """Open ``notebook`` in a fresh workspace and wait until its kernel is idle."""
+    workspace = f"nbinfer-{secrets.token_hex(4)}"
+    page.goto(f"{lab['url']}/lab/workspaces/{workspace}/tree/{notebook}?reset&token={lab['token']}")
+    page.locator(".jp-Notebook").wait_for(timeout=60_000)
+    page.get_by_text(re.compile(r"\| Idle$")).first.wait_for(timeout=60_000)
+
+
+def run_all(page: Any) -> None:
+    """Run -> Run All Cells."""
+    menu(page, "Run", "Run All Cells")
+
+
+def dark_theme(page: Any) -> None:
+    """Switch JupyterLab to its dark theme and wait until it applies."""
+    menu(page, "Settings", "Theme", "JupyterLab Dark")
+    page.locator("body[data-jp-theme-light='false']").wait_for(state="attached", timeout=30_000)
+    time.sleep(0.5)
