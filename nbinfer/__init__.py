@@ -60,6 +60,7 @@ from nbinfer.protocol import (
 from nbinfer.session import ModelHandle, Session, sessions
 
 if _typing.TYPE_CHECKING:
+    from nbinfer.interop.samples import SampleData, sample_data
     from nbinfer.server.launcher import LocalServer
     from nbinfer.server.model import FunctionModel, Model, model
 
@@ -71,6 +72,8 @@ _LAZY = {
     "LocalServer": "nbinfer.server.launcher",
     "Model": "nbinfer.server.model",
     "model": "nbinfer.server.model",
+    "SampleData": "nbinfer.interop.samples",
+    "sample_data": "nbinfer.interop.samples",
 }
 
 
@@ -102,9 +105,11 @@ __all__ = [
     "LocalServer",
     "Model",
     "ModelHandle",
+    "SampleData",
     "Sequence",
     "Session",
     "model",
+    "sample_data",
     "ConnectError",
     "DataTypeError",
     "InferInput",

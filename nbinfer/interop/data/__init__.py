@@ -1,0 +1,1 @@
+"""Data files of nbinfer.interop.samples (iris.csv, digits.npz)."""
