@@ -6,7 +6,9 @@ to the server (never transports or raw I/O).
 ``session.browse()`` returns a :class:`ModelBrowser`: the server's models with their state; for
 the selected model its metadata, config, statistics, load / unload buttons and a "try it" form
 built from the input specs (numbers or arrays, text for BYTES, an image upload for image-like
-inputs) that runs inference and shows the result.
+inputs) that runs inference and shows the result. An image classifier (one image input, labelled
+scores) gets an upload and, for tiny inputs, a sketch pad (:mod:`~nbinfer.notebook.sketch`);
+its Run goes through :meth:`~nbinfer.Session.classify` and shows the top classes.
 
 It is a view over the session (every call goes through :class:`~nbinfer.Session` or its client,
 never raw I/O) and it shows only what the server offers: without the ``model_repository``
@@ -931,6 +933,12 @@ class ModelBrowser:
             self._show_stats(model)
 
         self._task(f"Running {name}", work, error_to=self.result)
+
+    @property
+    def sketch_pad(self) -> Any | None:
+        """The selected image classifier's sketch pad (a ``SketchPad``), or ``None``."""
+        pads = [ed.pad for ed in self._editors if isinstance(ed, _PictureEditor)]
+        return pads[0] if pads else None
 
     def _picture(self) -> bytes | None:
         """The image of an image classifier's form (None for other forms)."""

@@ -2,9 +2,9 @@
 
 JupyterLab (fixtures in conftest.py) opens ``browser_image.ipynb``; for ``digits`` the try-it form
 is an image upload and a sketch pad: a PNG file given to the upload's file input and a stroke
-drawn with the mouse both come back classified. Then the browser's layout with JupyterLab's file
-browser open, at output areas about 700 and 600 px wide: no control is cut ("Re..." for Refresh),
-and the main pane keeps a usable width. Then the dark theme.
+drawn with the mouse both come back classified (the drawing also in the dark theme). Then the
+browser's layout with JupyterLab's file browser open, at output areas about 700 and 600 px wide:
+no control is cut ("Re..." for Refresh), and the main pane keeps a usable width.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, menu, open_notebook, run_all, save_shot
 
 NOTEBOOK = "browser_image.ipynb"
 #: The main pane (model header, tabs, try-it form) keeps at least this width.
@@ -58,6 +58,14 @@ def _classified(ui: Any, page: Any, before: str = "") -> str:
     )
     main.get_by_text(re.compile("digits answered in")).wait_for(timeout=30_000)
     return str(main.locator(".nbi-gallery img").first.get_attribute("src"))
+
+
+def _light_theme(page: Any) -> None:
+    """Back to JupyterLab's light theme (the theme is a user setting: it outlives the page)."""
+    if page.locator("body[data-jp-theme-light='false']").count():
+        menu(page, "Settings", "Theme", "JupyterLab Light")
+        page.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
+        time.sleep(0.5)
 
 
 def _output_width(page: Any) -> float:
@@ -105,11 +113,13 @@ def _layout_report(page: Any) -> dict[str, Any]:
 def test_image_form_upload_sketch_and_narrow_layout(
     lab: dict[str, Any], chromium: Any, tmp_path: Path
 ) -> None:
+    pytest.importorskip("anywidget", reason="the sketch pad needs anywidget (a dependency)")
     page = chromium.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
         open_notebook(page, lab, NOTEBOOK)
+        _light_theme(page)
         run_all(page)
         ui = page.locator(".nbinfer-browser")
         ui.wait_for(timeout=60_000)
@@ -147,10 +157,16 @@ def test_image_form_upload_sketch_and_narrow_layout(
         drawn = _classified(ui, page, uploaded)
         assert drawn != uploaded
         assert _top_label(ui) == "1"
-        time.sleep(0.3)  # the bars' layout settles before the picture
+        page.set_viewport_size({"width": 1280, "height": 1400})  # the whole result in the shot
+        time.sleep(0.5)  # the bars' layout settles before the picture
         shot = tmp_path / "browser-upload.png"
         ui.screenshot(path=str(shot))
         save_shot(shot, "browser-upload.png")
+        dark_theme(page)
+        dark = tmp_path / "browser-upload-dark.png"
+        ui.screenshot(path=str(dark))
+        save_shot(dark, "browser-upload-dark.png")
+        _light_theme(page)
 
         # Narrow output areas with the file browser open.
         if not page.locator("#filebrowser").is_visible():
@@ -179,10 +195,6 @@ def test_image_form_upload_sketch_and_narrow_layout(
             assert report["main"] >= MAIN_MIN, (width, report)
             assert report["overflow"] <= 0, (width, report)
 
-        dark_theme(page)
-        dark = tmp_path / "browser-upload-dark.png"
-        ui.screenshot(path=str(dark))
-        save_shot(dark, "browser-upload-dark.png")
         assert errors == [], errors
         print(f"screenshots in {tmp_path}")
     except Exception:

@@ -296,6 +296,7 @@ def test_image_classifier_form_uploads_and_sketches_through_classify(session: Se
         (editor,) = browser._editors
         assert type(editor).__name__ == "_PictureEditor"  # not a 64-number text box
         assert editor.pad is not None and editor.plan.height == editor.plan.width == 8
+        assert browser.sketch_pad is editor.pad
         assert editor.upload.accept == "image/*"
         browser.run()
         assert "draw on the sketch pad or upload an image first" in browser.result.value
@@ -372,6 +373,7 @@ def test_unlabelled_image_models_and_iris_keep_their_forms(session: Session) -> 
     try:
         _pick(browser, "iris")
         assert [type(e).__name__ for e in browser._editors] == ["_NumbersEditor"]
+        assert browser.sketch_pad is None
         _pick(browser, "echo")  # a BYTES input with one output, no labels: not an image form
         assert [type(e).__name__ for e in browser._editors] == ["_TextEditor"]
     finally:
