@@ -3,8 +3,9 @@
 JupyterLab (fixtures in conftest.py) opens ``browser_image.ipynb``; for ``digits`` the try-it form
 is an image upload and a sketch pad: a PNG file given to the upload's file input and a stroke
 drawn with the mouse both come back classified (the drawing also in the dark theme). Then the
-browser's layout with JupyterLab's file browser open, at output areas about 700 and 600 px wide:
-no control is cut ("Re..." for Refresh), and the main pane keeps a usable width.
+browser's layout with JupyterLab's file browser open, at output areas about 700, 600 and 480 px
+wide: no control is cut ("Re..." for Refresh), the main pane keeps a usable width, and at 480 px
+the model list goes above it.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def _layout_report(page: Any) -> dict[str, Any]:
           ui: ui.getBoundingClientRect().width, main: main.width, side: side.width,
           refresh: [refresh.scrollWidth, refresh.clientWidth], cut,
           overflow: ui.scrollWidth - ui.clientWidth,
+          stacked: side.bottom <= main.top + 1,  // the model list above the main pane
         };
       }"""
         )
@@ -188,6 +190,12 @@ def test_image_form_upload_sketch_and_narrow_layout(
         time.sleep(0.3)
         reports["600 iris"] = _layout_report(page)
         ui.screenshot(path=str(tmp_path / "browser-600-iris.png"))
+        _fit_output(page, 480)  # narrower still: the list goes above the main pane
+        time.sleep(0.3)
+        reports["480 iris"] = _layout_report(page)
+        ui.screenshot(path=str(tmp_path / "browser-480-iris.png"))
+        assert reports["480 iris"]["stacked"], reports["480 iris"]
+        assert not any(reports[w]["stacked"] for w in (700, 600, "600 iris")), reports
         for width, report in reports.items():
             refresh_text, refresh_box = report["refresh"]
             assert refresh_text <= refresh_box, (width, report)  # "Refresh", not "Re..."
