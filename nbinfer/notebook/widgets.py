@@ -315,6 +315,7 @@ class _PictureEditor(_Editor):
         self.upload.layout = W.Layout(width="auto", min_width="150px", flex="0 0 auto")
         self.pad = _sketch_pad(plan)
         self.source = W.HTML("")
+        self.source.add_class("nbb-prose")
         #: Which image Run sends: "upload", "pad" or "" (none yet).
         self.latest = ""
         self.upload.observe(self._uploaded, names="value")
@@ -542,6 +543,7 @@ class ModelBrowser:
         side.add_class("nbb-side")
 
         self.header = W.HTML("")
+        self.header.add_class("nbb-prose")  # wrapped lines at text height, not a widget row's
         self.load_button = W.Button(
             description="Load", icon="upload", button_style="success", tooltip="Load / reload"
         )
