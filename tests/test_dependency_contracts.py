@@ -28,6 +28,7 @@ LEANED_ON = {
     "linecache": "a model traceback shows the notebook cell's source line",
     "tqdm": "progress bars of chunked DataFrame / image runs (a widget in notebooks)",
     "ipywidgets": "the model browser",
+    "anywidget": "the model browser's sketch pad",
 }
 
 
@@ -157,6 +158,29 @@ def test_widgets_render_and_call_observers() -> None:
     button.on_click(lambda _b: clicked.append(1))
     button.click()
     assert clicked == [1]
+
+
+# -- anywidget ------------------------------------------------------------------------------------
+
+
+@contract("anywidget", "sends our ESM module and syncs tagged traits to the front end")
+def test_anywidget_sends_our_module_and_syncs_traits() -> None:
+    pytest.importorskip("anywidget", reason="anywidget is not installed (pip install anywidget)")
+    from nbinfer.notebook.sketch import SketchPad
+
+    pad = SketchPad(size=96, pen=12)
+    try:
+        state = pad.get_state()
+        assert "export default" in str(state.get("_esm")), sorted(state)
+        assert (state.get("size"), state.get("pen"), state.get("png")) == (96, 12, ""), state
+        bundle = pad._repr_mimebundle_()
+        data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata) from anywidget
+        view = data.get("application/vnd.jupyter.widget-view+json", {})
+        assert view.get("model_id") == pad.model_id, bundle
+        pad.set_state({"png": "data:image/png;base64,AA=="})  # as a message from the front end
+        assert pad.png == "data:image/png;base64,AA==", pad.png
+    finally:
+        pad.close()
 
 
 # -- the list itself ------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "nbinfer.client": ("IPython", "ipywidgets"),
     "nbinfer.session": ("IPython", "ipywidgets"),
 }
-NOTEBOOK_ONLY = ("IPython", "ipywidgets", "matplotlib")
+NOTEBOOK_ONLY = ("IPython", "ipywidgets", "anywidget", "matplotlib")
 
 #: The one lazy edge into the notebook layer (ARCHITECTURE.md): any module's three-line
 #: ``_repr_mimebundle_`` hook imports the renderers inside the method, never at import time.

@@ -6,7 +6,9 @@ to the server (never transports or raw I/O).
 ``session.browse()`` returns a :class:`ModelBrowser`: the server's models with their state; for
 the selected model its metadata, config, statistics, load / unload buttons and a "try it" form
 built from the input specs (numbers or arrays, text for BYTES, an image upload for image-like
-inputs) that runs inference and shows the result.
+inputs) that runs inference and shows the result. An image classifier (one image input, labelled
+scores) gets an upload and, for tiny inputs, a sketch pad (:mod:`~nbinfer.notebook.sketch`);
+its Run goes through :meth:`~nbinfer.Session.classify` and shows the top classes.
 
 It is a view over the session (every call goes through :class:`~nbinfer.Session` or its client,
 never raw I/O) and it shows only what the server offers: without the ``model_repository``
@@ -47,6 +49,7 @@ from nbinfer.protocol.dtypes import numpy_dtype
 if TYPE_CHECKING:
     from nbinfer.capabilities import Capabilities
     from nbinfer.client import InferResult
+    from nbinfer.interop.images import ImagePlan
     from nbinfer.protocol.types import ModelMetadata, TensorSpec
     from nbinfer.session import Session
 
@@ -59,6 +62,10 @@ SMALL_INPUT = 8
 #: Array inputs up to this many elements start as a list of zeros; larger ones as the scalar 0.
 LISTED_INPUT = 256
 _IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp")
+#: Image classifiers whose input is at most this many pixels a side get a sketch pad (digits: 8).
+SKETCH_MAX_SIDE = 32
+#: Classes shown for an image classifier's result.
+TOP_CLASSES = 5
 
 
 # -- what the server offers -------------------------------------------------------------------
@@ -270,6 +277,124 @@ class _ImageEditor(_Editor):
         return batch if plan.batched else batch[0]
 
 
+def _thumb(data: bytes, mime: str, name: str) -> str:
+    """A small preview of an uploaded file with its name."""
+    mime = mime if mime in _IMAGE_MIME else "image/png"
+    uri = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    return (
+        f'<span class="nbb-thumb"><img src="{uri}" alt="{escape(name)}"/></span> '
+        f'<span class="nbb-muted">{escape(name)}</span>'
+    )
+
+
+def _sketch_pad(plan: ImagePlan) -> Any | None:
+    """A sketch pad for a tiny image input, or ``None`` (a bigger input; no anywidget)."""
+    if plan.encoded or not 0 < max(plan.height, plan.width) <= SKETCH_MAX_SIDE:
+        return None
+    try:
+        from nbinfer.notebook.sketch import SketchPad
+    except ImportError as exc:  # anywidget missing: the upload alone
+        logger.debug("no sketch pad: %s", exc)
+        return None
+    size = 160
+    pen = int(min(26, max(10, round(size / max(plan.height, plan.width) * 1.3))))
+    return SketchPad(size=size, pen=pen)
+
+
+class _PictureEditor(_Editor):
+    """An image classifier's input: an upload and, for tiny inputs, a sketch pad.
+
+    Run sends the latest image (the upload or the drawing, whichever changed last) through
+    :meth:`~nbinfer.Session.classify`, so it is prepared exactly as ``classify`` prepares it.
+    """
+
+    def __init__(self, spec: TensorSpec, plan: ImagePlan, prepare: Callable[[bytes], Any]) -> None:
+        self.plan = plan
+        self._prepare = prepare
+        self.upload = W.FileUpload(accept="image/*", multiple=False, description="Upload image")
+        self.upload.layout = W.Layout(width="auto", min_width="150px", flex="0 0 auto")
+        self.pad = _sketch_pad(plan)
+        self.source = W.HTML("")
+        self.source.add_class("nbb-prose")
+        #: Which image Run sends: "upload", "pad" or "" (none yet).
+        self.latest = ""
+        self.upload.observe(self._uploaded, names="value")
+        side = W.VBox(
+            [self.upload, self.source],
+            layout=W.Layout(min_width="0", flex="1 1 200px", align_items="flex-start"),
+        )
+        parts: list[Any] = [side]
+        if self.pad is not None:
+            self.pad.observe(self._drawn, names="png")
+            parts.insert(0, self.pad)
+        self._describe()
+        box = W.HBox(parts, layout=W.Layout(flex_flow="row wrap", align_items="flex-start"))
+        box.add_class("nbb-picture")
+        super().__init__(spec, box)
+
+    def _uploaded(self, change: dict[str, Any]) -> None:
+        self.latest = "upload" if change["new"] else ("pad" if self._drawing() else "")
+        self._describe()
+
+    def _drawn(self, change: dict[str, Any]) -> None:
+        self.latest = "pad" if change["new"] else ("upload" if self.upload.value else "")
+        self._describe()
+
+    def _drawing(self) -> bool:
+        return self.pad is not None and bool(self.pad.png)
+
+    def _describe(self) -> None:
+        plan = self.plan
+        target = (
+            "sent as the encoded file"
+            if plan.encoded
+            else f"classified at {plan.width}x{plan.height}, {plan.channels} channel(s)"
+        )
+        if self.latest == "upload":
+            entry = self.upload.value[0]
+            what = _thumb(bytes(entry["content"]), entry.get("type", ""), entry.get("name", ""))
+        elif self.latest == "pad":
+            what = '<span class="nbb-muted">the drawing on the pad</span>'
+        else:
+            ask = "Draw on the pad or upload" if self.pad is not None else "Upload"
+            what = f'<span class="nbb-muted">{ask} an image, then Run.</span>'
+        self.source.value = f'<div>{what}</div><div class="nbb-muted">{escape(target)}</div>'
+
+    def image(self) -> bytes:
+        """The image Run sends (encoded file bytes).
+
+        Raises:
+            InvalidInputError: Nothing uploaded or drawn yet.
+        """
+        if self.latest == "pad" and self.pad is not None:
+            drawn = self.pad.image()
+            if drawn is not None:
+                return bytes(drawn)
+        if self.upload.value:
+            return bytes(self.upload.value[0]["content"])
+        ask = "draw on the sketch pad or upload an image" if self.pad else "upload an image"
+        raise InvalidInputError(f"input {self.spec.name!r}: {ask} first", tensor=self.spec.name)
+
+    def value(self) -> np.ndarray[Any, Any]:
+        sample = np.asarray(self._prepare(self.image()))
+        return sample[np.newaxis] if self.plan.batched else sample
+
+
+def _classifier_plan(
+    meta: ModelMetadata, config: dict[str, Any], labels: dict[str, list[str]]
+) -> ImagePlan | None:
+    """The image plan of an image classifier (one image input, labelled scores), else None."""
+    from nbinfer.interop.images import plan_images
+
+    if len(meta.inputs) != 1:
+        return None
+    try:
+        plan = plan_images(meta, config)
+    except InvalidInputError:
+        return None
+    return plan if labels.get(plan.output) else None
+
+
 def _editor(spec: TensorSpec) -> _Editor:
     layout = _image_layout(spec)
     if layout is not None:
@@ -391,8 +516,12 @@ class ModelBrowser:
         self.refresh_button = W.Button(
             description="Refresh", icon="refresh", tooltip="Reload the model list"
         )
-        self.refresh_button.layout = W.Layout(width="100px", margin="0 0 0 auto")
+        # Never narrower than its label: the title wraps instead (no "Re..." at 700 px).
+        self.refresh_button.layout = W.Layout(
+            width="auto", min_width="max-content", flex="0 0 auto", margin="0 0 0 auto"
+        )
         self.refresh_button.on_click(lambda _b: self.refresh())
+        self.title.add_class("nbb-titlebox")
         top = W.HBox([self.title, self.refresh_button])
         top.add_class("nbb-top")
 
@@ -414,6 +543,7 @@ class ModelBrowser:
         side.add_class("nbb-side")
 
         self.header = W.HTML("")
+        self.header.add_class("nbb-prose")  # wrapped lines at text height, not a widget row's
         self.load_button = W.Button(
             description="Load", icon="upload", button_style="success", tooltip="Load / reload"
         )
@@ -454,6 +584,7 @@ class ModelBrowser:
         main.add_class("nbb-main")
 
         body = W.HBox([side, main], layout=W.Layout(align_items="stretch"))
+        body.add_class("nbb-body")  # browser.css: the side narrows, then stacks, in narrow outputs
         style = W.HTML(f"<style>{display.css()}{display.css('browser.css')}</style>")
         self.widget = W.VBox([style, top, body])
         self.widget.add_class("nbinfer-browser")
@@ -670,7 +801,7 @@ class ModelBrowser:
         self.metadata_view.value = display.render_metadata(meta)
         self._show_config(name, row.version)
         self._show_stats(name)
-        self._editors = [_editor(spec) for spec in meta.inputs]
+        self._editors = self._form_editors(name, row.version, meta)
         rows: list[Any] = []
         for ed in self._editors:
             rows.append(
@@ -735,6 +866,23 @@ class ModelBrowser:
             return
         self.stats_view.value = display.render_stats(frame)
 
+    def _form_editors(self, name: str, version: str, meta: ModelMetadata) -> list[_Editor]:
+        """One editor per input; an image classifier gets the picture form instead."""
+        from nbinfer.interop.images import image_sample
+
+        try:
+            config = self.session.client.get_model_config(name, version)
+        except NbinferError:
+            config = {}
+        plan = _classifier_plan(meta, config, self.session.model(name).labels)
+        if plan is None:
+            return [_editor(spec) for spec in meta.inputs]
+
+        def prepare(data: bytes) -> Any:
+            return image_sample(meta, config, data, input=plan.input)
+
+        return [_PictureEditor(meta.inputs[0], plan, prepare)]
+
     # -- actions ---------------------------------------------------------------------------
 
     def _selected(self) -> str:
@@ -774,6 +922,10 @@ class ModelBrowser:
 
         def work() -> None:
             model = self._selected()
+            picture = self._picture()
+            if picture is not None:
+                self._classify(model, picture)
+                return
             tensors = self.inputs()
             started = time.perf_counter()
             result = self.session.infer(model, tensors)
@@ -783,3 +935,28 @@ class ModelBrowser:
             self._show_stats(model)
 
         self._task(f"Running {name}", work, error_to=self.result)
+
+    @property
+    def sketch_pad(self) -> Any | None:
+        """The selected image classifier's sketch pad (a ``SketchPad``), or ``None``."""
+        pads = [ed.pad for ed in self._editors if isinstance(ed, _PictureEditor)]
+        return pads[0] if pads else None
+
+    def _picture(self) -> bytes | None:
+        """The image of an image classifier's form (None for other forms)."""
+        pictures = [ed for ed in self._editors if isinstance(ed, _PictureEditor)]
+        return pictures[0].image() if pictures else None
+
+    def _classify(self, model: str, image: bytes) -> None:
+        """Classify ``image`` with ``session.classify`` and show the top classes."""
+        from nbinfer.notebook.gallery import classification_html
+
+        started = time.perf_counter()
+        frame = self.session.classify(model, image, top_k=TOP_CLASSES)
+        elapsed = time.perf_counter() - started
+        head = (
+            f'<div class="nbb-label"><span class="nbb-ok">&#10004;</span> '
+            f"<b>{escape(model)}</b> answered in {elapsed * 1e3:.1f} ms</div>"
+        )
+        self.result.value = head + classification_html(frame)
+        self._show_stats(model)

@@ -255,6 +255,140 @@ def test_image_inputs_get_an_upload_decoded_and_resized(session: Session) -> Non
         browser.close()
 
 
+def _stroke_png(points: list[tuple[int, int]], size: int = 160) -> bytes:
+    """A drawing as the sketch pad sends it: white ink on black, PNG."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (size, size), (0, 0, 0))
+    ImageDraw.Draw(image).line(points, fill=(255, 255, 255), width=22, joint="curve")
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def _data_url(png: bytes) -> str:
+    import base64
+
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _top(session: Session, model: str, image: bytes) -> str:
+    frame = session.classify(model, image, top_k=1)
+    return str(frame["label"].iloc[0])
+
+
+def _shown_top(html: str) -> str:
+    """The first (best) label of the classification grid in the browser's result."""
+    import re
+
+    found = re.search(r'class="nbi-label"[^>]*>([^<]*)<', html)
+    assert found is not None, html[-400:]
+    return found.group(1)
+
+
+def test_image_classifier_form_uploads_and_sketches_through_classify(session: Session) -> None:
+    pytest.importorskip("anywidget", reason="the sketch pad is an anywidget widget")
+    from nbinfer.interop.images import image_sample
+
+    browser = ModelBrowser(session, background=False)
+    try:
+        _pick(browser, "digits")
+        (editor,) = browser._editors
+        assert type(editor).__name__ == "_PictureEditor"  # not a 64-number text box
+        assert editor.pad is not None and editor.plan.height == editor.plan.width == 8
+        assert browser.sketch_pad is editor.pad
+        assert editor.upload.accept == "image/*"
+        browser.run()
+        assert "draw on the sketch pad or upload an image first" in browser.result.value
+
+        seven = _stroke_png([(40, 30), (120, 30), (70, 135)])
+        _upload(editor, seven, name="seven.png")
+        assert editor.latest == "upload" and "seven.png" in editor.source.value
+        meta = session.client.get_model_metadata("digits")
+        config = session.client.get_model_config("digits")
+        expected = image_sample(meta, config, seven)
+        np.testing.assert_array_equal(browser.inputs()["input"], expected[np.newaxis])
+        browser.run()
+        assert "digits</b> answered in" in browser.result.value
+        assert "Classification" in browser.result.value and "top-5" in browser.result.value
+        assert _shown_top(browser.result.value) == _top(session, "digits", seven)
+
+        one = _stroke_png([(86, 20), (80, 80), (78, 140)])
+        editor.pad.png = _data_url(one)  # what the pad's JS sends at the end of a stroke
+        assert editor.latest == "pad" and "the drawing on the pad" in editor.source.value
+        assert editor.image() == one
+        browser.run()
+        assert _top(session, "digits", one) == "1"
+        assert _shown_top(browser.result.value) == "1"
+
+        editor.pad.clear()  # the upload is what Run sends again
+        assert editor.latest == "upload" and editor.image() == seven
+
+        editor.pad.png = "data:text/plain;base64,aGk="
+        browser.run()
+        assert "expected a PNG data URL" in browser.result.value
+    finally:
+        browser.close()
+
+
+def test_encoded_image_classifier_gets_the_upload_without_a_pad(session: Session) -> None:
+    browser = ModelBrowser(session, background=False)
+    try:
+        _pick(browser, "digits_encoded")
+        (editor,) = browser._editors
+        assert type(editor).__name__ == "_PictureEditor" and editor.pad is None
+        assert "sent as the encoded file" in editor.source.value
+        browser.run()
+        assert "upload an image first" in browser.result.value
+        one = _stroke_png([(86, 20), (80, 80), (78, 140)])
+        _upload(editor, one)
+        browser.run()
+        assert "digits_encoded</b> answered in" in browser.result.value
+        assert _shown_top(browser.result.value) == _top(session, "digits_encoded", one)
+        _upload(editor, b"not an image")
+        browser.run()
+        assert "failed" in browser.result.value
+    finally:
+        browser.close()
+
+
+def test_picture_form_without_anywidget_keeps_the_upload(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nbinfer.notebook.sketch", None)  # import fails
+    browser = ModelBrowser(session, background=False)
+    try:
+        _pick(browser, "digits")
+        (editor,) = browser._editors
+        assert type(editor).__name__ == "_PictureEditor" and editor.pad is None
+        assert "Upload an image, then Run." in editor.source.value
+    finally:
+        browser.close()
+
+
+def test_unlabelled_image_models_and_iris_keep_their_forms(session: Session) -> None:
+    browser = ModelBrowser(session, background=False)
+    try:
+        _pick(browser, "iris")
+        assert [type(e).__name__ for e in browser._editors] == ["_NumbersEditor"]
+        assert browser.sketch_pad is None
+        _pick(browser, "echo")  # a BYTES input with one output, no labels: not an image form
+        assert [type(e).__name__ for e in browser._editors] == ["_TextEditor"]
+    finally:
+        browser.close()
+
+
+def test_browser_layout_never_cuts_refresh_and_lets_the_panes_wrap(browser: ModelBrowser) -> None:
+    layout = browser.refresh_button.layout
+    assert layout.min_width == "max-content" and layout.flex == "0 0 auto"
+    from nbinfer.notebook.display import css
+
+    sheet = css("browser.css")
+    assert "container-type: inline-size" in sheet and "flex-wrap: wrap" in sheet
+
+
 # -- servers that offer less ----------------------------------------------------------------------
 
 
@@ -340,11 +474,11 @@ def test_restricted_repository_and_statistics_are_explained_not_raised(
 def test_synchronous_mode_completes_callbacks_before_returning(session: Session) -> None:
     browser = ModelBrowser(session, background=False)
     assert "iris" in browser.models
-    browser.select("digits")
-    assert type(browser._editors[0]).__name__ == "_ArrayEditor"  # [-1, 8, 8]: 64 numbers
-    assert browser.inputs()["input"].shape == (1, 8, 8)
+    browser.select("add_sub")
+    assert type(browser._editors[0]).__name__ == "_ArrayEditor"  # [-1, 16]: a list of 16
+    assert browser.inputs()["INPUT0"].shape == (1, 16)
     browser.run()
-    assert "probabilities" in browser.result.value
+    assert "OUTPUT1" in browser.result.value
     browser.close()
 
 
