@@ -33,6 +33,7 @@ def open_notebook(page: Any, lab: dict[str, Any], notebook: str) -> None:
     page.goto(f"{lab['url']}/lab/workspaces/{workspace}/tree/{notebook}?reset&token={lab['token']}")
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
     page.get_by_text(re.compile(r"\| Idle$")).first.wait_for(timeout=60_000)
+    light_theme(page)  # the theme is a user setting: an earlier test may have left it dark
 
 
 def run_all(page: Any) -> None:
@@ -45,3 +46,12 @@ def dark_theme(page: Any) -> None:
     menu(page, "Settings", "Theme", "JupyterLab Dark")
     page.locator("body[data-jp-theme-light='false']").wait_for(state="attached", timeout=30_000)
     time.sleep(0.5)
+
+
+def light_theme(page: Any) -> None:
+    """Back to JupyterLab's light theme when the page is dark (the theme outlives a page)."""
+    page.locator("body[data-jp-theme-light]").wait_for(state="attached", timeout=30_000)
+    if page.locator("body[data-jp-theme-light='false']").count():
+        menu(page, "Settings", "Theme", "JupyterLab Light")
+        page.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
+        time.sleep(0.5)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, menu, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, light_theme, open_notebook, run_all, save_shot
 
 NOTEBOOK = "browser_image.ipynb"
 #: The main pane (model header, tabs, try-it form) keeps at least this width.
@@ -59,14 +59,6 @@ def _classified(ui: Any, page: Any, before: str = "") -> str:
     )
     main.get_by_text(re.compile("digits answered in")).wait_for(timeout=30_000)
     return str(main.locator(".nbi-gallery img").first.get_attribute("src"))
-
-
-def _light_theme(page: Any) -> None:
-    """Back to JupyterLab's light theme (the theme is a user setting: it outlives the page)."""
-    if page.locator("body[data-jp-theme-light='false']").count():
-        menu(page, "Settings", "Theme", "JupyterLab Light")
-        page.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
-        time.sleep(0.5)
 
 
 def _output_width(page: Any) -> float:
@@ -121,7 +113,7 @@ def test_image_form_upload_sketch_and_narrow_layout(
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
         open_notebook(page, lab, NOTEBOOK)
-        _light_theme(page)
+        light_theme(page)
         run_all(page)
         ui = page.locator(".nbinfer-browser")
         ui.wait_for(timeout=60_000)
@@ -168,7 +160,7 @@ def test_image_form_upload_sketch_and_narrow_layout(
         dark = tmp_path / "browser-upload-dark.png"
         ui.screenshot(path=str(dark))
         save_shot(dark, "browser-upload-dark.png")
-        _light_theme(page)
+        light_theme(page)
 
         # Narrow output areas with the file browser open.
         if not page.locator("#filebrowser").is_visible():
