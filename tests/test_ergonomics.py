@@ -50,7 +50,7 @@ def test_rerunning_a_session_cell_five_times_leaves_one_server(cell: str) -> Non
 
 
 def test_sessions_lists_open_sessions_and_forgets_closed_ones() -> None:
-    with Session(demo=False) as first:
+    with Session(keep_previous=True, demo=False) as first:
         second = Session(first.url, token=first.token)
         listed = nbinfer.sessions()
         assert listed.index(first) < listed.index(second)
