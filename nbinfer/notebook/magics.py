@@ -115,6 +115,7 @@ class NbinferMagics(Magics):
         #: sessions open when it was picked: a session created after it takes over.
         self._chosen: weakref.ref[Session] | None = None
         self._seen: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._why = ""
         #: gRPC faces of local sessions (``%%infer --grpc``): never the current session.
         self._faces: weakref.WeakKeyDictionary[Session, Session] = weakref.WeakKeyDictionary()
         self._face_set: weakref.WeakSet[Session] = weakref.WeakSet()
@@ -228,14 +229,15 @@ class NbinferMagics(Magics):
         if chosen is not None and chosen in candidates:
             newer = [s for s in candidates if s not in self._seen]
             if not newer:
-                return chosen, "picked with %nbinfer use (or reused by %nbinfer local)"
+                return chosen, self._why
             return newer[-1], "the most recently created open session (newer than the one picked)"
         if not candidates:
             return None, ""
         return candidates[-1], "the most recently created open session"
 
-    def _choose(self, session: Session) -> None:
+    def _choose(self, session: Session, why: str) -> None:
         self._chosen = weakref.ref(session)
+        self._why = why
         self._seen = weakref.WeakSet(sessions())
 
     def _current(self) -> Session:
@@ -290,7 +292,7 @@ class NbinferMagics(Magics):
             )
         if session not in sessions():
             raise UsageError(f"%nbinfer use: the session in {name} is closed")
-        self._choose(session)
+        self._choose(session, f"picked with %nbinfer use {name}")
         _say(f"The nbinfer magics now use {_where(session)} (the variable {name}).")
 
     # -- local / stop ------------------------------------------------------------------------
@@ -316,7 +318,7 @@ class NbinferMagics(Magics):
             fitting = [s for s in local if self._fits(s, args)]
             if fitting:
                 session = fitting[-1]
-                self._choose(session)
+                self._choose(session, "the open local session %nbinfer local reused")
                 names = self._names(session)
                 held = f" (the variable {', '.join(names)})" if names else ""
                 _say(
@@ -339,7 +341,7 @@ class NbinferMagics(Magics):
             )
         self._close_started(keep=session)
         self._started = session
-        self._choose(session)
+        self._chosen = None  # the newest session: the current one
         return session
 
     def _close_started(self, keep: Session | None = None) -> None:
