@@ -391,6 +391,7 @@ class SessionCore:
                 on its own side).
             ServerStartError: The new server did not start (with its log).
             InvalidInputError: The session is closed.
+            ConnectError: A newer local session replaced this one (see ``keep_previous``).
 
         Example::
 
