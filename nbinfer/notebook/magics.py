@@ -74,6 +74,11 @@ _LOCAL_ONLY = ("model_repository", "device", "keep_previous")
 _CONNECT_ONLY = ("token",)
 
 
+#: The gRPC faces the magics open on local sessions (``%%infer --grpc``), in any shell: never
+#: the current session.
+_FACES: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
 def _say(text: str) -> None:
     """Tell the notebook user something (a magic's own output, not a diagnostic)."""
     print(text)  # noqa: T201
@@ -118,7 +123,6 @@ class NbinferMagics(Magics):
         self._why = ""
         #: gRPC faces of local sessions (``%%infer --grpc``): never the current session.
         self._faces: weakref.WeakKeyDictionary[Session, Session] = weakref.WeakKeyDictionary()
-        self._face_set: weakref.WeakSet[Session] = weakref.WeakSet()
 
     @property
     def _shell(self) -> Any:
@@ -224,7 +228,7 @@ class NbinferMagics(Magics):
             if base not in open_now:  # closed or replaced: its gRPC face goes with it
                 del self._faces[base]
                 face.close()
-        candidates = [s for s in open_now if s not in self._face_set]
+        candidates = [s for s in open_now if s not in _FACES]
         chosen = None if self._chosen is None else self._chosen()
         if chosen is not None and chosen in candidates:
             newer = [s for s in candidates if s not in self._seen]
@@ -250,10 +254,13 @@ class NbinferMagics(Magics):
             )
         return session
 
-    def _names(self, session: Session) -> list[str]:
-        """The notebook variables that hold ``session``."""
+    def _held(self, session: Session) -> str:
+        """`` (the variable NAME)``: the notebook variables that hold ``session``, if any."""
         namespace = getattr(self._shell, "user_ns", {}) or {}
-        return sorted(k for k, v in namespace.items() if v is session and not k.startswith("_"))
+        names = sorted(k for k, v in namespace.items() if v is session and not k.startswith("_"))
+        if not names:
+            return ""
+        return f" (the variable{'s' if len(names) > 1 else ''} {', '.join(names)})"
 
     def _describe(self) -> str:
         session, why = self._pick()
@@ -268,9 +275,8 @@ class NbinferMagics(Magics):
                 "Start one: `session = nbinfer.Session()`, `%nbinfer local` or "
                 "`%nbinfer connect URL`."
             )
-        names = self._names(session)
-        held = f" (the variable {', '.join(names)})" if names else ""
-        count = len([s for s in sessions() if s not in self._face_set])
+        held = self._held(session)
+        count = len([s for s in sessions() if s not in _FACES])
         others = (
             f"{count - 1} other open session{'s' if count > 2 else ''}: nbinfer.sessions() "
             "lists them.\n"
@@ -313,14 +319,13 @@ class NbinferMagics(Magics):
         )
 
     def _local(self, args: Any) -> Session:
-        local = [s for s in sessions() if s.server is not None and s not in self._face_set]
+        local = [s for s in sessions() if s.server is not None and s not in _FACES]
         if not args.keep_previous:
             fitting = [s for s in local if self._fits(s, args)]
             if fitting:
                 session = fitting[-1]
                 self._choose(session, "the open local session %nbinfer local reused")
-                names = self._names(session)
-                held = f" (the variable {', '.join(names)})" if names else ""
+                held = self._held(session)
                 _say(
                     f"%nbinfer local: reusing the open local session {_where(session)}{held}; "
                     "no second server started. `%nbinfer local --keep-previous` starts another."
@@ -339,15 +344,16 @@ class NbinferMagics(Magics):
                 f"{'s' if len(replaced) > 1 else ''} {', '.join(s.url for s in replaced)} "
                 "(closed, server stopped). `--keep-previous` keeps them."
             )
-        self._close_started(keep=session)
+        # what the magics started before: a local one is replaced above (unless kept), a
+        # connected one stays open while the notebook holds it
         self._started = session
         self._chosen = None  # the newest session: the current one
         return session
 
-    def _close_started(self, keep: Session | None = None) -> None:
+    def _close_started(self) -> None:
         """Close the session the last ``local`` / ``connect`` started (and its gRPC face)."""
         started, self._started = self._started, None
-        if started is not None and started is not keep:
+        if started is not None:
             self._close(started)
 
     def _close(self, session: Session) -> None:
@@ -381,7 +387,7 @@ class NbinferMagics(Magics):
         if face is None or face not in sessions():
             face = Session(f"grpc://{session.server.grpc_url}", token=session.token)
             self._faces[session] = face
-            self._face_set.add(face)
+            _FACES.add(face)
         return face
 
     # -- %%infer -----------------------------------------------------------------------------

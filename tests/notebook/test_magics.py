@@ -136,12 +136,16 @@ class Triple(nbinfer.Model):
 """
 
 
-def test_local_serves_a_model_repository_on_the_device_asked(tmp_path: Any) -> None:
+def test_local_serves_a_model_repository_on_the_device_asked(
+    shell: InteractiveShell, tmp_path: Any
+) -> None:
     (tmp_path / "triple" / "1").mkdir(parents=True)
     (tmp_path / "triple" / "1" / "model.py").write_text(_TRIPLE)
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "nbinfer")
     own = type(magics(ip))(ip)  # a second magics object: leaves the module's session alone
+    before = magics(shell).session
+    assert before is not None and before.server is not None
     try:
         # --keep-previous: the module's session stays open beside this one
         session = own.nbinfer(f"local --model-repository {tmp_path} --device cpu --keep-previous")
@@ -154,9 +158,10 @@ def test_local_serves_a_model_repository_on_the_device_asked(tmp_path: Any) -> N
         out = session.infer("triple", {"x": np.array([1.0, 2.0], dtype=np.float32)})
         np.testing.assert_array_equal(out.as_numpy("y"), [3.0, 6.0])
     finally:
-        assert own.session is session
+        assert own.session is session and magics(shell).session is session  # the newest
+        assert before.server.running  # kept
         own.nbinfer("stop")
-    assert own.session is not session and session._closed
+    assert own.session is before and session._closed  # back to the module's session
 
 
 def test_browse_returns_the_model_browser(shell: InteractiveShell) -> None:
