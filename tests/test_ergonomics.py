@@ -36,7 +36,8 @@ RERUN = textwrap.dedent(
     "cell",
     [
         "import nbinfer\\nsession = nbinfer.Session(demo=False)",
-        # displayed, so IPython's Out history keeps every one alive: shared() is the answer
+        # displayed (IPython's Out history keeps every one alive): the shared session is reused;
+        # a displayed plain Session() is tests/test_session_replace.py's
         "import nbinfer\\nsession = nbinfer.Session.shared(demo=False)\\nsession",
     ],
     ids=["unreferenced-session-stops-its-server", "shared-session-reused"],
