@@ -85,7 +85,10 @@ def retire_previous(newer: SessionCore) -> list[SessionCore]:
             continue
         if id(session) in shared:
             continue
-        session._retire(newer)
+        try:
+            session._retire(newer)
+        except Exception:  # the newer session stands; say what the old one left behind
+            logger.warning("could not close the replaced %r", session, exc_info=True)
         retired.append(session)
     return retired
 
