@@ -36,7 +36,8 @@ RERUN = textwrap.dedent(
     "cell",
     [
         "import nbinfer\\nsession = nbinfer.Session(demo=False)",
-        # displayed, so IPython's Out history keeps every one alive: shared() is the answer
+        # displayed (IPython's Out history keeps every one alive): the shared session is reused;
+        # a displayed plain Session() is tests/test_session_replace.py's
         "import nbinfer\\nsession = nbinfer.Session.shared(demo=False)\\nsession",
     ],
     ids=["unreferenced-session-stops-its-server", "shared-session-reused"],
@@ -50,7 +51,7 @@ def test_rerunning_a_session_cell_five_times_leaves_one_server(cell: str) -> Non
 
 
 def test_sessions_lists_open_sessions_and_forgets_closed_ones() -> None:
-    with Session(demo=False) as first:
+    with Session(keep_previous=True, demo=False) as first:
         second = Session(first.url, token=first.token)
         listed = nbinfer.sessions()
         assert listed.index(first) < listed.index(second)

@@ -141,7 +141,7 @@ def test_remote_session_over_grpc_and_serve_refused(session: Session) -> None:
 
 
 def test_close_is_idempotent_and_stops_the_server() -> None:
-    s = Session(device="cpu", demo=False)
+    s = Session(keep_previous=True, device="cpu", demo=False)
     server = s.server
     assert server is not None and server.running
     s.close()
@@ -155,7 +155,7 @@ def test_local_session_with_auth_token_sends_it_and_others_are_refused() -> None
     from nbinfer.client import Client
     from nbinfer.errors import UnauthenticatedError
 
-    with Session.local(device="cpu", demo=True, auth_token="s3cret") as s:
+    with Session.local(keep_previous=True, device="cpu", demo=True, auth_token="s3cret") as s:
         assert s.infer("iris", IRIS_ROWS).shape == (2, 3)
         assert s.server is not None
         # a client of this process without auth is handed the token; others are refused
@@ -284,7 +284,7 @@ def test_a_killed_local_server_is_named_and_restart_brings_it_back_with_served_m
     def double(x):  # type: ignore[no-untyped-def]
         return 2 * x
 
-    with Session(device="cpu") as s:
+    with Session(keep_previous=True, device="cpu") as s:
         s.serve(double, inputs=[("x", "FP32", [-1])], outputs=[("y", "FP32", [-1])])
         _killed(s)
         with pytest.raises(ConnectError, match=r"SIGKILL.*session\.restart\(\)"):
@@ -305,7 +305,7 @@ def test_a_killed_local_server_is_named_and_restart_brings_it_back_with_served_m
 def test_a_server_that_dies_during_a_call_is_named_too() -> None:
     from nbinfer.errors import ConnectError
 
-    with Session(device="cpu", demo=False) as s:
+    with Session(keep_previous=True, device="cpu", demo=False) as s:
         s.serve(_sleep_then_echo, inputs=[("x", "FP32", [-1])], outputs=[("y", "FP32", [-1])])
         assert s.server is not None and s.server.pid is not None
         import os

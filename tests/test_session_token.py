@@ -181,7 +181,7 @@ def test_session_generates_a_token_and_its_own_client_sends_it(session: Session)
     assert isinstance(token, str) and len(token) >= 40  # secrets.token_urlsafe(32)
     assert session.server.auth_token == token
     assert session.infer("add_sub", ROWS).as_numpy("OUTPUT0").tolist()[0][:2] == [2.0, 2.0]
-    with Session(device="cpu", demo=False) as other:
+    with Session(keep_previous=True, device="cpu", demo=False) as other:
         assert other.token is not None and other.token != token  # one per server
 
 
@@ -199,7 +199,7 @@ def test_another_uid_finds_the_port_and_is_refused_over_http_and_grpc(session: S
 @needs_root
 def test_without_a_token_the_same_attack_succeeds() -> None:
     """The control: ``auth_token=None`` (the documented opt-out) lets another uid in."""
-    with Session(device="cpu", auth_token=None) as open_session:
+    with Session(keep_previous=True, device="cpu", auth_token=None) as open_session:
         assert open_session.token is None
         report = _attack(open_session, uid=NOBODY)
     assert report["uid"] == NOBODY and report["found"] == [True, True]
@@ -274,7 +274,7 @@ def test_every_client_the_session_makes_sends_the_token(session: Session) -> Non
 
 
 def test_a_grpc_session_and_restart_keep_the_token() -> None:
-    with Session(device="cpu", protocol="grpc", demo=True) as s:
+    with Session(keep_previous=True, device="cpu", protocol="grpc", demo=True) as s:
         token = s.token
         assert s.protocol == "grpc"
         assert s.infer("add_sub", ROWS).as_numpy("OUTPUT1").tolist()[0][:2] == [0.0, 0.0]
@@ -296,11 +296,15 @@ def test_a_grpc_session_and_restart_keep_the_token() -> None:
 
 
 def test_auth_token_options() -> None:
-    with Session.local(device="cpu", demo=False, auth_token="chosen-token") as s:
+    with Session.local(
+        keep_previous=True, device="cpu", demo=False, auth_token="chosen-token"
+    ) as s:
         assert s.token == "chosen-token"
-    with Session(device="cpu", demo=False, token="from-token") as s:
+    with Session(keep_previous=True, device="cpu", demo=False, token="from-token") as s:
         assert s.token == "from-token"
-    with Session(device="cpu", demo=False, auth="from-auth") as s:  # a bearer auth= agrees
+    with Session(
+        keep_previous=True, device="cpu", demo=False, auth="from-auth"
+    ) as s:  # a bearer auth= agrees
         assert s.token == "from-auth" and s.server is not None
         assert s.server.auth_token == "from-auth"
     for bad in ("", " padded ", "non-ascii-é", 12345):

@@ -554,7 +554,10 @@ def render_session(session: Session) -> Html:
     text = repr(session)
     where = "local server" if session.server is not None else "remote server"
     if getattr(session, "_closed", False):
-        return card("Session", session.url, facts({"state": "closed"}), text=text, sub=where)
+        state = "closed"
+        if getattr(session, "_replaced_by", None):  # a newer local Session() closed it
+            state = f"replaced by a newer Session ({session._replaced_by}): closed, server stopped"
+        return card("Session", session.url, facts({"state": state}), text=text, sub=where)
     parts: list[str] = []
     caps = session.capabilities
     if caps.error is not None:

@@ -60,6 +60,12 @@ class Session(FrameFront, Serving):
             (``{"admin-key": "..."}``; over gRPC ``{"triton-grpc-protocol-admin-key": "..."}``).
         token: A bearer token sent with every call (``authorization: Bearer ...``); with no
             ``url``, the local server also requires it (as ``auth_token``).
+        keep_previous: Local server only. By default a new local session replaces the
+            earlier local sessions of this process: it closes them and stops their servers
+            (a re-run ``session = nbinfer.Session()`` cell leaves one server, even when
+            IPython's ``Out`` history still holds the old session), and using a replaced
+            session raises :class:`~nbinfer.ConnectError` saying so. ``True`` keeps them
+            running beside this one. ``Session.shared()`` sessions are never replaced.
         **client_options: Passed to :class:`~nbinfer.Client` (timeout, retries, ssl, auth,
             binary, ...).
 

@@ -39,7 +39,7 @@ from nbinfer.errors import (
     UnsupportedError,
 )
 from nbinfer.session.handle import ModelHandle
-from nbinfer.session.registry import Resources, register, shared_session
+from nbinfer.session.registry import Resources, register, retire_previous, shared_session
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -143,13 +143,11 @@ class SessionCore:
         auth_token: AuthTokenOption = GENERATE_TOKEN,
         headers: Mapping[str, str] | None = None,
         token: str | None = None,
+        keep_previous: bool = False,
         **client_options: Any,
     ) -> None:
-        if url is None and client_options.get("ssl") not in (None, False):
-            raise InvalidInputError(
-                "Session(ssl=...) applies to a remote url: the local server a Session starts "
-                "serves plaintext HTTP / gRPC on 127.0.0.1 only (no TLS to connect to)"
-            )
+        local = url is None
+        _check_where(local, keep_previous=keep_previous, ssl=client_options.get("ssl"))
         self._server: LocalServer | None = None
         if headers is not None:
             client_options["headers"] = dict(headers)
@@ -212,11 +210,32 @@ class SessionCore:
         #: Models added with serve(), by name: restart() serves them again.
         self._served: dict[str, Any] = {}
         self._closed = False
+        #: The URL of the newer local session that replaced (and closed) this one.
+        self._replaced_by: str | None = None
         self._resources = Resources(self.client, self._server, f"session {url}")
         # Not __del__: a finalizer stops the local server of a session nobody references any
         # more (a re-run `session = Session()` cell), at once in CPython, and at exit.
         self._finalizer = weakref.finalize(self, self._resources.release)
         register(self)
+        if local and not keep_previous:
+            # A re-run `session = Session()` cell: IPython's Out history (or any other
+            # reference) may keep the previous session alive, so replace it explicitly.
+            for old in retire_previous(self):
+                logger.info("closed %r: replaced by the newer local session %s", old, self.url)
+
+    def _retire(self, newer: SessionCore) -> None:
+        """Close this session because ``newer`` (a newer local session) replaces it."""
+        self._replaced_by = newer.url
+        self.close()
+
+    def _replaced_error(self) -> ConnectError:
+        """What a call on a session that a newer local session replaced raises."""
+        return ConnectError(
+            f"this session ({self.url}) was replaced by a newer local nbinfer.Session() "
+            f"({self._replaced_by}), which closed it and stopped its server: use the newer "
+            "session. To keep several local sessions running, create the later ones with "
+            "nbinfer.Session(keep_previous=True) (or use nbinfer.Session.shared())"
+        )
 
     def _local_url(self, protocol: str | None) -> str:
         assert self._server is not None
@@ -231,6 +250,7 @@ class SessionCore:
         demo: bool = True,
         protocol: str = "http",
         auth_token: AuthTokenOption = GENERATE_TOKEN,
+        keep_previous: bool = False,
         **client_options: Any,
     ) -> Self:
         """Start the embedded local server and connect to it.
@@ -243,6 +263,8 @@ class SessionCore:
             auth_token: The bearer token the server requires; the session's clients send
                 it. By default a random one (:attr:`token`). ``None`` starts the server
                 without a token: any local user can then call it (unsafe on a shared host).
+            keep_previous: Leave the earlier local sessions of this process open; by default
+                this session replaces them (closes them and stops their servers).
             **client_options: Passed to :class:`~nbinfer.Client`.
         """
         return cls(
@@ -252,6 +274,7 @@ class SessionCore:
             device=device,
             demo=demo,
             auth_token=auth_token,
+            keep_previous=keep_previous,
             **client_options,
         )
 
@@ -269,7 +292,9 @@ class SessionCore:
 
         The first call starts the local server; later calls with the same options return the
         same open session, so re-running ``session = nbinfer.Session.shared()`` never starts a
-        second server. It is closed at exit (or by ``close()``; the next call starts anew).
+        second server. It is closed at exit (or by ``close()``; the next call starts anew). A
+        shared session neither replaces the other local sessions nor is replaced by a newer
+        ``Session()``.
 
         Example::
 
@@ -284,7 +309,7 @@ class SessionCore:
             protocol=protocol,
         )
         key = tuple(sorted((name, repr(value)) for name, value in options.items()))
-        return shared_session(key, lambda: cls(None, **options))
+        return shared_session(key, lambda: cls(None, keep_previous=True, **options))
 
     # -- the local server --------------------------------------------------------------------
 
@@ -309,7 +334,12 @@ class SessionCore:
         return auth.token if isinstance(auth, BearerAuth) else None
 
     def _check_local_server(self) -> None:
-        """Raise the error :meth:`_dead_server_error` describes, if there is one."""
+        """Raise the error :meth:`_dead_server_error` describes, if there is one.
+
+        A session that a newer local session replaced says so instead.
+        """
+        if self._replaced_by is not None:
+            raise self._replaced_error()
         error = self._dead_server_error()
         if error is not None:
             raise error
@@ -361,6 +391,7 @@ class SessionCore:
                 on its own side).
             ServerStartError: The new server did not start (with its log).
             InvalidInputError: The session is closed.
+            ConnectError: A newer local session replaced this one (see ``keep_previous``).
 
         Example::
 
@@ -372,6 +403,8 @@ class SessionCore:
                 f"session.restart() restarts the local server a session started; this session "
                 f"talks to {self.url}, which it did not start"
             )
+        if self._replaced_by is not None:
+            raise self._replaced_error()
         if self._closed:
             raise InvalidInputError("this session is closed; open a new one: nbinfer.Session()")
         self._resources.close_clients()
@@ -690,13 +723,33 @@ class SessionCore:
 
     def __repr__(self) -> str:
         where = "local server" if self._server is not None else "remote"
-        state = "closed" if self._closed else self.protocol
+        state = (
+            "replaced by a newer Session"
+            if self._replaced_by is not None
+            else "closed"
+            if self._closed
+            else self.protocol
+        )
         return f"<Session {self.url} ({where}, {state})>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
 
         return mimebundle(self)
+
+
+def _check_where(local: bool, *, keep_previous: bool, ssl: Any) -> None:
+    """Refuse the options that only apply to a remote url, or only to a local server."""
+    if local and ssl not in (None, False):
+        raise InvalidInputError(
+            "Session(ssl=...) applies to a remote url: the local server a Session starts "
+            "serves plaintext HTTP / gRPC on 127.0.0.1 only (no TLS to connect to)"
+        )
+    if not local and keep_previous:
+        raise InvalidInputError(
+            "keep_previous applies to a local server (url=None): a session with a url is "
+            "never replaced by a newer one"
+        )
 
 
 def _local_token(auth_token: AuthTokenOption, client_options: dict[str, Any]) -> AuthTokenOption:

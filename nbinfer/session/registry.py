@@ -1,7 +1,8 @@
 """The sessions of this process: what is open, the shared ones, and what closing releases.
 
 Owns the weak table behind :func:`nbinfer.sessions`, the table behind ``Session.shared()``,
-the ``atexit`` hook, and :class:`Resources` (the clients and local server a session holds, which
+the replacement of earlier local sessions by a newer one (:func:`retire_previous`), the
+``atexit`` hook, and :class:`Resources` (the clients and local server a session holds, which
 a ``weakref.finalize`` callback releases when nothing references the session any more).
 
 Must not import the rest of the session package (it sits below it) nor the server: the types
@@ -26,7 +27,14 @@ if TYPE_CHECKING:
     from nbinfer.session import Session
     from nbinfer.session.core import SessionCore
 
-__all__ = ["Resources", "close_async_client", "register", "sessions", "shared_session"]
+__all__ = [
+    "Resources",
+    "close_async_client",
+    "register",
+    "retire_previous",
+    "sessions",
+    "shared_session",
+]
 
 logger = logging.getLogger("nbinfer")
 _S = TypeVar("_S", bound="SessionCore")
@@ -60,6 +68,29 @@ def register(session: SessionCore) -> None:
         if not _ATEXIT_DONE:
             atexit.register(_close_all)
             _ATEXIT_DONE = True
+
+
+def retire_previous(newer: SessionCore) -> list[SessionCore]:
+    """Close the other open local sessions (shared ones aside): ``newer`` replaces them.
+
+    What ``Session()`` does after its own server started, so that a re-run
+    ``session = nbinfer.Session()`` cell leaves one server whatever still references the old
+    session (IPython's ``Out`` history keeps every displayed value). Returns those closed.
+    """
+    with _SHARED_LOCK:
+        shared = {id(s) for s in _SHARED.values()}
+    retired = []
+    for _, session in sorted(_OPEN.items()):
+        if session is newer or session._closed or session._server is None:
+            continue
+        if id(session) in shared:
+            continue
+        try:
+            session._retire(newer)
+        except Exception:  # the newer session stands; say what the old one left behind
+            logger.warning("could not close the replaced %r", session, exc_info=True)
+        retired.append(session)
+    return retired
 
 
 def shared_session(key: tuple[tuple[str, str], ...], start: Callable[[], _S]) -> _S:

@@ -94,7 +94,7 @@ def test_session_html_shows_server_extensions_and_models_with_state(
 
 
 def test_closed_session_html_says_closed() -> None:
-    with nbinfer.Session(device="cpu", demo=False) as s:
+    with nbinfer.Session(keep_previous=True, device="cpu", demo=False) as s:
         pass
     assert "closed" in html_of(s).joined()
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,7 +89,9 @@ def test_infer_cell_over_grpc_reaches_the_same_server(shell: InteractiveShell) -
     result = shell.run_cell_magic("infer", "iris --grpc -o g", IRIS_JSON)
     http = shell.run_cell_magic("infer", "iris", IRIS_JSON)
     np.testing.assert_allclose(result["probabilities"], http["probabilities"], rtol=1e-6)
-    assert magics(shell)._grpc.protocol == "grpc"
+    face = magics(shell)._faces[magics(shell).session]
+    assert face.protocol == "grpc" and face.url.endswith(magics(shell).session.server.grpc_url)
+    assert magics(shell).session is not face  # the gRPC face never becomes the current session
 
 
 def test_infer_cell_rejects_empty_or_garbage_bodies(shell: InteractiveShell) -> None:
@@ -111,8 +117,9 @@ def test_connect_with_token_reaches_an_authenticated_server() -> None:
         assert session.server is None and "iris" in set(session.models["name"])
         grpc = own.nbinfer(f"connect grpc://{server.grpc_url} --grpc --token s3cret")
         assert grpc.protocol == "grpc" and session._closed  # connecting again closes the old one
+        assert own.session is grpc
         own.nbinfer("stop")
-        assert grpc._closed and own.session is None
+        assert grpc._closed and own.session is not grpc
 
 
 _TRIPLE = """
@@ -129,14 +136,19 @@ class Triple(nbinfer.Model):
 """
 
 
-def test_local_serves_a_model_repository_on_the_device_asked(tmp_path: Any) -> None:
+def test_local_serves_a_model_repository_on_the_device_asked(
+    shell: InteractiveShell, tmp_path: Any
+) -> None:
     (tmp_path / "triple" / "1").mkdir(parents=True)
     (tmp_path / "triple" / "1" / "model.py").write_text(_TRIPLE)
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "nbinfer")
     own = type(magics(ip))(ip)  # a second magics object: leaves the module's session alone
+    before = magics(shell).session
+    assert before is not None and before.server is not None
     try:
-        session = own.nbinfer(f"local --model-repository {tmp_path} --device cpu")
+        # --keep-previous: the module's session stays open beside this one
+        session = own.nbinfer(f"local --model-repository {tmp_path} --device cpu --keep-previous")
         assert session.server is not None and session.server.device == "cpu"
         assert session.server.model_repository == str(tmp_path)
         models = own.nbinfer("models")
@@ -146,8 +158,10 @@ def test_local_serves_a_model_repository_on_the_device_asked(tmp_path: Any) -> N
         out = session.infer("triple", {"x": np.array([1.0, 2.0], dtype=np.float32)})
         np.testing.assert_array_equal(out.as_numpy("y"), [3.0, 6.0])
     finally:
+        assert own.session is session and magics(shell).session is session  # the newest
+        assert before.server.running  # kept
         own.nbinfer("stop")
-    assert own.session is None and session._closed
+    assert own.session is before and session._closed  # back to the module's session
 
 
 def test_browse_returns_the_model_browser(shell: InteractiveShell) -> None:
@@ -168,11 +182,110 @@ def test_nbinfer_errors_show_traceback_then_a_what_to_try_card(
 
 
 def test_magics_without_a_session_say_how_to_start_one() -> None:
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "nbinfer")
-    own = type(magics(ip))(ip)
-    with pytest.raises(UsageError, match="%nbinfer local"):
-        own.nbinfer("status")
+    # a fresh process: this one has the module's session open
+    script = """
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+ip.run_line_magic("load_ext", "nbinfer")
+ip.run_line_magic("nbinfer", "")
+for command in ("status", "models"):
+    try:
+        ip.run_line_magic("nbinfer", command)
+    except UsageError as exc:
+        print("UsageError:", exc)
+"""
+    out = _python(script)
+    assert "The nbinfer magics have no session" in out
+    assert out.count("UsageError: no open nbinfer session") == 2, out
+    assert "`session = nbinfer.Session()`" in out and "`%nbinfer local`" in out
+
+
+def _python(script: str) -> str:
+    """Run ``script`` in a fresh interpreter (this worktree's nbinfer); its stdout."""
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+_NOTEBOOK_SESSION = """
+import json
+import nbinfer
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+ip = InteractiveShell.instance()
+ran = ip.run_cell("import nbinfer\\nsession = nbinfer.Session(device='cpu')\\nsession",
+                  store_history=True)
+ran.raise_error()
+ip.run_line_magic("load_ext", "nbinfer")
+session = ip.user_ns["session"]
+models = ip.run_line_magic("nbinfer", "models")
+print("MODELS", {"iris", "digits"} <= set(models["name"]))
+print("STATUS", ip.run_line_magic("nbinfer", "status") is session)
+ip.run_line_magic("nbinfer", "")
+print("---")
+again = ip.run_line_magic("nbinfer", "local")
+print("REUSED", again is session, [s.url for s in nbinfer.sessions()] == [session.url])
+result = ip.run_cell_magic("infer", "iris -o probs", '{"input": [[5.1, 3.5, 1.4, 0.2]]}')
+print("INFER", result.as_numpy("probabilities").shape)
+grpc = ip.run_cell_magic("infer", "iris --grpc", '{"input": [[5.1, 3.5, 1.4, 0.2]]}')
+print("GRPC", grpc.as_numpy("probabilities").shape)
+remote = nbinfer.Session(session.url, token=session.token)
+ip.user_ns["remote"] = remote
+print("NEWEST", ip.run_line_magic("nbinfer", "status") is remote)
+ip.run_line_magic("nbinfer", "")
+print("---")
+ip.run_line_magic("nbinfer", "use session")
+print("USED", ip.run_line_magic("nbinfer", "status") is session)
+ip.run_cell("import json")
+for bad in ("use nothing_here", "use json", "use"):
+    try:
+        ip.run_line_magic("nbinfer", bad)
+    except UsageError as exc:
+        print("UsageError:", exc)
+newer = nbinfer.Session(device="cpu", demo=False)  # replaces `session` (and its server)
+print("NEWER", ip.run_line_magic("nbinfer", "status") is newer, session.server.running)
+ip.run_line_magic("nbinfer", "stop")
+print("STOPPED", newer.server.running, ip.run_line_magic("nbinfer", "status") is remote)
+"""
+
+
+def test_magics_use_the_session_the_notebook_created() -> None:
+    """After `session = nbinfer.Session()` and `%load_ext nbinfer`, the magics use it."""
+    out = _python(_NOTEBOOK_SESSION)
+    lines = out.splitlines()
+    assert "MODELS True" in lines, out
+    assert "STATUS True" in lines, out
+    first, second, _ = out.split("---\n")
+    # `%nbinfer` says which session, where, how it speaks, which variable, and how to switch
+    assert "The nbinfer magics use http://127.0.0.1:" in first
+    assert "(local server, http) (the variable session)" in first
+    assert "the most recently created open session" in first
+    assert "`%nbinfer use NAME`" in first and "`%nbinfer connect URL`" in first
+    # `%nbinfer local` reuses the open local session and says so: still one server
+    assert "%nbinfer local: reusing the open local session http://127.0.0.1:" in second
+    assert "no second server started" in second
+    assert "REUSED True True" in lines, out
+    assert "INFER (1, 3)" in lines and "GRPC (1, 3)" in lines, out
+    # a newer session takes over; `%nbinfer` says so, `%nbinfer use NAME` switches back
+    assert "NEWEST True" in lines, out
+    assert "(remote server, http) (the variable remote)" in second
+    assert "1 other open session: nbinfer.sessions() lists them" in second
+    assert "The nbinfer magics now use http://127.0.0.1:" in out
+    assert "USED True" in lines, out
+    assert "UsageError: %nbinfer use: no variable 'nothing_here' in the notebook" in lines
+    assert "UsageError: %nbinfer use: json is a module, not an nbinfer.Session" in lines
+    assert "UsageError: %nbinfer use needs a variable name, e.g. %nbinfer use session" in lines
+    assert "NEWER True False" in lines, out
+    assert "%nbinfer stop: closed the session http://127.0.0.1:" in out
+    assert "STOPPED False True" in lines, out
 
 
 def test_a_real_kernel_loads_the_extension_and_gets_html(tmp_path: Any) -> None:

@@ -1,0 +1,181 @@
+"""A new local Session replaces the earlier ones: re-running the README's cell leaves one server.
+
+IPython's ``Out`` history keeps every displayed session alive, so "nothing references it any
+more" cannot be what stops the old server: a new local ``Session()`` closes the earlier local
+sessions of the process (``keep_previous=True`` keeps them; ``Session.shared()`` and sessions
+with a URL are never replaced). Live servers are counted from ``/proc`` (children of the process
+whose command line runs ``nbinfer.server``).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import weakref
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+import nbinfer
+from nbinfer.errors import ConnectError, InvalidInputError
+from nbinfer.session import Session
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+
+def server_children(pid: int | None = None) -> list[int]:
+    """The live ``nbinfer.server`` child processes of ``pid`` (default: this one), by /proc."""
+    pid = os.getpid() if pid is None else pid
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone in between
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+        state, ppid = fields[0], int(fields[1])
+        if ppid == pid and state != "Z" and b"nbinfer.server" in cmdline:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+# The README's cell ("In a notebook"), displayed: IPython's Out history keeps each session.
+README_CELL = "import nbinfer\n\nsession = nbinfer.Session()\nsession"
+
+RERUN = textwrap.dedent(
+    """
+    import json, sys
+    from IPython.core.interactiveshell import InteractiveShell
+    from tests.test_session_replace import README_CELL, server_children
+
+    shell = InteractiveShell.instance()
+    counts, shown = [], []
+    for _ in range(5):
+        result = shell.run_cell(README_CELL, store_history=True)
+        result.raise_error()
+        counts.append(len(server_children()))
+        shown.append(result.result is shell.user_ns["session"])
+    first = shell.user_ns["Out"][1]  # the first run's session, kept by the output history
+    try:
+        first.infer("iris", [5.1, 3.5, 1.4, 0.2])
+    except Exception as exc:
+        error = [type(exc).__name__, str(exc)]
+    else:
+        error = None
+    print(json.dumps({
+        "counts": counts,
+        "shown": shown,
+        "out": len(shell.user_ns["Out"]),
+        "first_running": first.server.running,
+        "error": error,
+        "second": shell.user_ns["Out"][2].url,
+        "current": shell.user_ns["session"].url,
+        "sessions": [s.url for s in shell.user_ns["nbinfer"].sessions()],
+    }))
+    """
+)
+
+
+def test_readme_cell_displayed_five_times_leaves_one_server() -> None:
+    import json
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", RERUN],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), *sys.path])),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert report["shown"] == [True] * 5  # each run displayed its session: Out holds all five
+    assert report["out"] == 5
+    assert report["counts"] == [1, 1, 1, 1, 1], report
+    assert not report["first_running"]
+    kind, message = report["error"]
+    assert kind == "ConnectError"
+    assert "was replaced by a newer local nbinfer.Session()" in message
+    assert report["second"] in message  # names the session that replaced it
+    assert "keep_previous=True" in message  # and how to keep both
+    assert report["sessions"] == [report["current"]]
+
+
+def test_keep_previous_keeps_both_and_a_plain_session_replaces_them() -> None:
+    first = Session(device="cpu", demo=False)
+    second = Session(device="cpu", demo=False, keep_previous=True)
+    try:
+        assert first.server is not None and second.server is not None
+        assert first.server.running and second.server.running
+        assert len(server_children()) == 2
+        assert "iris" not in set(first.models["name"])  # both answer
+        assert nbinfer.sessions()[-2:] == [first, second]
+        third = Session(device="cpu", demo=False)
+        try:
+            assert not first.server.running and not second.server.running
+            assert server_children() == [third.server.pid]
+            assert nbinfer.sessions() == [third]
+            assert "replaced by a newer Session" in repr(first)
+            for old in (first, second):
+                with pytest.raises(ConnectError, match="replaced by a newer local") as caught:
+                    old.models  # noqa: B018
+                assert third.url in str(caught.value)
+            with pytest.raises(ConnectError, match="keep_previous=True"):
+                first.restart()
+        finally:
+            third.close()
+    finally:
+        first.close()
+        second.close()
+    assert server_children() == []
+
+
+def test_remote_and_shared_sessions_are_never_replaced() -> None:
+    shared = Session.shared(device="cpu", demo=False)
+    try:
+        plain = Session(device="cpu", demo=False)  # does not replace the shared one
+        remote = Session(plain.url, token=plain.token)
+        try:
+            assert shared.server is not None and shared.server.running
+            newer = Session(device="cpu", demo=False)  # replaces `plain` only
+            try:
+                assert plain.server is not None and not plain.server.running
+                assert shared.server.running and Session.shared(device="cpu", demo=False) is shared
+                assert remote in nbinfer.sessions()  # open: it did not start that server
+                assert sorted(server_children()) == sorted([shared.server.pid, newer.server.pid])  # type: ignore[union-attr]
+            finally:
+                newer.close()
+        finally:
+            remote.close()
+            plain.close()
+    finally:
+        shared.close()
+
+
+def test_keep_previous_is_refused_for_a_url() -> None:
+    with pytest.raises(InvalidInputError, match="keep_previous applies to a local server"):
+        Session("127.0.0.1:1", keep_previous=True)
+
+
+def test_a_displayed_session_holds_no_reference_to_itself() -> None:
+    """The rich display returns strings: dropping the session stops its server at once."""
+    shell = InteractiveShell.instance()
+    session = Session(device="cpu", demo=False)
+    server = session.server
+    assert server is not None
+    data, _ = shell.display_formatter.format(session)
+    assert "text/html" in data and "Session" in data["text/plain"]
+    ref = weakref.ref(session)
+    del session
+    gc.collect()
+    assert ref() is None  # nothing the display made (or cached) keeps it
+    assert not server.running
+    assert server_children() == []
