@@ -1,4 +1,4 @@
-"""``nbinfer.sample_data``: the shipped iris and digits sets match their sources and feed the demos."""
+"""``nbinfer.sample_data``: the shipped iris and digits match their sources and feed the demos."""
 
 from __future__ import annotations
 
