@@ -156,18 +156,17 @@ def fit_ink(pixels: Any, size: tuple[int, int], *, margin: float = 0.0) -> np.nd
         return _to_uint8(area_resize(gray, (h, w)))
     border = np.concatenate([gray[0], gray[-1], gray[1:-1, 0], gray[1:-1, -1]])
     back = float(np.median(border))
-    if back > 127.5:  # a light background: dark ink on paper
-        gray = 255.0 - gray
-        back = 255.0 - back
-    ink = gray - back
+    # ink = how far a pixel is from the background, towards the side the ink is on
+    ink = (back - gray) if back > 127.5 else (gray - back)  # light ground: dark ink on paper
     peak = float(ink.max())
-    if peak < MIN_CONTRAST:  # nothing brighter than the background: a flat image
-        return _to_uint8(area_resize(np.clip(gray, 0, 255), (h, w)))
-    ink = np.clip(ink / peak, 0.0, 1.0)
-    mask = ink > INK_LEVEL
+    if peak < MIN_CONTRAST:  # nothing stands out of the background: a flat image
+        flat = (255.0 - gray) if back > 127.5 else gray
+        return _to_uint8(area_resize(flat, (h, w)))
+    mask = ink > INK_LEVEL * peak
     rows = np.flatnonzero(mask.any(axis=1))
     cols = np.flatnonzero(mask.any(axis=0))
     crop = ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+    crop = np.clip(crop, 0.0, None)
     ch, cw = crop.shape
     inner = 1.0 - 2.0 * margin
     step = max(ch / (h * inner), cw / (w * inner))  # input pixels per output pixel
