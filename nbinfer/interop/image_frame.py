@@ -47,9 +47,9 @@ class ClassificationFrame(pd.DataFrame):  # type: ignore[misc]
     def inputs(self) -> dict[Any, np.ndarray[Any, Any]]:
         """What the model received for each image, as a picture before scaling, by ``image`` key.
 
-        ``H x W`` or ``H x W x C`` arrays (``uint8`` unless a ``preprocess`` function made
-        them; large ones shrunk to 96 px), for the first 48 images; empty when the server
-        decoded the images (encoded inputs).
+        ``uint8`` ``H x W`` or ``H x W x C`` arrays (large ones shrunk to 96 px; a
+        ``preprocess`` function's floats stretched to 0..255), for the first 48 images; empty
+        when the server decoded the images (encoded inputs).
         """
         return dict(getattr(self, "_nbinfer_inputs", None) or {})
 

@@ -564,14 +564,29 @@ def ovms_input(name: str, elements: np.ndarray[Any, Any]) -> InferInput:
     return InferInput(name, "BYTES", list(elements.shape), elements, {"binary_data_size": sizes})
 
 
-def _as_picture(item: np.ndarray[Any, Any], layout: str) -> np.ndarray[Any, Any]:
-    """One image's tensor as ``H x W`` or ``H x W x C`` (from its layout), for display."""
+def _as_picture(item: np.ndarray[Any, Any], layout: str) -> np.ndarray[Any, Any] | None:
+    """One image's tensor as a ``uint8`` ``H x W`` / ``H x W x C`` picture, for display.
+
+    Channels-first tensors are turned round; values off ``0..255`` (a ``preprocess`` function's
+    normalised floats) are stretched to it; pictures above :data:`SEEN_SIDE` shrink to it.
+    ``None``: the tensor is not a picture (say a flat vector from ``preprocess``).
+    """
     arr = np.asarray(item)
-    if layout == "NCHW" and arr.ndim == 3:
+    if layout == "NCHW" and arr.ndim == 3 and arr.shape[0] in (1, 3, 4):
         arr = arr.transpose(1, 2, 0)
     if arr.ndim == 3 and arr.shape[-1] == 1:
         arr = arr[..., 0]
-    if max(arr.shape[:2], default=0) > SEEN_SIDE and arr.dtype == np.uint8:
+    if not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[-1] in (3, 4))) or arr.size == 0:
+        return None
+    if arr.dtype != np.uint8:
+        values = np.nan_to_num(arr.astype(np.float32))
+        lo, hi = float(values.min()), float(values.max())
+        if lo >= 0.0 and hi <= 1.0:
+            values = values * 255.0
+        elif lo < 0.0 or hi > 255.0:
+            values = (values - lo) * (255.0 / ((hi - lo) or 1.0))
+        arr = np.clip(np.rint(values), 0, 255).astype(np.uint8)
+    if max(arr.shape[:2]) > SEEN_SIDE:
         im = Image.fromarray(np.ascontiguousarray(arr))
         im.thumbnail((SEEN_SIDE, SEEN_SIDE), Image.Resampling.BOX)
         arr = np.asarray(im)
@@ -584,7 +599,7 @@ def _batch(
     scaling: Scaling,
     preprocess: Callable[[Any], Any] | None = None,
     fit: str = "resize",
-) -> tuple[np.ndarray[Any, Any], list[np.ndarray[Any, Any]] | None]:
+) -> tuple[np.ndarray[Any, Any], list[np.ndarray[Any, Any] | None] | None]:
     """The batch's input tensor, and what each image became (``None``: decoded on the server)."""
     if plan.encoded:
         return encoded_batch(sources, plan), None
@@ -667,7 +682,7 @@ class _Job:
         tensor, seen = _batch(sources, self.plan, self.scaling, self.options.preprocess, self.fit)
         if seen is not None:
             for (key, _), picture in zip(batch, seen, strict=True):
-                if key in self.shown:
+                if key in self.shown and picture is not None:
                     self.seen[key] = picture  # one key per store: safe from decoding threads
         if not self.plan.batched:
             tensor = tensor[0]

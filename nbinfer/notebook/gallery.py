@@ -106,7 +106,11 @@ def _input_html(key: Any, seen: Any, note: str, *, show: bool) -> tuple[str, str
             '<details class="nbi-gseen"><summary>input the model saw</summary>'
             f'<div class="nbi-gnote">{escape(note)}</div></details>'
         )
-    img = f'<img src="{escape(input_uri(seen))}" alt="{escape(f"model input of {key}")}">'
+    try:
+        uri = input_uri(seen)
+    except (ValueError, TypeError, OSError):  # not a picture after all: say so, keep the card
+        return "", ""
+    img = f'<img src="{escape(uri)}" alt="{escape(f"model input of {key}")}">'
     text = f'<div class="nbi-gnote">{escape(note)}</div>' if note else ""
     if show:
         return img, (

@@ -224,3 +224,42 @@ def test_fit_options_that_cannot_apply_are_invalid_input(session: Session) -> No
     expected = np.asarray(photo.resize((5, 6), Image.Resampling.BILINEAR))
     np.testing.assert_array_equal(frame.inputs[0], expected)
     assert frame.input_note == "6x5 RGB, fit resize, scaling none"
+
+
+def test_inputs_from_a_preprocess_function_show_as_pictures(session: Session) -> None:
+    class Chw(Model):
+        name = "chw_means"
+        inputs = (("x", "FP32", [-1, 3, 4, 4]),)
+        outputs = (("scores", "FP32", [-1, 3]),)
+
+        def predict(self, inputs: dict[str, Any], context: Any) -> Any:
+            return inputs["x"].mean(axis=(2, 3))
+
+    session.serve(Chw())
+    photo = Image.new("RGB", (4, 4), (255, 0, 0))
+
+    def normalised(im: Any) -> np.ndarray:  # ImageNet-like: centred floats, channels first
+        return ((np.asarray(im, np.float32) - 128.0) / 64.0).transpose(2, 0, 1)
+
+    frame = session.classify("chw_means", [photo], top_k=1, preprocess=normalised)
+    picture = frame.inputs[0]
+    assert picture.dtype == np.uint8 and picture.shape == (4, 4, 3)  # turned round, stretched
+    assert picture[..., 0].min() == 255 and picture[..., 1:].max() == 0
+    assert frame.input_note == "your preprocess function"
+
+
+def test_big_inputs_are_kept_small_for_the_grid(session: Session) -> None:
+    class Big(Model):
+        name = "big_rgb"
+        inputs = (("x", "UINT8", [-1, 200, 150, 3]),)
+        outputs = (("scores", "FP32", [-1, 3]),)
+
+        def predict(self, inputs: dict[str, Any], context: Any) -> Any:
+            return inputs["x"].astype(np.float32).mean(axis=(1, 2))
+
+    session.serve(Big())
+    photos = [Image.new("RGB", (300, 400), (0, 0, 200)) for _ in range(50)]
+    frame = session.classify("big_rgb", photos, top_k=1, progress=False)
+    assert sorted(frame.inputs) == list(range(48))  # the grid draws 48: the frame keeps those
+    assert frame.inputs[0].shape == (96, 72, 3)  # 200 x 150 shrunk to fit 96 px
+    assert (frame.inputs[0] == (0, 0, 200)).all()
