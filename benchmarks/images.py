@@ -8,8 +8,9 @@ top-5 through the classification extension), two ways:
   model: list and sort the files, then per file ``Image.open`` -> ``convert("L")`` ->
   ``resize((8, 8), BILINEAR)`` -> ``np.array`` -> ``astype(float32)`` -> scale to 0..1; stack
   ``--batch`` images, ``infer`` with ``class_count=5``, parse the ``score:index:label`` strings.
-* **nbinfer**: ``session.classify("digits", folder, top_k=5)`` (same batch size, same top-5
-  from the server, results in a DataFrame).
+* **nbinfer**: ``session.classify("digits", folder, top_k=5, fit="resize")`` (same batch size,
+  same top-5 from the server, results in a DataFrame; ``fit="resize"`` does the loop's work
+  instead of the model's default ink fit).
 
 Both must agree on the top-1 class of at least 98 % of the images (PNG: all of them; for JPEG
 nbinfer decodes at a reduced scale with Pillow's ``draft``, which can move a borderline image).
@@ -171,8 +172,9 @@ def row(args: Any, size: int, protocol: str, url: str, session: Session, folder:
             args.triton_batch or args.batch,
             {"Authorization": f"Bearer {session.token}"},
         ),
+        # fit="resize": the loop's work (the model's own default, fit="ink", does more)
         "nbinfer": lambda: session.classify(
-            "digits", folder, top_k=TOP_K, batch_size=args.batch, progress=False
+            "digits", folder, top_k=TOP_K, batch_size=args.batch, progress=False, fit="resize"
         ),
     }
     if args.encoded:

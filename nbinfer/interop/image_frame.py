@@ -23,10 +23,16 @@ class ClassificationFrame(pd.DataFrame):  # type: ignore[misc]
     """A DataFrame of top-k classes (image, rank, label, score, class) that displays as a grid.
 
     It is a real DataFrame; in a notebook it renders as an image grid with top-k bars
-    (``nbinfer.notebook.gallery``). Filtering and copying keep the images.
+    (``nbinfer.notebook.gallery``), each card offering the input the model saw (beside the
+    image with ``show_input=True``). Filtering and copying keep the images and inputs.
     """
 
-    _metadata = ["_nbinfer_images"]  # noqa: RUF012 - pandas' own convention
+    _metadata = [  # noqa: RUF012 - pandas' own convention
+        "_nbinfer_images",
+        "_nbinfer_inputs",
+        "_nbinfer_input_note",
+        "_nbinfer_show_input",
+    ]
 
     @property
     def _constructor(self) -> Callable[..., ClassificationFrame]:
@@ -36,6 +42,26 @@ class ClassificationFrame(pd.DataFrame):  # type: ignore[misc]
     def images(self) -> dict[Any, ImageSource]:
         """The image behind each ``image`` key (paths are reopened when displayed)."""
         return dict(getattr(self, "_nbinfer_images", None) or {})
+
+    @property
+    def inputs(self) -> dict[Any, np.ndarray[Any, Any]]:
+        """What the model received for each image, as a picture before scaling, by ``image`` key.
+
+        ``uint8`` ``H x W`` or ``H x W x C`` arrays (large ones shrunk to 96 px; a
+        ``preprocess`` function's floats stretched to 0..255), for the first 48 images; empty
+        when the server decoded the images (encoded inputs).
+        """
+        return dict(getattr(self, "_nbinfer_inputs", None) or {})
+
+    @property
+    def input_note(self) -> str:
+        """How the inputs were made (size, channels, fit, scaling), as the grid says it."""
+        return str(getattr(self, "_nbinfer_input_note", None) or "")
+
+    @property
+    def show_input(self) -> bool:
+        """The grid draws each input beside its image (``classify(..., show_input=True)``)."""
+        return bool(getattr(self, "_nbinfer_show_input", False))
 
     def _repr_html_(self) -> str | None:
         from nbinfer.notebook.gallery import classification_html
@@ -49,6 +75,10 @@ def classification_frame(
     scores: np.ndarray[Any, Any],
     labels: Sequence[str | None],
     images: Mapping[Any, ImageSource] | None = None,
+    *,
+    inputs: Mapping[Any, np.ndarray[Any, Any]] | None = None,
+    input_note: str = "",
+    show_input: bool = False,
 ) -> ClassificationFrame:
     """Long-format top-k frame: one row per (image, rank), best first.
 
@@ -58,6 +88,9 @@ def classification_frame(
         scores: Scores ``[n, k]``.
         labels: Label per row-major cell of ``indices`` (``None``: the index as text).
         images: The sources by key, for the grid display.
+        inputs: What the model received for each image (a picture per key), for the grid.
+        input_note: How those inputs were made, in a few words.
+        show_input: Draw each input beside its image (else in the card's details).
     """
     n, k = indices.shape
     flat_idx = indices.reshape(-1)
@@ -74,4 +107,7 @@ def classification_frame(
         }
     )
     frame._nbinfer_images = dict(images or {})
+    frame._nbinfer_inputs = dict(inputs or {})
+    frame._nbinfer_input_note = input_note
+    frame._nbinfer_show_input = show_input
     return frame

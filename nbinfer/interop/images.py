@@ -23,6 +23,14 @@ channel means), or a function of the ``uint8`` batch ``[N, H, W, C]``; the defau
 model's config parameter ``nbinfer.image.scaling`` when it publishes one, else ``"none"``.
 ``preprocess=`` replaces all of this with a function of one PIL image.
 
+Fitting (``fit=``, default: the model's config parameter ``nbinfer.image.fit``, else
+``"resize"``): ``"resize"`` resizes the whole image to ``H x W`` (ImageNet-style models);
+``"ink"``, for small grayscale glyph models like the demo ``digits``, prepares an image as
+scikit-learn's digits were made (:func:`nbinfer.protocol.inkfit.fit_ink`: dark ink on paper
+inverted, cropped to the ink, padded to the box keeping its aspect, area-averaged, stretched).
+The pixels each image became (before scaling) come back with the frame
+(:attr:`ClassificationFrame.inputs`) and show beside each image with ``show_input=True``.
+
 Encoded images: a model whose input is BYTES (or ``encoded=True``, as OpenVINO Model Server
 accepts for image models) gets the JPEG / PNG bytes themselves, one element per image, and
 decodes on the server; files are then read, never decoded, on the client. They travel in
@@ -58,15 +66,19 @@ from nbinfer.interop._inflight import arun, progress_bar, run
 from nbinfer.interop.image_frame import ClassificationFrame, classification_frame
 from nbinfer.protocol.classification import decode_classification, top_k
 from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.protocol.inkfit import FIT_PARAMETER, FITS, fit_ink_image
 from nbinfer.protocol.types import InferInput, ModelMetadata, RequestedOutput
 
 __all__ = [
+    "FITS",
+    "FIT_PARAMETER",
     "SCALINGS",
     "SCALING_PARAMETER",
     "ENCODED_FORMS",
     "ImagePlan",
     "aclassify_images",
     "classify_images",
+    "config_fit",
     "config_scaling",
     "encode_image",
     "encoded_batch",
@@ -76,6 +88,7 @@ __all__ = [
     "ovms_input",
     "pixels",
     "plan_images",
+    "prepared_image",
     "read_file",
     "read_labels",
 ]
@@ -98,6 +111,9 @@ _VGG_MEANS = {1: (128.0,), 3: (123.0, 117.0, 104.0)}
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 #: How encoded images travel: Triton's length-prefixed BYTES, or OpenVINO Model Server's form.
 ENCODED_FORMS = ("triton", "ovms")
+#: The model inputs kept with a frame (for its grid: the first 48 images), each at most this big.
+SEEN_IMAGES = 48
+SEEN_SIDE = 96
 
 Scaling = str | Callable[[np.ndarray[Any, Any]], Any]
 ImageSource = Any  # str | os.PathLike | bytes | PIL.Image.Image | np.ndarray
@@ -435,33 +451,35 @@ def _scaled(batch: np.ndarray[Any, Any], scaling: Scaling, dtype: np.dtype[Any])
     return x - np.asarray(_VGG_MEANS[batch.shape[-1]], dtype=x.dtype)
 
 
-def pixels(
-    sources: Sequence[ImageSource],
-    plan: ImagePlan,
-    *,
-    scaling: Scaling = "none",
-    preprocess: Callable[[Any], Any] | None = None,
+def _fit_name(fit: str) -> str:
+    name = str(fit).lower()
+    if name not in FITS:
+        raise InvalidInputError(f"unknown fit {fit!r}; known: {', '.join(FITS)}")
+    return name
+
+
+def pixel_batch(
+    sources: Sequence[ImageSource], plan: ImagePlan, *, fit: str = "resize"
 ) -> np.ndarray[Any, Any]:
-    """Decode, convert, resize, stack, scale and lay out a batch of images for ``plan``.
+    """The ``uint8`` batch ``[N, H, W, C]`` of images for ``plan``, before scaling and layout.
+
+    ``fit="resize"`` converts and resizes each image bilinearly; ``fit="ink"`` (1 channel only)
+    fits its ink into the box (:func:`nbinfer.protocol.inkfit.fit_ink`).
 
     Raises:
-        InvalidInputError: An image cannot be decoded, ``preprocess`` returns the wrong shape,
-            or images kept at their own size (``plan.height`` / ``width`` 0) differ in size.
+        InvalidInputError: An image cannot be decoded, an unknown ``fit``, ``"ink"`` for a model
+            of more than one channel, or images kept at their own size differ in size.
     """
-    dtype = numpy_dtype(plan.datatype)
-    if preprocess is not None:
-        arrays = [np.asarray(preprocess(load_image(s))) for s in sources]
-        batch = np.stack(arrays).astype(dtype, copy=False)
-        if batch.shape[1:] != plan.item_shape:
-            raise InvalidInputError(
-                f"preprocess returned images of shape {list(batch.shape[1:])}; input "
-                f"{plan.input!r} takes {list(plan.item_shape)}"
-            )
-        return batch
+    fit = _fit_name(fit)
     mode = _MODES[plan.channels]
     size = (plan.width, plan.height) if plan.width > 0 and plan.height > 0 else None
+    if fit == "ink" and not _inkable(plan):
+        raise InvalidInputError(_not_inkable(plan))
     arrays = []
     for source in sources:
+        if fit == "ink":
+            arrays.append(fit_ink_image(load_image(source), (plan.height, plan.width)))
+            continue
         im = load_image(source, draft=None if size is None else (mode, size))
         if im.mode != mode:
             im = im.convert(mode)
@@ -477,12 +495,54 @@ def pixels(
     batch = np.stack(arrays)
     if batch.ndim == 3:
         batch = batch[..., np.newaxis]
+    return batch
+
+
+def _laid_out(
+    batch: np.ndarray[Any, Any], plan: ImagePlan, scaling: Scaling
+) -> np.ndarray[Any, Any]:
+    """A ``uint8`` ``[N, H, W, C]`` batch scaled, cast and laid out as ``plan``'s input."""
+    dtype = numpy_dtype(plan.datatype)
     out = np.asarray(_scaled(batch, scaling, dtype)).astype(dtype, copy=False)
     if plan.layout == "NCHW":
         out = out.transpose(0, 3, 1, 2)
     elif plan.layout == "NHW":
         out = out[..., 0]
     return np.ascontiguousarray(out)
+
+
+def _preprocessed(
+    sources: Sequence[ImageSource], plan: ImagePlan, preprocess: Callable[[Any], Any]
+) -> np.ndarray[Any, Any]:
+    dtype = numpy_dtype(plan.datatype)
+    arrays = [np.asarray(preprocess(load_image(s))) for s in sources]
+    batch = np.stack(arrays).astype(dtype, copy=False)
+    if batch.shape[1:] != plan.item_shape:
+        raise InvalidInputError(
+            f"preprocess returned images of shape {list(batch.shape[1:])}; input "
+            f"{plan.input!r} takes {list(plan.item_shape)}"
+        )
+    return batch
+
+
+def pixels(
+    sources: Sequence[ImageSource],
+    plan: ImagePlan,
+    *,
+    scaling: Scaling = "none",
+    preprocess: Callable[[Any], Any] | None = None,
+    fit: str = "resize",
+) -> np.ndarray[Any, Any]:
+    """Decode, convert, fit, stack, scale and lay out a batch of images for ``plan``.
+
+    Raises:
+        InvalidInputError: An image cannot be decoded, ``preprocess`` returns the wrong shape,
+            an unknown ``fit`` (see :func:`pixel_batch`), or images kept at their own size
+            (``plan.height`` / ``width`` 0) differ in size.
+    """
+    if preprocess is not None:
+        return _preprocessed(sources, plan, preprocess)
+    return _laid_out(pixel_batch(sources, plan, fit=fit), plan, scaling)
 
 
 def encoded_batch(sources: Sequence[ImageSource], plan: ImagePlan) -> np.ndarray[Any, Any]:
@@ -504,15 +564,50 @@ def ovms_input(name: str, elements: np.ndarray[Any, Any]) -> InferInput:
     return InferInput(name, "BYTES", list(elements.shape), elements, {"binary_data_size": sizes})
 
 
+def _as_picture(item: np.ndarray[Any, Any], layout: str) -> np.ndarray[Any, Any] | None:
+    """One image's tensor as a ``uint8`` ``H x W`` / ``H x W x C`` picture, for display.
+
+    Channels-first tensors are turned round; values off ``0..255`` (a ``preprocess`` function's
+    normalised floats) are stretched to it; pictures above :data:`SEEN_SIDE` shrink to it.
+    ``None``: the tensor is not a picture (say a flat vector from ``preprocess``).
+    """
+    arr = np.asarray(item)
+    if layout == "NCHW" and arr.ndim == 3 and arr.shape[0] in (1, 3, 4):
+        arr = arr.transpose(1, 2, 0)
+    if arr.ndim == 3 and arr.shape[-1] == 1:
+        arr = arr[..., 0]
+    if not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[-1] in (3, 4))) or arr.size == 0:
+        return None
+    if arr.dtype != np.uint8:
+        values = np.nan_to_num(arr.astype(np.float32))
+        lo, hi = float(values.min()), float(values.max())
+        if lo >= 0.0 and hi <= 1.0:
+            values = values * 255.0
+        elif lo < 0.0 or hi > 255.0:
+            values = (values - lo) * (255.0 / ((hi - lo) or 1.0))
+        arr = np.clip(np.rint(values), 0, 255).astype(np.uint8)
+    if max(arr.shape[:2]) > SEEN_SIDE:
+        im = Image.fromarray(np.ascontiguousarray(arr))
+        im.thumbnail((SEEN_SIDE, SEEN_SIDE), Image.Resampling.BOX)
+        arr = np.asarray(im)
+    return arr
+
+
 def _batch(
     sources: Sequence[ImageSource],
     plan: ImagePlan,
     scaling: Scaling,
     preprocess: Callable[[Any], Any] | None = None,
-) -> np.ndarray[Any, Any]:
+    fit: str = "resize",
+) -> tuple[np.ndarray[Any, Any], list[np.ndarray[Any, Any] | None] | None]:
+    """The batch's input tensor, and what each image became (``None``: decoded on the server)."""
     if plan.encoded:
-        return encoded_batch(sources, plan)
-    return pixels(sources, plan, scaling=scaling, preprocess=preprocess)
+        return encoded_batch(sources, plan), None
+    if preprocess is not None:
+        tensor = _preprocessed(sources, plan, preprocess)
+        return tensor, [_as_picture(t, plan.layout) for t in tensor]
+    batch = pixel_batch(sources, plan, fit=fit)
+    return _laid_out(batch, plan, scaling), [_as_picture(b, "NHWC") for b in batch]
 
 
 def read_labels(labels: Sequence[str] | str | os.PathLike[str]) -> list[str]:
@@ -557,6 +652,8 @@ class _Options:
     concurrency: int = 2
     workers: int = DEFAULT_WORKERS
     progress: bool | None = None
+    fit: str | None = None
+    show_input: bool = False
 
 
 @dataclass(slots=True)
@@ -570,7 +667,11 @@ class _Job:
     server_topk: bool
     labels: list[str] | None
     scaling: Scaling
+    fit: str = "resize"
     parts: dict[int, tuple[Any, Any, list[str | None]]] = field(default_factory=dict)
+    #: What the first :data:`SEEN_IMAGES` images became (the model's input), by key.
+    seen: dict[Any, np.ndarray[Any, Any]] = field(default_factory=dict)
+    shown: frozenset[Any] = frozenset()
 
     def batches(self) -> list[list[tuple[Any, ImageSource]]]:
         step = self.batch_size
@@ -578,7 +679,11 @@ class _Job:
 
     def prepare(self, batch: list[tuple[Any, ImageSource]]) -> Inputs:
         sources = [s for _, s in batch]
-        tensor = _batch(sources, self.plan, self.scaling, self.options.preprocess)
+        tensor, seen = _batch(sources, self.plan, self.scaling, self.options.preprocess, self.fit)
+        if seen is not None:
+            for (key, _), picture in zip(batch, seen, strict=True):
+                if key in self.shown and picture is not None:
+                    self.seen[key] = picture  # one key per store: safe from decoding threads
         if not self.plan.batched:
             tensor = tensor[0]
         if self.plan.encoded and self.plan.form == "ovms":
@@ -660,7 +765,27 @@ class _Job:
         score = np.concatenate([p[1] for p in parts])
         names = [name for p in parts for name in p[2]]
         keys = [key for key, _ in self.items]
-        return classification_frame(keys, idx, score, names, dict(self.items))
+        return classification_frame(
+            keys,
+            idx,
+            score,
+            names,
+            dict(self.items),
+            inputs=self.seen,
+            input_note=self.note(),
+            show_input=bool(self.options.show_input),
+        )
+
+    def note(self) -> str:
+        """How the model's input was made, in a few words (for the grid)."""
+        plan = self.plan
+        if plan.encoded:
+            return "encoded bytes, decoded by the server"
+        if self.options.preprocess is not None:
+            return "your preprocess function"
+        scaling = self.scaling if isinstance(self.scaling, str) else "your scaling function"
+        kind = {1: "gray", 3: "RGB", 4: "RGBA"}[plan.channels]
+        return f"{plan.height}x{plan.width} {kind}, fit {self.fit}, scaling {scaling}"
 
 
 def _job(metadata: ModelMetadata, images: Any, options: Mapping[str, Any]) -> _Job:
@@ -690,11 +815,62 @@ def _job(metadata: ModelMetadata, images: Any, options: Mapping[str, Any]) -> _J
     scaling = config_scaling(o.config) if o.scaling is None else o.scaling
     if isinstance(scaling, str):
         _scaling_name(scaling)  # refused before any image is decoded
+    fit = _job_fit(plan, o)
     own = read_labels(o.labels) if o.labels is not None else None
     if own is None and o.server_labels and plan.output in o.server_labels:
         own = list(o.server_labels[plan.output])
     use_server = "classification" in o.extensions if o.server_topk is None else o.server_topk
-    return _Job(o, plan, items, size, use_server, own, scaling)
+    shown = frozenset(key for key, _ in items[:SEEN_IMAGES])
+    return _Job(o, plan, items, size, use_server, own, scaling, fit, shown=shown)
+
+
+def _job_fit(plan: ImagePlan, o: _Options) -> str:
+    """The fit of a classify call: ``fit=``, else the model's, checked before any decoding.
+
+    Raises:
+        InvalidInputError: An unknown fit, ``fit=`` with encoded images or with ``preprocess=``,
+            or ``"ink"`` for a model that is not grayscale at a fixed size.
+    """
+    if o.fit is None:
+        fit = config_fit(o.config)
+        return fit if _inkable(plan) or plan.encoded else "resize"
+    fit = _fit_name(o.fit)
+    if plan.encoded:
+        raise InvalidInputError(
+            f"fit={o.fit!r} prepares pixels on the client, but input {plan.input!r} takes "
+            "encoded images (decoded on the server); leave fit out"
+        )
+    if o.preprocess is not None:
+        raise InvalidInputError("preprocess= replaces fit=; pass one of them")
+    if fit == "ink" and not _inkable(plan):
+        raise InvalidInputError(_not_inkable(plan))
+    return fit
+
+
+def _inkable(plan: ImagePlan) -> bool:
+    return plan.channels == 1 and plan.height > 0 and plan.width > 0
+
+
+def _not_inkable(plan: ImagePlan) -> str:
+    return (
+        f"fit='ink' is for small grayscale models of a fixed size; input {plan.input!r} "
+        f"takes {plan.channels} channel(s) at {plan.height}x{plan.width} (use fit='resize')"
+    )
+
+
+def config_fit(config: Mapping[str, Any] | None) -> str:
+    """How a model's config asks images to be fitted (``nbinfer.image.fit``; else resize).
+
+    Raises:
+        InvalidInputError: The config names an unknown fit.
+    """
+    params = (config or {}).get("parameters") or {}
+    value = params.get(FIT_PARAMETER)
+    return (
+        _fit_name(str(value.get("string_value", "resize")))
+        if isinstance(value, Mapping)
+        else "resize"
+    )
 
 
 def config_scaling(config: Mapping[str, Any] | None) -> str:
@@ -702,6 +878,44 @@ def config_scaling(config: Mapping[str, Any] | None) -> str:
     params = (config or {}).get("parameters") or {}
     value = params.get(SCALING_PARAMETER)
     return str(value.get("string_value", "none")) if isinstance(value, Mapping) else "none"
+
+
+def prepared_image(
+    metadata: ModelMetadata,
+    config: Mapping[str, Any] | None,
+    image: Any,
+    *,
+    input: str | None = None,
+    fit: str | None = None,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
+    """One image as classify prepares it: the model's sample, and the picture it is.
+
+    The one preprocessing of an image for a model (``session.classify``, ``session.infer``
+    of a PIL image, the model browser's image form): fit (``fit=``, else the model's config
+    parameter ``nbinfer.image.fit``, else ``"resize"``), scaling from the config, datatype and
+    layout from the metadata.
+
+    Args:
+        metadata: The model's metadata.
+        config: The model's config (``parameters``, ``max_batch_size``, formats), if known.
+        image: A path, encoded bytes, a PIL image or an array.
+        input: The image input (default: the only input).
+        fit: ``"resize"`` or ``"ink"``; default: the model's.
+
+    Returns:
+        ``(sample, picture)``: the sample (no batch dim) to send, and what the model sees as an
+        ``H x W`` / ``H x W x C`` array before scaling (``uint8``; ``None`` for encoded inputs,
+        which the server decodes).
+
+    Raises:
+        InvalidInputError: The image cannot be read, the input does not take images, or the fit
+            does not suit the model.
+    """
+    plan = plan_images(metadata, config, input=input)
+    options = _Options(config=config, fit=fit, input=input)
+    tensor, seen = _batch([image], plan, config_scaling(config), None, _job_fit(plan, options))
+    sample = tensor[0] if plan.batched else tensor.reshape(plan.item_shape)
+    return sample, (seen[0] if seen else None)
 
 
 def image_sample(
@@ -716,9 +930,7 @@ def image_sample(
     Raises:
         InvalidInputError: The image cannot be read, or the input does not take images.
     """
-    plan = plan_images(metadata, config, input=input)
-    tensor = _batch([image], plan, config_scaling(config))
-    return tensor[0] if plan.batched else tensor.reshape(plan.item_shape)
+    return prepared_image(metadata, config, image, input=input)[0]
 
 
 def classify_images(submit: SubmitFn, metadata: ModelMetadata, images: Any, **options: Any) -> Any:
@@ -734,7 +946,8 @@ def classify_images(submit: SubmitFn, metadata: ModelMetadata, images: Any, **op
         **options: ``config``, ``top_k``, ``labels``, ``server_labels``, ``extensions``,
             ``batch_size``, ``scaling``, ``preprocess``, ``size``, ``layout``, ``encoded``
             (``True`` / ``"triton"`` / ``"ovms"``), ``input``, ``output``, ``server_topk``,
-            ``concurrency``, ``progress``.
+            ``concurrency``, ``progress``, ``fit`` (``"resize"`` / ``"ink"``), ``show_input``
+            (draw the model's input beside each image).
 
     Returns:
         A :class:`ClassificationFrame`.

@@ -5,7 +5,10 @@ interop's repr hook): no IPython, ipywidgets or matplotlib.
 
 :meth:`nbinfer.Session.classify` returns a :class:`~nbinfer.interop.image_frame.ClassificationFrame`
 whose ``_repr_html_`` calls :func:`classification_html`. Thumbnails are PNG data URIs (tiny
-images are scaled up with crisp pixels by CSS); every path and label passes through
+images are scaled up with crisp pixels by CSS). Each card offers the input the model saw (the
+frame's ``inputs``: e.g. the 8x8 a digit became, scaled up nearest-neighbour so its pixels show)
+in a ``<details>``, or beside the image when the frame asks (``show_input=True``). Every path
+and label passes through
 :func:`~nbinfer.notebook.display.escape`; colours come from JupyterLab's ``--jp-*`` variables
 through the shared stylesheet, so dark themes work.
 
@@ -26,7 +29,14 @@ import numpy as np
 from nbinfer.errors import InvalidInputError
 from nbinfer.notebook.display import Html, bars, card, escape, png_data_uri
 
-__all__ = ["GALLERY_CSS", "MAX_IMAGES", "THUMB", "classification_html", "thumbnail_uri"]
+__all__ = [
+    "GALLERY_CSS",
+    "MAX_IMAGES",
+    "THUMB",
+    "classification_html",
+    "input_uri",
+    "thumbnail_uri",
+]
 
 #: At most this many images are drawn (the frame keeps all of them).
 MAX_IMAGES = 48
@@ -50,6 +60,16 @@ GALLERY_CSS = """
 .nbi .nbi-gcell .nbi-bars > .nbi-label:first-child { font-weight: 600; }
 .nbi .nbi-gcell .nbi-missing { width: 96px; height: 96px; margin: 0 auto 4px;
   display: flex; align-items: center; justify-content: center; color: var(--nbi-fg-muted); }
+.nbi .nbi-gcell .nbi-gpair { display: flex; gap: 6px; justify-content: center; }
+.nbi .nbi-gcell .nbi-gpair > div { text-align: center; color: var(--nbi-fg-muted);
+  font-size: 0.8em; min-width: 0; }
+.nbi .nbi-gcell .nbi-gpair img, .nbi .nbi-gcell .nbi-gpair .nbi-missing { width: 80px;
+  height: 80px; }
+.nbi .nbi-gcell details.nbi-gseen { font-size: 0.85em; color: var(--nbi-fg-muted);
+  margin-top: 2px; }
+.nbi .nbi-gcell details.nbi-gseen summary { cursor: pointer; }
+.nbi .nbi-gcell details.nbi-gseen img { width: 64px; height: 64px; margin: 4px auto 2px; }
+.nbi .nbi-gcell .nbi-gnote { text-align: center; font-size: 0.9em; }
 """
 
 
@@ -63,16 +83,64 @@ def thumbnail_uri(source: Any, size: int = THUMB) -> str:
     return png_data_uri(np.asarray(image), size)
 
 
+def input_uri(picture: Any, size: int = THUMB) -> str:
+    """A PNG data URI of a model input picture, small ones scaled up nearest-neighbour.
+
+    An 8x8 input becomes 96x96 with each pixel a 12x12 block, so the pixels stay visible
+    wherever the HTML is shown (no CSS needed).
+    """
+    arr = np.asarray(picture)
+    side = max(arr.shape[:2], default=1) or 1
+    factor = max(1, size // side)
+    if factor > 1:
+        arr = np.repeat(np.repeat(arr, factor, axis=0), factor, axis=1)
+    return png_data_uri(arr, size)
+
+
+def _input_html(key: Any, seen: Any, note: str, *, show: bool) -> tuple[str, str]:
+    """``(picture, details)``: the input's ``<img>`` and the card's "input the model saw"."""
+    if seen is None:
+        if not note:
+            return "", ""
+        return "", (
+            '<details class="nbi-gseen"><summary>input the model saw</summary>'
+            f'<div class="nbi-gnote">{escape(note)}</div></details>'
+        )
+    try:
+        uri = input_uri(seen)
+    except (ValueError, TypeError, OSError):  # not a picture after all: say so, keep the card
+        return "", ""
+    img = f'<img src="{escape(uri)}" alt="{escape(f"model input of {key}")}">'
+    text = f'<div class="nbi-gnote">{escape(note)}</div>' if note else ""
+    if show:
+        return img, (
+            f'<details class="nbi-gseen"><summary>how it was made</summary>{text}</details>'
+            if text
+            else ""
+        )
+    return "", (
+        f'<details class="nbi-gseen"><summary>input the model saw</summary>{img}{text}</details>'
+    )
+
+
 def _caption(key: Any) -> str:
     return os.path.basename(key) if isinstance(key, str) else f"#{key}"
 
 
-def _cell(key: Any, source: Any, rows: Any) -> str:
+def _cell(
+    key: Any, source: Any, rows: Any, seen: Any = None, note: str = "", show: bool = False
+) -> str:
     img = '<div class="nbi-missing">no preview</div>'
     if source is not None:
         # A file changed or gone since classify keeps its bars, without a picture.
         with contextlib.suppress(InvalidInputError, OSError, ValueError):
             img = f'<img src="{escape(thumbnail_uri(source))}" alt="{escape(key)}">'
+    beside, details = _input_html(key, seen, note, show=show)
+    if beside:
+        img = (
+            f'<div class="nbi-gpair"><div>{img}image</div>'
+            f'<div class="nbi-ginput">{beside}model input</div></div>'
+        )
     scores = [float(s) for s in rows["score"]]
     scale = 1.0 if all(0.0 <= s <= 1.0 for s in scores) else max(map(abs, scores), default=1.0)
     chart = bars(
@@ -83,7 +151,8 @@ def _cell(key: Any, source: Any, rows: Any) -> str:
     title = escape(key)
     return (
         f'<figure class="nbi-gcell">{img}'
-        f'<figcaption title="{title}">{escape(_caption(key))}</figcaption>{chart}</figure>'
+        f'<figcaption title="{title}">{escape(_caption(key))}</figcaption>{chart}{details}'
+        "</figure>"
     )
 
 
@@ -96,10 +165,16 @@ def classification_html(frame: Any, *, max_images: int = MAX_IMAGES) -> Html:
         max_images: Draw at most this many images.
     """
     images = dict(getattr(frame, "images", None) or {})
+    inputs = dict(getattr(frame, "inputs", None) or {})
+    note = str(getattr(frame, "input_note", "") or "")
+    show = bool(getattr(frame, "show_input", False))
     ordered = frame.sort_values(["rank"], kind="stable") if len(frame) else frame
     keys = list(dict.fromkeys(frame["image"].tolist()))
     groups = dict(tuple(ordered.groupby("image", sort=False)))
-    cells = [_cell(key, images.get(key), groups[key]) for key in keys[:max_images]]
+    cells = [
+        _cell(key, images.get(key), groups[key], inputs.get(key), note, show)
+        for key in keys[:max_images]
+    ]
     k = int(frame["rank"].max()) if len(frame) else 0
     shown = min(len(keys), max_images)
     more = (

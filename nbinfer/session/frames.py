@@ -542,7 +542,11 @@ class FrameFront(BinaryProbe):
                 ``encoded`` (send JPEG / PNG bytes as BYTES; ``"ovms"``: in OpenVINO Model
                 Server's form), ``input``, ``output``,
                 ``batch_size``, ``server_topk``, ``concurrency`` (requests in flight),
-                ``workers`` (decoding threads for big images), ``progress``.
+                ``workers`` (decoding threads for big images), ``progress``, ``fit``
+                (``"resize"``, or ``"ink"``: crop to the ink, polarity, pad, area resize, as
+                small grayscale models like ``digits`` were trained; default: the model's
+                config parameter ``nbinfer.image.fit``), ``show_input`` (draw the input the
+                model received beside each image; every card offers it in its details).
 
         Returns:
             A DataFrame with columns ``image`` (path or position), ``rank``, ``label``,

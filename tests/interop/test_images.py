@@ -304,13 +304,15 @@ def test_grid_html_shows_thumbnails_and_escapes_labels(session: Session, tmp_pat
     labels.write_text("\n".join([evil, *[str(i) for i in range(1, 10)]]))
     path = tmp_path / "<img src=x onerror=alert(2)>.png"
     Image.fromarray(np.eye(8, dtype=np.uint8) * 255).save(path)
-    frame = session.classify("digits", [str(path), np.zeros((8, 8), np.uint8)], labels=labels)
+    images = [str(path), np.zeros((8, 8), np.uint8)]
+    frame = session.classify("digits", images, labels=labels, top_k=10)  # every label shows
     html = frame._repr_html_()
     assert "<script>" not in html and "<img src=x" not in html
     parser = _Collect()
     parser.feed(html)
     imgs = [attrs for tag, attrs in parser.tags if tag == "img"]
-    assert len(imgs) == 2
+    inputs = [a for a in imgs if (a["alt"] or "").startswith("model input of")]
+    assert len(imgs) == 4 and len(inputs) == 2  # each image, and in its details the model's input
     assert all((a["src"] or "").startswith("data:image/png;base64,") for a in imgs)
     assert evil in "".join(parser.text)  # shown as text, not markup
     # filtering keeps the frame type and its images

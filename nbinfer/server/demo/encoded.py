@@ -3,11 +3,13 @@
 OpenVINO Model Server lets a client send JPEG / PNG bytes as a BYTES input and decodes them
 server-side; this demo model does the same so that path is tested end to end. Input BYTES
 ``image`` ``[-1]`` (one encoded image per element, any size, any mode); each image is decoded
-with Pillow, converted to grayscale, resized bilinearly to 8x8 and scaled to 0..1 (bright ink on
-a dark background), then run through the ``digits`` MLP. Output FP32 ``probabilities``
-``[-1, 10]``, labelled "0".."9".
+with Pillow and prepared exactly as ``session.classify("digits", ...)`` prepares it on the
+client (:func:`nbinfer.protocol.inkfit.fit_ink_image`: polarity, crop to the ink, pad, area
+resize to 8x8), scaled to 0..1, then run through the ``digits`` MLP. Output FP32
+``probabilities`` ``[-1, 10]``, labelled "0".."9".
 
-Layer: server (demo); imports errors, server.model and the demo nets; Pillow lazily.
+Layer: server (demo); imports errors, protocol.inkfit, server.model and the demo nets; Pillow
+lazily.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
+from nbinfer.protocol.inkfit import fit_ink_image
 from nbinfer.server.demo.nets import DIGITS_LABELS, digits_predict, load_weights
 from nbinfer.server.model import InferContext, Model, TensorDef
 
@@ -34,11 +37,12 @@ def decode_digit(data: bytes) -> np.ndarray[Any, Any]:
 
     try:
         with Image.open(io.BytesIO(data)) as im:
-            im.draft("L", (8, 8))
-            gray = im.convert("L").resize((8, 8), Image.Resampling.BILINEAR)
+            im.load()
+            fitted = fit_ink_image(im, (8, 8))
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise InvalidInputError(f"digits_encoded: cannot decode image: {exc}") from exc
-    return np.asarray(gray, dtype=np.float32) / np.float32(255)
+    out: np.ndarray[Any, Any] = fitted.astype(np.float32) / np.float32(255)
+    return out
 
 
 class DigitsEncoded(Model):

@@ -98,8 +98,13 @@ class Digits(Model):
     device = "cpu"
     run_in_thread = False
     _weights: dict[str, Any] | None = None
-    #: Tells image clients (``session.classify``) to scale 0..255 pixels to 0..1.
-    parameters = {"nbinfer.image.scaling": "unit"}  # noqa: RUF012 - read-only class default
+    #: Tells image clients (``session.classify``) to fit the ink of an image into the 8x8 box
+    #: as scikit-learn's digits were made (:mod:`nbinfer.protocol.inkfit`), then scale 0..255
+    #: pixels to 0..1.
+    parameters = {  # noqa: RUF012 - read-only class default
+        "nbinfer.image.scaling": "unit",
+        "nbinfer.image.fit": "ink",
+    }
 
     labels = DIGITS_LABELS
 

@@ -11,8 +11,10 @@ Models:
   probabilities for :data:`IRIS_LABELS`.
 * ``digits``: MLP 64 -> 64 (ReLU) -> 10. Input FP32 ``[-1, 8, 8]`` grayscale images with values
   in 0..1, i.e. scikit-learn's ``load_digits().images / 16``; for real images, white (bright) ink
-  on a black background, downsampled to 8x8. Output FP32 ``[-1, 10]`` probabilities for
-  :data:`DIGITS_LABELS`.
+  on a black background, cropped to the ink and area-averaged to 8x8
+  (:func:`nbinfer.protocol.inkfit.fit_ink`, which ``session.classify`` applies). Trained on
+  ``load_digits`` plus font-rendered and drawn digits passed through that function. Output FP32
+  ``[-1, 10]`` probabilities for :data:`DIGITS_LABELS`.
 
 Example::
 
