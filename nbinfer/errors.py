@@ -43,6 +43,10 @@ to its message after :data:`MODEL_TRACEBACK_MARKER`; clients split it off into
 ``ServerError.model_traceback`` (source lines filled in from this process's ``linecache``, so
 code defined in a notebook cell shows its lines). Other servers' messages stay as they are.
 
+Every error says what to try: :attr:`NbinferError.hints`, the error's own ``hint=`` when the code
+that raised it knows better (a cast to make, the spec to fix), else its class's
+``default_hints``. The notebook's error card shows them under "What to try".
+
 Layer: the leaf of the package; imports nothing of nbinfer (and no grpc: codes are names).
 """
 
@@ -51,7 +55,8 @@ from __future__ import annotations
 import builtins
 import linecache
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 __all__ = [
     "GRPC_CODE",
@@ -87,13 +92,41 @@ __all__ = [
 
 
 class NbinferError(Exception):
-    """Base class of every error nbinfer raises."""
+    """Base class of every error nbinfer raises.
 
-    def __init__(self, message: str, **context: Any) -> None:
+    Args:
+        message: What went wrong, naming the model / tensor / argument.
+        hint: What to try for this very error (one line or several; `backticks` mark code),
+            replacing the class's ``default_hints``: e.g. the cast that fixes a datatype.
+        **context: Details shown on the error card (``model``, ``tensor``, ...).
+
+    Example::
+
+        raise DataTypeError("input 'x' is FP64, the model wants FP32",
+                            hint="Cast it: `x.astype(np.float32)`.", model="iris")
+    """
+
+    #: What to try for errors of this class, when an error carries no ``hint`` of its own.
+    #: ``{model}`` stands for the model the error names (``'iris'``), else ``name``.
+    default_hints: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self, message: str, *, hint: str | Sequence[str] | None = None, **context: Any
+    ) -> None:
         super().__init__(message)
         self.message = message
         #: Extra details (model, tensor, request_id, ...), always a dict.
         self.context: dict[str, Any] = context
+        if hint is None:
+            model = context.get("model")
+            name = repr(model) if isinstance(model, str) and model else "name"
+            own: tuple[str, ...] = tuple(h.replace("{model}", name) for h in self.default_hints)
+        else:
+            own = (hint,) if isinstance(hint, str) else tuple(hint)
+        #: What to try, most useful first (the card's "What to try"; may be empty).
+        self.hints: tuple[str, ...] = own
+        #: True when ``hints`` came with the error (``hint=``), not from its class's defaults.
+        self.hint_given = hint is not None
 
     def __str__(self) -> str:
         return self.message
@@ -107,21 +140,44 @@ class NbinferError(Exception):
 class TransportError(NbinferError):
     """The request did not complete (network, TLS, protocol framing)."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Check the network path to the server and its TLS settings.",
+    )
+
 
 class ConnectError(TransportError):
     """The server could not be reached."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Is the server running? `%nbinfer status` or `session.client.is_server_live()`.",
+        "Check the URL and port (HTTP and gRPC listen on different ports).",
+    )
 
 
 class TimeoutError(TransportError, builtins.TimeoutError):
     """A connect, read or per-call deadline passed (also a builtin ``TimeoutError``)."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Raise the deadline: `timeout=` on the call or `Timeouts(...)` in the client config.",
+        "Send smaller batches if the model is slow on large inputs.",
+    )
+
 
 class InvalidInputError(NbinferError):
     """The request is malformed: unknown tensor, wrong shape, datatype or size."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Compare your inputs with `session.model({model}).metadata` (names, datatypes, shapes).",
+    )
+
 
 class DataTypeError(InvalidInputError):
     """An unknown or unsupported v2 datatype or numpy dtype."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Cast the data to the datatype in `session.model({model}).metadata` (e.g. "
+        "`x.astype(np.float32)` for FP32).",
+    )
 
 
 class UnsupportedError(NbinferError):
@@ -187,11 +243,21 @@ class ServerError(NbinferError):
 class ModelNotFoundError(ServerError):
     """Unknown model, model version or route."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "List the served models: `session.models` or `%nbinfer models`.",
+        "Check the name and version; load it with `session.load(name)` if it is in the repository.",
+    )
+
     default_status = 404
 
 
 class ModelNotReadyError(ServerError):
     """The model exists but is not ready (loading, unloaded or failed to load)."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Load the model: `session.load({model})`; the `reason` column of `session.models` "
+        "says why it is not ready.",
+    )
 
     default_status = 503
 
@@ -204,11 +270,20 @@ class ModelLoadError(ModelNotReadyError):
     server keeps the previous versions serving, if any.
     """
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "The model's own error is in the message: fix its `load()` or its files, then "
+        "`session.load({model})` again.",
+    )
+
     default_status = 400
 
 
 class ServerUnavailableError(ServerError):
     """The server is not ready or is overloaded."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "The server is not ready or is overloaded: retry, or check its log.",
+    )
 
     default_status = 503
 
@@ -216,11 +291,19 @@ class ServerUnavailableError(ServerError):
 class QueueFullError(ServerUnavailableError):
     """A model's request queue is full; the request was rejected without waiting."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Retry later, or lower the concurrency of your requests.",
+    )
+
     default_status = 503
 
 
 class PayloadTooLargeError(ServerError):
     """The request body is larger than the server accepts."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Send the data in smaller batches (e.g. `batch_size=`), or raise the server's limit.",
+    )
 
     default_status = 413
 
@@ -240,6 +323,11 @@ class LimitExceededError(ServerError):
 class UnauthenticatedError(ServerError):
     """Missing or wrong credentials."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Pass credentials: `auth=` (a token or BearerAuth / BasicAuth) or `%nbinfer connect "
+        "URL --token T`.",
+    )
+
     default_status = 401
 
 
@@ -255,6 +343,11 @@ class PermissionDeniedError(UnauthenticatedError):
 
 class InferenceError(ServerError):
     """The model raised an error while running."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "The model raised while running: its traceback (above, on an nbinfer server) points "
+        "at the line; `error.model_traceback` has it as text; the server log has the rest.",
+    )
 
     default_status = 500
 
@@ -278,6 +371,10 @@ class RemoteUnsupportedError(ServerError, UnsupportedError):
 
 class ServerStartError(NbinferError):
     """The local server process failed to start; the message carries its log tail."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Read the server log tail in the message; check the model repository and device.",
+    )
 
 
 #: Error class -> HTTP status, most specific first (used by the server's REST adapter).
