@@ -53,6 +53,7 @@ Layer: the leaf of the package; imports nothing of nbinfer (and no grpc: codes a
 from __future__ import annotations
 
 import builtins
+import difflib
 import linecache
 import re
 from collections.abc import Sequence
@@ -526,6 +527,21 @@ def split_model_traceback(message: str) -> tuple[str, str | None]:
     return message, "\n".join(out)
 
 
+#: An nbinfer server's unknown model ("unknown model 'irs'; known models: iris, digits").
+_UNKNOWN_MODEL = re.compile(r"unknown model '(?P<name>[^']*)'; known models: (?P<known>[^\n]*)")
+
+
+def _did_you_mean(error: ServerError) -> None:
+    """An unknown model close to a known one: say which, before the class's hints."""
+    found = _UNKNOWN_MODEL.search(error.message)
+    if not isinstance(error, ModelNotFoundError) or found is None or error.hint_given:
+        return
+    known = [name.strip() for name in found["known"].split(",") if name.strip()]
+    close = difflib.get_close_matches(found["name"], known, n=1, cutoff=0.6)
+    if close:
+        error.hints = (f"Did you mean `{close[0]!r}`?", *error.hints)
+
+
 def error_for_status(
     status: int, message: str, *, request_id: str | None = None, **context: Any
 ) -> ServerError:
@@ -539,7 +555,9 @@ def error_for_status(
         cls = InferenceError if status >= 500 else ServerError
     cls = _refine(cls, str(status), message)
     message, model_tb = split_model_traceback(message)
-    return cls(message, status=status, request_id=request_id, model_traceback=model_tb, **context)
+    error = cls(message, status=status, request_id=request_id, model_traceback=model_tb, **context)
+    _did_you_mean(error)
+    return error
 
 
 def error_for_grpc_code(
@@ -566,7 +584,7 @@ def error_for_grpc_code(
     elif code == "RESOURCE_EXHAUSTED" and _LIMIT_REACHED.search(message):
         cls, status = LimitExceededError, 429
     message, model_tb = split_model_traceback(message)
-    return cls(
+    error = cls(
         message,
         status=status,
         request_id=request_id,
@@ -574,3 +592,5 @@ def error_for_grpc_code(
         model_traceback=model_tb,
         **context,
     )
+    _did_you_mean(error)
+    return error

@@ -78,6 +78,17 @@ def test_an_error_can_be_given_a_better_hint_after_it_is_raised() -> None:
     assert "session.model(" not in display.render_error(error)
 
 
+def test_an_unknown_model_close_to_a_known_one_says_which() -> None:
+    message = "unknown model 'irs'; known models: add_sub, digits, iris"
+    typo = nbinfer.errors.error_for_status(404, message, model="irs")
+    assert typo.hints[0] == "Did you mean `'iris'`?"
+    assert typo.hints[1:] == nbinfer.ModelNotFoundError.default_hints
+    over_grpc = nbinfer.errors.error_for_grpc_code("NOT_FOUND", message)
+    assert over_grpc.hints[0] == "Did you mean `'iris'`?"
+    far = nbinfer.errors.error_for_status(404, "unknown model 'resnet'; known models: iris")
+    assert far.hints == nbinfer.ModelNotFoundError.default_hints
+
+
 # -- which frames are the user's ---------------------------------------------------------------
 
 
