@@ -66,14 +66,16 @@ def _show_error(
     """IPython custom exception handler: your frames, then the error card (see the module)."""
     from IPython.display import display
 
-    from nbinfer.notebook.display import error_report, error_text
+    from nbinfer.notebook.display import error_report, hints_text
 
     sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # %debug, %tb
     if sys.version_info >= (3, 12):
         sys.last_exc = value
     if "text/html" not in shell.display_formatter.active_types:  # a terminal: text only
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
-        display({"text/plain": error_text(value)}, raw=True)  # type: ignore[no-untyped-call]
+        tips = hints_text(value)  # under the traceback's last line, which has the message
+        if tips:
+            display({"text/plain": tips}, raw=True)  # type: ignore[no-untyped-call]
         return None
     try:
         report = error_report(value, skip=_shell_frames(tb), name_of=_cell_name(shell))

@@ -12,6 +12,9 @@ lazily and calls :func:`mimebundle`; the bundle always carries ``text/plain``.
 The building blocks are public so the widgets and gallery reuse them: :func:`escape` and
 :class:`Html` (markup that is already safe), :func:`table`, :func:`section`, :func:`card`,
 :func:`bars`, :func:`thumbnails`, :func:`css`, and one ``render_*`` function per object.
+For an uncaught error, :func:`error_report` gives what the notebook shows: a short traceback of
+the user's frames (:func:`library_frames` tells them from nbinfer's) and the card, with the
+library frames collapsed (the IPython handler in :mod:`nbinfer.notebook` sends both).
 Every value from a server (model names, labels, messages) passes through :func:`escape`;
 colours come from JupyterLab's ``--jp-*`` theme variables, so light and dark themes both work.
 
@@ -61,7 +64,10 @@ __all__ = [
     "css",
     "error_report",
     "escape",
+    "full_traceback",
     "hints",
+    "hints_text",
+    "library_frames",
     "mimebundle",
     "render_classification",
     "render_error",
@@ -72,6 +78,7 @@ __all__ = [
     "render_session",
     "render_stats",
     "section",
+    "short_traceback",
     "table",
     "thumbnails",
 ]
@@ -815,16 +822,19 @@ def full_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc)).rstrip("\n")
 
 
+def hints_text(exc: BaseException) -> str:
+    """``What to try:`` and the error's hints as a list, ``""`` when it has none."""
+    tips = hints(exc)
+    return "\n".join(["What to try:", *(f"  - {t}" for t in tips)]) if tips else ""
+
+
 def error_text(exc: BaseException) -> str:
     """Plain-text summary of an error: the model's traceback (if any), class, message, tips."""
     model_tb = _model_traceback(exc)
     lines = [model_tb, ""] if model_tb else []
     lines.append(f"{type(exc).__name__}: {_message(exc)}")
-    tips = hints(exc)
-    if tips:
-        lines.append("What to try:")
-        lines.extend(f"  - {t}" for t in tips)
-    return "\n".join(lines)
+    tips = hints_text(exc)
+    return "\n".join([*lines, tips] if tips else lines)
 
 
 def _library_section(exc: BaseException, frames: Sequence[traceback.FrameSummary]) -> Html:
@@ -890,7 +900,7 @@ class ErrorReport:
         traceback: The error output's text (ANSI colours): the user's frames, the library
             frames folded to one line, the message.
         bundle: The card that follows it: ``text/html`` (the card, library frames collapsed)
-            and ``text/plain`` (every frame, chained exceptions too, then the card's text).
+            and ``text/plain`` (every frame, chained exceptions too, then what to try).
     """
 
     traceback: str
@@ -911,7 +921,8 @@ def error_report(
         name_of: File name -> label (IPython's ``Cell In[3]``), None to keep the file name.
     """
     frames = traceback.extract_tb(exc.__traceback__)[skip:]
-    text = f"{full_traceback(exc)}\n\n{error_text(exc)}"
+    tips = hints_text(exc)
+    text = f"{full_traceback(exc)}\n\n{tips}" if tips else full_traceback(exc)
     return ErrorReport(
         traceback=short_traceback(exc, frames, name_of=name_of, color=True),
         bundle={"text/plain": text, "text/html": render_error(exc, frames=frames)},

@@ -107,7 +107,7 @@ def public(method: _F) -> _F:
         @functools.wraps(method)
         async def acall(self: SessionCore, *args: Any, **kwargs: Any) -> Any:
             self._check_local_server()
-            unbound = None
+            unbound = None  # raised outside the handler: a plain TypeError, no chain
             try:
                 return await method(self, *args, **kwargs)
             except (TransportError, TypeError, ValueError) as exc:
@@ -117,14 +117,14 @@ def public(method: _F) -> _F:
                     if error is None:
                         raise
                     raise error from exc
-            raise unbound  # outside the handler: a plain TypeError, no chained traceback
+            raise unbound  # your arguments do not fit the method: see the message below
 
         return cast(_F, acall)
 
     @functools.wraps(method)
     def call(self: SessionCore, *args: Any, **kwargs: Any) -> Any:
         self._check_local_server()
-        unbound = None
+        unbound = None  # raised outside the handler: a plain TypeError, no chain
         try:
             return method(self, *args, **kwargs)
         except (TransportError, TypeError, ValueError) as exc:
@@ -134,7 +134,7 @@ def public(method: _F) -> _F:
                 if error is None:
                     raise
                 raise error from exc
-        raise unbound  # outside the handler: a plain TypeError, no chained traceback
+        raise unbound  # your arguments do not fit the method: see the message below
 
     return cast(_F, call)
 
