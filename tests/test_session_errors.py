@@ -51,6 +51,14 @@ def test_too_many_positional_arguments_name_the_positional_ones(session: Session
     assert "session.infer() takes 2 positional arguments (model, data) but 3 were given" in message
 
 
+def test_one_positional_argument_is_said_in_the_singular(session: Session) -> None:
+    with pytest.raises(TypeError) as info:
+        session.unload("iris", "1")  # type: ignore[call-arg]
+    message = str(_plain(info))
+    assert message.startswith("session.unload() takes 1 positional argument (model) but 2")
+    assert "iris" in set(session.models["name"])  # nothing was unloaded
+
+
 def test_async_faces_raise_the_same_plain_type_error(session: Session) -> None:
     with pytest.raises(TypeError) as info:
         asyncio.run(session.ainfer())  # type: ignore[call-arg]

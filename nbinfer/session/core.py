@@ -166,12 +166,14 @@ def _unbound(
     if reason == "too many positional arguments":
         kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         positional = [p.name for p in params if p.kind in kinds]
+        noun = "argument" if len(positional) == 1 else "arguments"
         reason = (
-            f"takes {len(positional)} positional arguments ({', '.join(positional)}) but "
+            f"takes {len(positional)} positional {noun} ({', '.join(positional)}) but "
             f"{len(args) - 1} were given; pass the others by keyword"
         )
     elif reason.startswith("got an unexpected keyword argument"):
-        known = [p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+        variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        known = [p.name for p in params if p.kind not in variadic]
         reason += f"; its arguments: {', '.join(known)}"
     return TypeError(f"session.{name}() {reason}")
 
