@@ -531,15 +531,43 @@ def split_model_traceback(message: str) -> tuple[str, str | None]:
 _UNKNOWN_MODEL = re.compile(r"unknown model '(?P<name>[^']*)'; known models: (?P<known>[^\n]*)")
 
 
-def _did_you_mean(error: ServerError) -> None:
-    """An unknown model close to a known one: say which, before the class's hints."""
-    found = _UNKNOWN_MODEL.search(error.message)
-    if not isinstance(error, ModelNotFoundError) or found is None or error.hint_given:
+#: An nbinfer server's shape mismatch ("input 'x' of model 'iris': shape [1,3] does not match
+#: the expected [-1,4]").
+_SHAPE_MISMATCH = re.compile(
+    r"input '(?P<tensor>[^']*)' of model '(?P<model>[^']*)': shape \[(?P<got>[-\d,]*)\] "
+    r"does not match the expected \[(?P<want>[-\d,]*)\]"
+)
+
+
+def _shape_hint(found: re.Match[str]) -> str:
+    """What a shape mismatch means in rows and columns (``'iris' needs 4 columns, got 3``)."""
+    got = [int(d) for d in found["got"].split(",") if d]
+    want = [int(d) for d in found["want"].split(",") if d]
+    model, tensor = found["model"], found["tensor"]
+    same_but_last = len(got) == len(want) >= 1 and all(
+        w in (-1, g) for g, w in zip(got[:-1], want[:-1], strict=True)
+    )
+    if same_but_last and want[-1] != -1 and len(want) == 2:
+        return (
+            f"{model!r} needs {want[-1]} columns in input {tensor!r}, got {got[-1]}: pass rows "
+            f"of {want[-1]} values."
+        )
+    return f"{model!r} takes input {tensor!r} of shape {want} (-1: any size), got {got}."
+
+
+def _fitting_hints(error: ServerError) -> None:
+    """Hints read off a server's words, before the class's: a close model name, a shape."""
+    if error.hint_given:
         return
-    known = [name.strip() for name in found["known"].split(",") if name.strip()]
-    close = difflib.get_close_matches(found["name"], known, n=1, cutoff=0.6)
-    if close:
-        error.hints = (f"Did you mean `{close[0]!r}`?", *error.hints)
+    unknown = _UNKNOWN_MODEL.search(error.message)
+    if isinstance(error, ModelNotFoundError) and unknown is not None:
+        known = [name.strip() for name in unknown["known"].split(",") if name.strip()]
+        close = difflib.get_close_matches(unknown["name"], known, n=1, cutoff=0.6)
+        if close:
+            error.hints = (f"Did you mean `{close[0]!r}`?", *error.hints)
+    shape = _SHAPE_MISMATCH.search(error.message)
+    if isinstance(error, InvalidInputError) and shape is not None:
+        error.hints = (_shape_hint(shape), *error.hints)
 
 
 def error_for_status(
@@ -556,7 +584,7 @@ def error_for_status(
     cls = _refine(cls, str(status), message)
     message, model_tb = split_model_traceback(message)
     error = cls(message, status=status, request_id=request_id, model_traceback=model_tb, **context)
-    _did_you_mean(error)
+    _fitting_hints(error)
     return error
 
 
@@ -592,5 +620,5 @@ def error_for_grpc_code(
         model_traceback=model_tb,
         **context,
     )
-    _did_you_mean(error)
+    _fitting_hints(error)
     return error

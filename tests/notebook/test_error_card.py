@@ -89,6 +89,23 @@ def test_an_unknown_model_close_to_a_known_one_says_which() -> None:
     assert far.hints == nbinfer.ModelNotFoundError.default_hints
 
 
+def test_a_shape_mismatch_says_it_in_columns() -> None:
+    iris = nbinfer.errors.error_for_status(
+        400, "input 'input' of model 'iris': shape [1,3] does not match the expected [-1,4]"
+    )
+    assert iris.hints[0] == "'iris' needs 4 columns in input 'input', got 3: pass rows of 4 values."
+    digits = nbinfer.errors.error_for_grpc_code(
+        "INVALID_ARGUMENT",
+        "input 'input' of model 'digits': shape [1,7,7] does not match the expected [-1,8,8]",
+    )
+    assert digits.hints[0] == (
+        "'digits' takes input 'input' of shape [-1, 8, 8] (-1: any size), got [1, 7, 7]."
+    )
+    assert digits.hints[1:] == (
+        "Compare your inputs with `session.model(name).metadata` (names, datatypes, shapes).",
+    )
+
+
 # -- which frames are the user's ---------------------------------------------------------------
 
 
