@@ -83,7 +83,7 @@ def _show_error(
         _log.exception("nbinfer: could not draw the error card")
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
         return None
-    shell._showtraceback(etype, value, report.traceback.splitlines())  # the error output
+    shell._showtraceback(etype, value, [report.traceback])  # the error output
     display(report.bundle, raw=True)  # type: ignore[no-untyped-call]
     if getattr(shell, "call_pdb", False):
         shell.debugger(force=True)
