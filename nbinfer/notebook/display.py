@@ -849,7 +849,8 @@ def _library_section(exc: BaseException, frames: Sequence[traceback.FrameSummary
             Html(f'<pre class="nbi-pre nbi-traceback">{escape(_frames_text(library))}</pre>')
         )
     if cause is not None:
-        parts.append(Html('<div class="nbi-caption">raised from:</div>'))
+        how = "raised from" if exc.__cause__ is not None else "raised while handling"
+        parts.append(Html(f'<div class="nbi-caption">{how}:</div>'))
         pre = escape(full_traceback(cause))
         parts.append(Html(f'<pre class="nbi-pre nbi-traceback">{pre}</pre>'))
     return Html(

@@ -190,6 +190,17 @@ def test_displaying_a_caught_error_shows_its_library_frames_collapsed(
     assert "<summary>Library frames" in page and "client/sync.py" in page
 
 
+def test_an_error_raised_while_handling_another_says_so() -> None:
+    try:
+        try:
+            raise ValueError("the first problem")
+        except ValueError:
+            raise nbinfer.InvalidInputError("the second")  # noqa: B904 (the implicit context)
+    except nbinfer.InvalidInputError as exc:
+        page = display.render_error(exc)
+    assert "raised while handling:" in page and "ValueError: the first problem" in page
+
+
 def test_an_error_without_traceback_has_no_library_section() -> None:
     page = display.render_error(nbinfer.InvalidInputError("bad"))
     assert "Library frames" not in page
