@@ -1,7 +1,9 @@
 """nbinfer: KServe v2 / Open Inference Protocol inference, first-class inside Jupyter.
 
 The public API is exactly ``__all__`` (a test checks it). IPython is never imported here;
-``%load_ext nbinfer`` works through :func:`load_ipython_extension`, which imports it lazily.
+``%load_ext nbinfer`` works through :func:`load_ipython_extension`, which imports it lazily;
+imported inside a running IPython shell, nbinfer installs its error display there (your frames,
+then the error card: see :mod:`nbinfer.notebook`).
 The server's names (``Model``, ``model``, ``FunctionModel``, ``LocalServer``) are lazy
 attributes: a client-only ``import nbinfer`` never imports :mod:`nbinfer.server`.
 """
@@ -86,6 +88,19 @@ def load_ipython_extension(ipython: object) -> None:
     from nbinfer.notebook import load_ipython_extension as load
 
     load(ipython)
+
+
+def _error_display_in_ipython() -> None:
+    """Inside IPython / Jupyter, nbinfer's errors show your line and the card: no %load_ext."""
+    import sys
+
+    if "IPython" in sys.modules:  # never imports IPython itself
+        from nbinfer.notebook import _install_in_running_shell
+
+        _install_in_running_shell()
+
+
+_error_display_in_ipython()
 
 
 __all__ = [

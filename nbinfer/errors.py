@@ -43,15 +43,21 @@ to its message after :data:`MODEL_TRACEBACK_MARKER`; clients split it off into
 ``ServerError.model_traceback`` (source lines filled in from this process's ``linecache``, so
 code defined in a notebook cell shows its lines). Other servers' messages stay as they are.
 
+Every error says what to try: :attr:`NbinferError.hints`, the error's own ``hint=`` when the code
+that raised it knows better (a cast to make, the spec to fix), else its class's
+``default_hints``. The notebook's error card shows them under "What to try".
+
 Layer: the leaf of the package; imports nothing of nbinfer (and no grpc: codes are names).
 """
 
 from __future__ import annotations
 
 import builtins
+import difflib
 import linecache
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 __all__ = [
     "GRPC_CODE",
@@ -87,13 +93,41 @@ __all__ = [
 
 
 class NbinferError(Exception):
-    """Base class of every error nbinfer raises."""
+    """Base class of every error nbinfer raises.
 
-    def __init__(self, message: str, **context: Any) -> None:
+    Args:
+        message: What went wrong, naming the model / tensor / argument.
+        hint: What to try for this very error (one line or several; `backticks` mark code),
+            replacing the class's ``default_hints``: e.g. the cast that fixes a datatype.
+        **context: Details shown on the error card (``model``, ``tensor``, ...).
+
+    Example::
+
+        raise DataTypeError("input 'x' is FP64, the model wants FP32",
+                            hint="Cast it: `x.astype(np.float32)`.", model="iris")
+    """
+
+    #: What to try for errors of this class, when an error carries no ``hint`` of its own.
+    #: ``{model}`` stands for the model the error names (``'iris'``), else ``name``.
+    default_hints: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self, message: str, *, hint: str | Sequence[str] | None = None, **context: Any
+    ) -> None:
         super().__init__(message)
         self.message = message
         #: Extra details (model, tensor, request_id, ...), always a dict.
         self.context: dict[str, Any] = context
+        if hint is None:
+            model = context.get("model")
+            name = repr(model) if isinstance(model, str) and model else "name"
+            own: tuple[str, ...] = tuple(h.replace("{model}", name) for h in self.default_hints)
+        else:
+            own = (hint,) if isinstance(hint, str) else tuple(hint)
+        #: What to try, most useful first (the card's "What to try"; may be empty).
+        self.hints: tuple[str, ...] = own
+        #: True when ``hints`` came with the error (``hint=``), not from its class's defaults.
+        self.hint_given = hint is not None
 
     def __str__(self) -> str:
         return self.message
@@ -107,21 +141,44 @@ class NbinferError(Exception):
 class TransportError(NbinferError):
     """The request did not complete (network, TLS, protocol framing)."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Check the network path to the server and its TLS settings.",
+    )
+
 
 class ConnectError(TransportError):
     """The server could not be reached."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Is the server running? `%nbinfer status` or `session.client.is_server_live()`.",
+        "Check the URL and port (HTTP and gRPC listen on different ports).",
+    )
 
 
 class TimeoutError(TransportError, builtins.TimeoutError):
     """A connect, read or per-call deadline passed (also a builtin ``TimeoutError``)."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Raise the deadline: `timeout=` on the call or `Timeouts(...)` in the client config.",
+        "Send smaller batches if the model is slow on large inputs.",
+    )
+
 
 class InvalidInputError(NbinferError):
     """The request is malformed: unknown tensor, wrong shape, datatype or size."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Compare your inputs with `session.model({model}).metadata` (names, datatypes, shapes).",
+    )
+
 
 class DataTypeError(InvalidInputError):
     """An unknown or unsupported v2 datatype or numpy dtype."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Cast the data to the datatype in `session.model({model}).metadata` (e.g. "
+        "`x.astype(np.float32)` for FP32).",
+    )
 
 
 class UnsupportedError(NbinferError):
@@ -187,11 +244,21 @@ class ServerError(NbinferError):
 class ModelNotFoundError(ServerError):
     """Unknown model, model version or route."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "List the served models: `session.models` or `%nbinfer models`.",
+        "Check the name and version; load it with `session.load(name)` if it is in the repository.",
+    )
+
     default_status = 404
 
 
 class ModelNotReadyError(ServerError):
     """The model exists but is not ready (loading, unloaded or failed to load)."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Load the model: `session.load({model})`; the `reason` column of `session.models` "
+        "says why it is not ready.",
+    )
 
     default_status = 503
 
@@ -204,11 +271,20 @@ class ModelLoadError(ModelNotReadyError):
     server keeps the previous versions serving, if any.
     """
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "The model's own error is in the message: fix its `load()` or its files, then "
+        "`session.load({model})` again.",
+    )
+
     default_status = 400
 
 
 class ServerUnavailableError(ServerError):
     """The server is not ready or is overloaded."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "The server is not ready or is overloaded: retry, or check its log.",
+    )
 
     default_status = 503
 
@@ -216,11 +292,19 @@ class ServerUnavailableError(ServerError):
 class QueueFullError(ServerUnavailableError):
     """A model's request queue is full; the request was rejected without waiting."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Retry later, or lower the concurrency of your requests.",
+    )
+
     default_status = 503
 
 
 class PayloadTooLargeError(ServerError):
     """The request body is larger than the server accepts."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Send the data in smaller batches (e.g. `batch_size=`), or raise the server's limit.",
+    )
 
     default_status = 413
 
@@ -240,6 +324,11 @@ class LimitExceededError(ServerError):
 class UnauthenticatedError(ServerError):
     """Missing or wrong credentials."""
 
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Pass credentials: `auth=` (a token or BearerAuth / BasicAuth) or `%nbinfer connect "
+        "URL --token T`.",
+    )
+
     default_status = 401
 
 
@@ -255,6 +344,11 @@ class PermissionDeniedError(UnauthenticatedError):
 
 class InferenceError(ServerError):
     """The model raised an error while running."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "The model raised while running: its traceback (above, on an nbinfer server) points "
+        "at the line; `error.model_traceback` has it as text; the server log has the rest.",
+    )
 
     default_status = 500
 
@@ -278,6 +372,10 @@ class RemoteUnsupportedError(ServerError, UnsupportedError):
 
 class ServerStartError(NbinferError):
     """The local server process failed to start; the message carries its log tail."""
+
+    default_hints: ClassVar[tuple[str, ...]] = (
+        "Read the server log tail in the message; check the model repository and device.",
+    )
 
 
 #: Error class -> HTTP status, most specific first (used by the server's REST adapter).
@@ -429,6 +527,49 @@ def split_model_traceback(message: str) -> tuple[str, str | None]:
     return message, "\n".join(out)
 
 
+#: An nbinfer server's unknown model ("unknown model 'irs'; known models: iris, digits").
+_UNKNOWN_MODEL = re.compile(r"unknown model '(?P<name>[^']*)'; known models: (?P<known>[^\n]*)")
+
+
+#: An nbinfer server's shape mismatch ("input 'x' of model 'iris': shape [1,3] does not match
+#: the expected [-1,4]").
+_SHAPE_MISMATCH = re.compile(
+    r"input '(?P<tensor>[^']*)' of model '(?P<model>[^']*)': shape \[(?P<got>[-\d,]*)\] "
+    r"does not match the expected \[(?P<want>[-\d,]*)\]"
+)
+
+
+def _shape_hint(found: re.Match[str]) -> str:
+    """What a shape mismatch means in rows and columns (``'iris' needs 4 columns, got 3``)."""
+    got = [int(d) for d in found["got"].split(",") if d]
+    want = [int(d) for d in found["want"].split(",") if d]
+    model, tensor = found["model"], found["tensor"]
+    same_but_last = len(got) == len(want) >= 1 and all(
+        w in (-1, g) for g, w in zip(got[:-1], want[:-1], strict=True)
+    )
+    if same_but_last and want[-1] != -1 and len(want) == 2:
+        return (
+            f"{model!r} needs {want[-1]} columns in input {tensor!r}, got {got[-1]}: pass rows "
+            f"of {want[-1]} values."
+        )
+    return f"{model!r} takes input {tensor!r} of shape {want} (-1: any size), got {got}."
+
+
+def _fitting_hints(error: ServerError) -> None:
+    """Hints read off a server's words, before the class's: a close model name, a shape."""
+    if error.hint_given:
+        return
+    unknown = _UNKNOWN_MODEL.search(error.message)
+    if isinstance(error, ModelNotFoundError) and unknown is not None:
+        known = [name.strip() for name in unknown["known"].split(",") if name.strip()]
+        close = difflib.get_close_matches(unknown["name"], known, n=1, cutoff=0.6)
+        if close:
+            error.hints = (f"Did you mean `{close[0]!r}`?", *error.hints)
+    shape = _SHAPE_MISMATCH.search(error.message)
+    if isinstance(error, InvalidInputError) and shape is not None:
+        error.hints = (_shape_hint(shape), *error.hints)
+
+
 def error_for_status(
     status: int, message: str, *, request_id: str | None = None, **context: Any
 ) -> ServerError:
@@ -442,7 +583,9 @@ def error_for_status(
         cls = InferenceError if status >= 500 else ServerError
     cls = _refine(cls, str(status), message)
     message, model_tb = split_model_traceback(message)
-    return cls(message, status=status, request_id=request_id, model_traceback=model_tb, **context)
+    error = cls(message, status=status, request_id=request_id, model_traceback=model_tb, **context)
+    _fitting_hints(error)
+    return error
 
 
 def error_for_grpc_code(
@@ -469,7 +612,7 @@ def error_for_grpc_code(
     elif code == "RESOURCE_EXHAUSTED" and _LIMIT_REACHED.search(message):
         cls, status = LimitExceededError, 429
     message, model_tb = split_model_traceback(message)
-    return cls(
+    error = cls(
         message,
         status=status,
         request_id=request_id,
@@ -477,3 +620,5 @@ def error_for_grpc_code(
         model_traceback=model_tb,
         **context,
     )
+    _fitting_hints(error)
+    return error

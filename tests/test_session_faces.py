@@ -59,10 +59,15 @@ def test_the_signatures_are_the_full_ones_not_the_adapters() -> None:
 def test_the_public_boundary_still_applies_to_both_faces(session: Session, face: str) -> None:
     a = np.arange(16, dtype=np.float32)
     with pytest.raises(InvalidInputError, match=rf"session\.{face}\(\):") as caught:
-        result = getattr(session, face)("add_sub", {"INPUT0": a, "INPUT1": a}, "one too many")
+        result = getattr(session, face)("add_sub", {"INPUT0": a, "INPUT1": a}, timeout="x")
         if inspect.iscoroutine(result):  # the asyncio face raises when awaited
             asyncio.run(result)
-    assert isinstance(caught.value.__cause__, TypeError)
+    assert isinstance(caught.value.__cause__, TypeError | ValueError)  # a bad value, deeper
+    with pytest.raises(TypeError, match=rf"session\.{face}\(\) takes 2 positional") as plain:
+        result = getattr(session, face)("add_sub", {"INPUT0": a, "INPUT1": a}, "one too many")
+        if inspect.iscoroutine(result):
+            asyncio.run(result)
+    assert type(plain.value) is TypeError and plain.value.__context__ is None  # binding: plain
 
 
 def test_both_faces_give_the_same_answer(session: Session) -> None:

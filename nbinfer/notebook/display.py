@@ -12,6 +12,9 @@ lazily and calls :func:`mimebundle`; the bundle always carries ``text/plain``.
 The building blocks are public so the widgets and gallery reuse them: :func:`escape` and
 :class:`Html` (markup that is already safe), :func:`table`, :func:`section`, :func:`card`,
 :func:`bars`, :func:`thumbnails`, :func:`css`, and one ``render_*`` function per object.
+For an uncaught error, :func:`error_report` gives what the notebook shows: a short traceback of
+the user's frames (:func:`library_frames` tells them from nbinfer's) and the card, with the
+library frames collapsed (the IPython handler in :mod:`nbinfer.notebook` sends both).
 Every value from a server (model names, labels, messages) passes through :func:`escape`;
 colours come from JupyterLab's ``--jp-*`` theme variables, so light and dark themes both work.
 
@@ -24,12 +27,16 @@ Example::
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import html
 import io
 import json
 import math
+import os
 import sys
+import sysconfig
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
@@ -50,12 +57,17 @@ if TYPE_CHECKING:
     from nbinfer.session import ModelHandle, Session
 
 __all__ = [
+    "ErrorReport",
     "Html",
     "bars",
     "card",
     "css",
+    "error_report",
     "escape",
+    "full_traceback",
     "hints",
+    "hints_text",
+    "library_frames",
     "mimebundle",
     "render_classification",
     "render_error",
@@ -66,6 +78,7 @@ __all__ = [
     "render_session",
     "render_stats",
     "section",
+    "short_traceback",
     "table",
     "thumbnails",
 ]
@@ -690,62 +703,11 @@ def render_stats(frame: Any) -> Html:
 
 # -- errors --------------------------------------------------------------------------------
 
-_HINTS: dict[type[errors.NbinferError], tuple[str, ...]] = {
-    errors.ConnectError: (
-        "Is the server running? `%nbinfer status` or `session.client.is_server_live()`.",
-        "Check the URL and port (HTTP and gRPC listen on different ports).",
-    ),
-    errors.TimeoutError: (
-        "Raise the deadline: `timeout=` on the call or `Timeouts(...)` in the client config.",
-        "Send smaller batches if the model is slow on large inputs.",
-    ),
-    errors.DataTypeError: ("Cast the data to the datatype in `session.model(name).metadata`.",),
-    errors.RemoteInvalidInputError: (
-        "Compare your inputs with `session.model(name).metadata` (names, datatypes, shapes).",
-    ),
-    errors.InvalidInputError: (
-        "Compare your inputs with `session.model(name).metadata` (names, datatypes, shapes).",
-    ),
-    errors.ModelNotFoundError: (
-        "List the served models: `session.models` or `%nbinfer models`.",
-        "Check the name and version; load it with `session.load(name)` if it is in the repository.",
-    ),
-    errors.ModelLoadError: (
-        "The model's own error is in the message: fix its `load()` or its files, then "
-        "`session.load(name)` again.",
-    ),
-    errors.ModelNotReadyError: (
-        "Load the model: `session.load(name)`; the `reason` column of `session.models` says why.",
-    ),
-    errors.QueueFullError: ("Retry later, or lower the concurrency of your requests.",),
-    errors.ServerUnavailableError: (
-        "The server is not ready or is overloaded: retry, or check its log.",
-    ),
-    errors.PayloadTooLargeError: (
-        "Send the data in smaller batches (e.g. `batch_size=`), or raise the server's limit.",
-    ),
-    errors.UnauthenticatedError: (
-        "Pass credentials: `auth=` (a token or BearerAuth / BasicAuth) or `%nbinfer connect "
-        "URL --token T`.",
-    ),
-    errors.InferenceError: (
-        "The model raised while running: its traceback (above, on an nbinfer server) points at "
-        "the line; `error.model_traceback` has it as text; the server log has the rest.",
-    ),
-    errors.ServerStartError: (
-        "Read the server log tail in the message; check the model repository and device.",
-    ),
-    errors.TransportError: ("Check the network path to the server and its TLS settings.",),
-}
-
 
 def hints(exc: BaseException) -> list[str]:
-    """What to try for an nbinfer error (most specific class first), ``[]`` if none."""
-    for cls in type(exc).__mro__:
-        found = _HINTS.get(cls)
-        if found is not None:
-            return list(found)
-    return []
+    """What to try: an nbinfer error's ``hints`` (its own or its class's), else ``[]``."""
+    found = getattr(exc, "hints", ()) if isinstance(exc, errors.NbinferError) else ()
+    return [str(h) for h in found]
 
 
 def _error_facts(exc: BaseException) -> dict[str, Any]:
@@ -762,32 +724,167 @@ def _model_traceback(exc: BaseException) -> str | None:
     return getattr(exc, "model_traceback", None) if isinstance(exc, errors.ServerError) else None
 
 
-def error_text(exc: BaseException) -> str:
-    """Plain-text summary of an error: the model's traceback (if any), class, message, tips."""
-    model_tb = _model_traceback(exc)
-    message = exc.message if isinstance(exc, errors.NbinferError) else str(exc)
-    lines = [model_tb, ""] if model_tb else []
-    lines.append(f"{type(exc).__name__}: {message}")
-    tips = hints(exc)
-    if tips:
-        lines.append("What to try:")
-        lines.extend(f"  - {t}" for t in tips)
+def _message(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, errors.NbinferError) else str(exc)
+
+
+#: The nbinfer package's directory (its frames are library frames).
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(errors.__file__)) + os.sep
+
+
+@functools.cache
+def _installed_dirs() -> tuple[str, ...]:
+    """Where installed code lives: the stdlib and site-packages (asyncio, httpx, ...)."""
+    paths = sysconfig.get_paths()
+    keys = ("stdlib", "platstdlib", "purelib", "platlib")
+    return tuple(sorted({os.path.abspath(paths[k]) + os.sep for k in keys if k in paths}))
+
+
+def library_frames(frames: Sequence[traceback.FrameSummary]) -> list[bool]:
+    """Which of ``frames`` (outermost first) are library frames, not the user's.
+
+    A library frame is nbinfer's own (under its package), or installed code (asyncio,
+    ``concurrent.futures``, an HTTP engine) reached from it. The caller's frames before the
+    first nbinfer frame, and user code that nbinfer calls back (a model defined in the
+    notebook), are the user's.
+    """
+    flags: list[bool] = []
+    inside = False
+    for frame in frames:
+        path = frame.filename if frame.filename.startswith("<") else os.path.abspath(frame.filename)
+        if path.startswith(_PACKAGE_DIR):
+            inside = True
+        elif not (path.startswith("<frozen ") or path.startswith(_installed_dirs())):
+            inside = False  # a user file (a notebook cell, a script): the user's again
+        flags.append(inside)
+    return flags
+
+
+def _cause(exc: BaseException) -> BaseException | None:
+    """The exception ``exc`` was raised from or during (as Python's traceback prints it)."""
+    if exc.__cause__ is not None:
+        return exc.__cause__
+    return None if exc.__suppress_context__ else exc.__context__
+
+
+def _frame_text(frame: traceback.FrameSummary, name_of: Callable[[str], str | None] | None) -> str:
+    label = name_of(frame.filename) if name_of is not None else None
+    if label:
+        where = f"  {label}, line {frame.lineno}"
+        where += "" if frame.name == "<module>" else f", in {frame.name}"
+    else:
+        where = f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}'
+    source = (frame.line or "").strip()
+    return f"{where}\n    {source}" if source else where
+
+
+def _frames_text(
+    frames: Sequence[traceback.FrameSummary],
+    name_of: Callable[[str], str | None] | None = None,
+) -> str:
+    return "\n".join(_frame_text(f, name_of) for f in frames)
+
+
+def _folded(count: int) -> str:
+    noun = "frame" if count == 1 else "frames"
+    return f"  [... {count} library {noun}: under 'Library frames' in the error card ...]"
+
+
+def short_traceback(
+    exc: BaseException,
+    frames: Sequence[traceback.FrameSummary],
+    *,
+    name_of: Callable[[str], str | None] | None = None,
+    color: bool = False,
+) -> str:
+    """The user's frames of ``exc``, then its message; each run of library frames folds to a line.
+
+    ``name_of`` maps a file name to a label (IPython's ``Cell In[3]``); ``color`` adds ANSI
+    colours, as IPython's tracebacks have. Chained exceptions are left out (the card has them).
+    """
+    red, green, off = ("\x1b[1;31m", "\x1b[32m", "\x1b[0m") if color else ("", "", "")
+    lines = [f"{red}{type(exc).__name__}{off}  Traceback (most recent call last)"]
+    folded = 0
+    for frame, library in zip(frames, library_frames(frames), strict=True):
+        if library:
+            folded += 1
+            continue
+        if folded:
+            lines.append(_folded(folded))
+            folded = 0
+        head, _, source = _frame_text(frame, name_of).partition("\n")
+        lines.append(f"{green}{head}{off}" + (f"\n{source}" if source else ""))
+    if folded:
+        lines.append(_folded(folded))
+    lines.append(f"{red}{type(exc).__name__}{off}: {_message(exc)}")
     return "\n".join(lines)
 
 
-def render_error(exc: BaseException) -> Html:
-    """An nbinfer error: the model's traceback first (your code), what failed, what to try."""
+def full_traceback(exc: BaseException) -> str:
+    """Every frame of ``exc`` and of the exceptions it chains to, as Python prints them."""
+    return "".join(traceback.format_exception(exc)).rstrip("\n")
+
+
+def hints_text(exc: BaseException) -> str:
+    """``What to try:`` and the error's hints as a list, ``""`` when it has none."""
     tips = hints(exc)
-    message = exc.message if isinstance(exc, errors.NbinferError) else str(exc)
+    return "\n".join(["What to try:", *(f"  - {t}" for t in tips)]) if tips else ""
+
+
+def error_text(exc: BaseException) -> str:
+    """Plain-text summary of an error: the model's traceback (if any), class, message, tips."""
+    model_tb = _model_traceback(exc)
+    lines = [model_tb, ""] if model_tb else []
+    lines.append(f"{type(exc).__name__}: {_message(exc)}")
+    tips = hints_text(exc)
+    return "\n".join([*lines, tips] if tips else lines)
+
+
+def _library_section(exc: BaseException, frames: Sequence[traceback.FrameSummary]) -> Html:
+    """The collapsed "Library frames" of ``exc``: nbinfer's frames, then what it was raised from."""
+    library = [f for f, lib in zip(frames, library_frames(frames), strict=True) if lib]
+    cause = _cause(exc)
+    if not library and cause is None:
+        return Html("")
+    parts = []
+    if library:
+        parts.append(
+            Html(f'<pre class="nbi-pre nbi-traceback">{escape(_frames_text(library))}</pre>')
+        )
+    if cause is not None:
+        how = "raised from" if exc.__cause__ is not None else "raised while handling"
+        parts.append(Html(f'<div class="nbi-caption">{how}:</div>'))
+        pre = escape(full_traceback(cause))
+        parts.append(Html(f'<pre class="nbi-pre nbi-traceback">{pre}</pre>'))
+    return Html(
+        '<div class="nbi-library">'
+        + section("Library frames", "".join(parts), count=len(library), open=False)
+        + "</div>"
+    )
+
+
+def render_error(
+    exc: BaseException, *, frames: Sequence[traceback.FrameSummary] | None = None
+) -> Html:
+    """An nbinfer error: the model's traceback first (your code), what failed, what to try.
+
+    Then, collapsed, the library frames of ``frames`` (default: the error's own traceback)
+    and the exception it was raised from, if any.
+    """
+    tips = hints(exc)
     body = []
     model_tb = _model_traceback(exc)
     if model_tb:
         pre = Html(f'<pre class="nbi-pre nbi-traceback">{escape(model_tb)}</pre>')
         body.append(section("Model traceback (your code)", pre))
-    body += [facts(_error_facts(exc)), Html(f'<div class="nbi-message">{escape(message)}</div>')]
+    message = Html(f'<div class="nbi-message">{escape(_message(exc))}</div>')
+    body += [facts(_error_facts(exc)), message]
     if tips:
         items = "".join(f"<li>{_code_spans(t)}</li>" for t in tips)
         body.append(section("What to try", Html(f'<ul class="nbi-hints">{items}</ul>')))
+    if frames is None:
+        frames = traceback.extract_tb(exc.__traceback__)
+    body.append(_library_section(exc, frames))
     doc = (type(exc).__doc__ or "").strip().splitlines()
     return card(
         "Error",
@@ -796,6 +893,43 @@ def render_error(exc: BaseException) -> Html:
         text=error_text(exc),
         sub=doc[0] if doc else "",
         error=True,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorReport:
+    """What a notebook shows for an uncaught nbinfer error (see :func:`error_report`).
+
+    Attributes:
+        traceback: The error output's text (ANSI colours): the user's frames, the library
+            frames folded to one line, the message.
+        bundle: The card that follows it: ``text/html`` (the card, library frames collapsed)
+            and ``text/plain`` (every frame, chained exceptions too, then what to try).
+    """
+
+    traceback: str
+    bundle: dict[str, str]
+
+
+def error_report(
+    exc: BaseException,
+    *,
+    skip: int = 0,
+    name_of: Callable[[str], str | None] | None = None,
+) -> ErrorReport:
+    """The short traceback and the error card for an uncaught ``exc``.
+
+    Args:
+        exc: The error (its ``__traceback__`` is read).
+        skip: Outermost frames to leave out (the shell's own, e.g. IPython's ``run_code``).
+        name_of: File name -> label (IPython's ``Cell In[3]``), None to keep the file name.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)[skip:]
+    tips = hints_text(exc)
+    text = f"{full_traceback(exc)}\n\n{tips}" if tips else full_traceback(exc)
+    return ErrorReport(
+        traceback=short_traceback(exc, frames, name_of=name_of, color=True),
+        bundle={"text/plain": text, "text/html": render_error(exc, frames=frames)},
     )
 
 

@@ -109,7 +109,9 @@ def send_model(sock: socket.socket, model: Any, *, timeout: float) -> str:
         payload = pickling.dumps(model)  # each code object carries its file, line, cell source
     except Exception as exc:
         raise InvalidInputError(
-            f"cannot ship model {getattr(model, 'name', model)!r} to the local server: {exc}"
+            f"cannot ship model {getattr(model, 'name', model)!r} to the local server: {exc}",
+            hint="What the model holds must pickle (cloudpickle): open files, connections and "
+            "locks in its `load()`, not in the notebook.",
         ) from exc
     finally:
         for module in by_value:

@@ -92,12 +92,14 @@ LABELS_PARAMETER = "nbinfer.labels."
 def public(method: _F) -> _F:
     """The boundary of a public Session method: what escapes it belongs to the error tree.
 
-    A ``ValueError`` / ``TypeError`` raised under the method (a bad argument, found wherever
-    it is first used) becomes :class:`~nbinfer.errors.InvalidInputError` naming the method,
-    with the original as its cause. When the session's local server has died the caller gets
-    a :class:`~nbinfer.errors.ConnectError` that says so and names ``session.restart()``:
-    checked before the call (a dead server should not cost the client's connect retries) and
-    after a transport error (it died during the call).
+    Arguments that do not fit the method's signature (a missing one, an unknown keyword, too
+    many) raise a plain ``TypeError`` naming them, as Python does, with no chain. A
+    ``ValueError`` / ``TypeError`` raised under the method (a bad argument value, found
+    wherever it is first used) becomes :class:`~nbinfer.errors.InvalidInputError` naming the
+    method, with the original as its cause. When the session's local server has died the
+    caller gets a :class:`~nbinfer.errors.ConnectError` that says so and names
+    ``session.restart()``: checked before the call (a dead server should not cost the
+    client's connect retries) and after a transport error (it died during the call).
     """
     name = method.__name__
     if inspect.iscoroutinefunction(method):
@@ -105,28 +107,75 @@ def public(method: _F) -> _F:
         @functools.wraps(method)
         async def acall(self: SessionCore, *args: Any, **kwargs: Any) -> Any:
             self._check_local_server()
+            unbound = None  # raised outside the handler: a plain TypeError, no chain
             try:
                 return await method(self, *args, **kwargs)
             except (TransportError, TypeError, ValueError) as exc:
-                error = self._boundary_error(name, exc)
-                if error is None:
-                    raise
-                raise error from exc
+                unbound = _unbound(method, name, (self, *args), kwargs, exc)
+                if unbound is None:
+                    error = self._boundary_error(name, exc)
+                    if error is None:
+                        raise
+                    raise error from exc
+            raise unbound  # your arguments do not fit the method: see the message below
 
         return cast(_F, acall)
 
     @functools.wraps(method)
     def call(self: SessionCore, *args: Any, **kwargs: Any) -> Any:
         self._check_local_server()
+        unbound = None  # raised outside the handler: a plain TypeError, no chain
         try:
             return method(self, *args, **kwargs)
         except (TransportError, TypeError, ValueError) as exc:
-            error = self._boundary_error(name, exc)
-            if error is None:
-                raise
-            raise error from exc
+            unbound = _unbound(method, name, (self, *args), kwargs, exc)
+            if unbound is None:
+                error = self._boundary_error(name, exc)
+                if error is None:
+                    raise
+                raise error from exc
+        raise unbound  # your arguments do not fit the method: see the message below
 
     return cast(_F, call)
+
+
+def _unbound(
+    method: Callable[..., Any],
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    exc: BaseException,
+) -> TypeError | None:
+    """The ``TypeError`` for arguments that do not fit ``method``, None when they fit.
+
+    In the user's words (``session.profile() missing a required argument: 'model'``); checked
+    only after a ``TypeError``, against the signature the method shows (``help()``).
+    """
+    if not isinstance(exc, TypeError):
+        return None
+    try:
+        signature = inspect.signature(method)
+        signature.bind(*args, **kwargs)
+    except TypeError as mismatch:
+        reason = str(mismatch)
+    except ValueError:  # no signature to read
+        return None
+    else:
+        return None
+    params = list(signature.parameters.values())[1:]  # without self
+    if reason == "too many positional arguments":
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        positional = [p.name for p in params if p.kind in kinds]
+        noun = "argument" if len(positional) == 1 else "arguments"
+        reason = (
+            f"takes {len(positional)} positional {noun} ({', '.join(positional)}) but "
+            f"{len(args) - 1} were given; pass the others by keyword"
+        )
+    elif reason.startswith("got an unexpected keyword argument"):
+        variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        known = [p.name for p in params if p.kind not in variadic]
+        reason += f"; its arguments: {', '.join(known)}"
+    return TypeError(f"session.{name}() {reason}")
 
 
 class SessionCore:
@@ -377,7 +426,11 @@ class SessionCore:
         """What a public method raises for ``exc`` (``None``: ``exc`` itself)."""
         if isinstance(exc, NbinferError):
             return self._dead_server_error(0.25) if isinstance(exc, TransportError) else None
-        return InvalidInputError(f"session.{method}(): {exc}", method=method)
+        return InvalidInputError(
+            f"session.{method}(): {exc}",
+            hint=f"Check the values passed to `session.{method}()`: `help(session.{method})`.",
+            method=method,
+        )
 
     def restart(self) -> None:
         """Start the local server again and reconnect: after it died, or to reset it.

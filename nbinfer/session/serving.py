@@ -20,7 +20,16 @@ from nbinfer.errors import InvalidInputError, PermissionDeniedError, Unauthentic
 from nbinfer.session.core import SessionCore, public
 from nbinfer.session.handle import ModelHandle
 
-__all__ = ["Serving"]
+__all__ = ["SERVE_SPEC_HINTS", "Serving"]
+
+#: What to try when ``serve()`` cannot build a model from what it was given.
+SERVE_SPEC_HINTS = (
+    "Fix the spec given to `session.serve()`: `inputs=` / `outputs=` as lists of "
+    '`(name, datatype, shape)` tuples (e.g. `[("x", "FP32", [-1, 4])]`) or `TensorSpec`s; '
+    "or type hints on the function (`npt.NDArray[np.float32]`); or `example=`, the inputs "
+    "of one call.",
+    "Datatypes are v2 names (`FP32`, `INT64`, `BYTES`, ...); `help(session.serve)` has the rest.",
+)
 
 
 class Serving(SessionCore):
@@ -109,10 +118,21 @@ class Serving(SessionCore):
         if self._server is None:
             raise InvalidInputError(
                 "session.serve() needs the embedded local server (Session() or Session.local()); "
-                f"this session talks to {self.url}"
+                f"this session talks to {self.url}",
+                hint=(
+                    "Serve it from a local session: `nbinfer.Session()`.",
+                    "Or put it in that server's model repository: `nbinfer export` writes one.",
+                ),
             )
-        built = _as_model(model, name=name, inputs=inputs, outputs=outputs, **options)
-        self._server.add_model(built)
+        try:
+            built = _as_model(model, name=name, inputs=inputs, outputs=outputs, **options)
+            self._server.add_model(built)  # the server checks the specs again
+        except InvalidInputError as exc:  # the spec is what to fix, not a served model's metadata
+            if not exc.hint_given:  # a hint of its own (e.g. what to pickle) is the better one
+                exc.hints = SERVE_SPEC_HINTS
+            raise
+        except (TypeError, ValueError) as exc:  # e.g. inputs= that is not a sequence
+            raise InvalidInputError(f"session.serve(): {exc}", hint=SERVE_SPEC_HINTS) from exc
         self._served[built.name] = built
         self.client.get_model_metadata(built.name)  # refresh the client's metadata cache
         self._forget_labels(built.name)
