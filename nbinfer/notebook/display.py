@@ -634,12 +634,10 @@ LATENCY_PARTS = (
 
 #: What the counts mean, for the card's footnote and the plain-text twin.
 STATS_NOTE = (
-    "requests: answered successfully; executions: times the model ran (a dynamic batch is one); "
-    "inferences: batch elements, as Triton counts them. A model that does not batch "
-    "(`max_batch_size` 0, e.g. `iris` with its `[-1, 4]` input) counts one inference per "
-    "request whatever rows it carries, so a million rows in 31 requests show 31: the "
-    "statistics extension does not count rows then. Mean ms is per request; a model not used "
-    "yet shows —."
+    "requests: answered; executions: model runs (a dynamic batch is one); inferences: batch "
+    "elements, as Triton counts them. A model that does not batch (`max_batch_size` 0, like "
+    "`iris`) counts one inference per request whatever rows it carries: the statistics "
+    "extension does not count rows then. —: not used yet."
 )
 
 

@@ -331,20 +331,20 @@ def _tolerance(row: dict[str, Any]) -> float:
 def stability_note(records: Sequence[dict[str, Any]], runs: int) -> tuple[str, bool]:
     """What ``stable`` means, and for unstable settings what to do: (text, any unstable)."""
     tolerance = max((_tolerance(r) for r in records), default=DEFAULT_STABILITY)
-    meaning = (
-        f"stable = the last {STABLE_WINDOWS} measurement windows agreed within "
-        f"{tolerance:.0%} on throughput and mean latency."
+    criterion = (
+        f"last {STABLE_WINDOWS} measurement windows agreed within {tolerance:.0%} on "
+        "throughput and mean latency"
     )
     shaky = [r for r in records if not bool(r.get("stable"))]
     if not shaky:
-        return meaning, False
+        return f"stable: in every setting the {criterion}.", False
     window = max((_num(r.get("window_s")) for r in shaky), default=0.0)
     longer = f"window={2 * window:g}, max_windows=12" if window else "window=1, max_windows=12"
     names = ", ".join(_label(r, runs) for r in shaky)
     return (
-        f"not stable: {names}. {meaning} These did not settle, so their numbers moved while "
-        f"they were measured: measure longer (`{longer}`) and stop other busy processes "
-        "(other kernels, training jobs, a browser tab playing video) while profiling.",
+        f"not stable: {names}. Stable means the {criterion}; these did not, so their numbers "
+        f"moved while measured. Measure longer (`{longer}`) and stop other busy processes "
+        "(other kernels, training jobs) while profiling.",
         True,
     )
 

@@ -158,7 +158,7 @@ def test_unstable_settings_are_explained_with_what_to_do() -> None:
     bundle = frame._repr_mimebundle_()
     for text in (bundle["text/plain"], bundle["text/html"]):
         assert "not stable: c=4, c=8" in text
-        assert "last 3 measurement windows agreed within 10%" in text
+        assert "Stable means the last 3 measurement windows agreed within 10%" in text
         assert "window=1, max_windows=12" in text  # twice the window the run used
         assert "other busy processes" in text
     assert "<code>window=1, max_windows=12</code>" in bundle["text/html"]
@@ -168,7 +168,7 @@ def test_stable_runs_still_say_what_stable_means() -> None:
     bundle = _frame()._repr_mimebundle_()
     for text in (bundle["text/plain"], bundle["text/html"]):
         assert "not stable" not in text
-        assert "stable = the last 3 measurement windows agreed within 10%" in text
+        assert "stable: in every setting the last 3 measurement windows agreed within 10%" in text
 
 
 def test_saturated_points_are_ringed_and_named() -> None:
