@@ -279,6 +279,7 @@ def test_progress_reports_the_warm_up_before_each_settings_windows(session: Sess
     )
     done = [e for e in events if e.phase == "done"]
     assert [e.stable for e in done] == frame["stable"].tolist()
+    assert [e.throughput for e in done] == frame["throughput"].tolist()  # the rows' numbers
 
 
 def test_timing_options_that_could_never_measure_are_refused(session: Session) -> None:

@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -99,10 +99,6 @@ COLUMNS = (
 )
 
 
-#: The phases a run goes through, in order (``ProfileProgress.phase``).
-PHASES = ("connect", "warm-up", "measure", "done")
-
-
 @dataclass(frozen=True)
 class ProfileProgress:
     """Where a profile run is, handed to a ``progress=`` callable at every step.
@@ -110,7 +106,8 @@ class ProfileProgress:
     ``phase`` is ``"connect"`` (metadata and inputs, before the first setting), ``"warm-up"``
     (load running, not counted), ``"measure"`` (after each window) or ``"done"`` (the
     setting's row is ready). ``setting`` is ``"c=4"`` or ``"200/s"``; ``throughput`` (infer/s)
-    and ``latency_ms`` (mean) are the last window's, NaN before the first window.
+    and ``latency_ms`` (mean) are the last window's while measuring (NaN before the first),
+    the row's when done.
     """
 
     phase: str
@@ -599,7 +596,8 @@ async def _sweep(
                 why,
             )
         results.append(row)
-        tell("done", windows)
+        done = _progress("done", at, windows, rows, opts)
+        report(replace(done, throughput=row["throughput"], latency_ms=row["latency_avg_ms"]))
     return results
 
 
@@ -712,9 +710,9 @@ def profile(
             callback(event)
         if bar is None:
             return
+        bar.set_postfix_str(str(event), refresh=event.phase != "done")
         if event.phase == "done":
-            bar.update(1)
-        bar.set_postfix_str(str(event), refresh=True)
+            bar.update(1)  # refreshes, with the row's numbers beside the count
 
     outcome: list[Any] = []
     running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
