@@ -65,8 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     prof.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
     prof.add_argument("--request-rate", type=float, nargs="+", help="requests/s (open loop)")
     prof.add_argument("--batch-size", type=int, default=1)
-    prof.add_argument("--window", type=float, default=1.0, help="seconds per window")
-    prof.add_argument("--max-windows", type=int, default=10)
+    prof.add_argument("--window", type=float, default=0.5, help="seconds per window")
+    prof.add_argument("--max-windows", type=int, default=6)
     prof.add_argument("--warmup", type=float, default=0.5, help="seconds before measuring")
     prof.add_argument("--stability", type=float, default=0.1)
     prof.add_argument(

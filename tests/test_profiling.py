@@ -31,7 +31,7 @@ import pytest
 import nbinfer
 from nbinfer import Session
 from nbinfer.errors import InvalidInputError, UnsupportedError
-from nbinfer.profiling import ProfileFrame, compare, random_inputs
+from nbinfer.profiling import ProfileFrame, ProfileProgress, compare, random_inputs
 from nbinfer.profiling.shm import RATE_SLOTS
 from nbinfer.server.launcher import LocalServer, parse_ready_line
 
@@ -246,7 +246,7 @@ def test_export_and_compare(session: Session, tmp_path: Any) -> None:
     bundle = both._repr_mimebundle_()
     assert "add_sub" in bundle["text/plain"]
     html = bundle["text/html"]
-    assert "data:image/png;base64," in html and "HTTP · c=2" in html
+    assert "<svg" in html and "HTTP · c=2" in html
     from nbinfer.notebook.profile_display import png
 
     assert png(http)[:8] == b"\x89PNG\r\n\x1a\n"
@@ -258,6 +258,35 @@ def test_bad_settings_and_protocol_switch_on_a_remote_session(session: Session) 
     remote = Session(session.url, token=session.token)
     with remote, pytest.raises(InvalidInputError, match="profiling"):
         remote.profile("add_sub", protocol="grpc", **QUICK)
+
+
+def test_progress_reports_the_warm_up_before_each_settings_windows(session: Session) -> None:
+    events: list[ProfileProgress] = []
+    quick = {**QUICK, "progress": events.append, "max_windows": 3}
+    frame = session.profile("add_sub", concurrency=[2, 1], **quick)
+    assert events[0].phase == "connect"
+    by_setting: dict[str, list[str]] = {}
+    for event in events[1:]:
+        by_setting.setdefault(event.setting, []).append(event.phase)
+    assert list(by_setting) == ["c=2", "c=1"]  # in the order measured
+    for setting, phases in by_setting.items():
+        windows = int(frame.loc[frame["concurrency"] == int(setting[2:]), "windows"].iloc[0])
+        assert phases == ["warm-up"] + ["measure"] * windows + ["done"], phases
+    measured = [e for e in events if e.phase == "measure"]
+    assert all(e.throughput > 0 and e.latency_ms > 0 for e in measured)
+    assert [e.window for e in measured if e.setting == "c=1"] == list(
+        range(1, 1 + len(by_setting["c=1"]) - 2)
+    )
+    done = [e for e in events if e.phase == "done"]
+    assert [e.stable for e in done] == frame["stable"].tolist()
+    assert [e.throughput for e in done] == frame["throughput"].tolist()  # the rows' numbers
+
+
+def test_timing_options_that_could_never_measure_are_refused(session: Session) -> None:
+    with pytest.raises(InvalidInputError, match=r"window=0 \(must be > 0 seconds\)"):
+        session.profile("add_sub", window=0, progress=False)
+    with pytest.raises(InvalidInputError, match="max_windows=0"):
+        session.profile("add_sub", max_windows=0, progress=False)
 
 
 def test_a_column_subset_displays_as_a_plain_frame(session: Session) -> None:

@@ -176,11 +176,13 @@ def outputs_to_dataframe(
         frames.append(pd_.DataFrame(block, columns=names, index=use_index, copy=False))
     if not frames:
         return pd_.DataFrame(index=use_index)
+    from nbinfer.interop.probabilities import with_probabilities  # shown as 0.9976, not 9.98e-01
+
     if len(frames) == 1:
-        return frames[0]
+        return with_probabilities(frames[0])
     if int(pd_.__version__.split(".")[0]) < 3:  # pandas 3 never copies here (copy-on-write)
-        return pd_.concat(frames, axis=1, copy=False)
-    return pd_.concat(frames, axis=1)
+        return with_probabilities(pd_.concat(frames, axis=1, copy=False))
+    return with_probabilities(pd_.concat(frames, axis=1))
 
 
 # ------------------------------------------------------------------------------ chunked runs

@@ -648,6 +648,39 @@ LATENCY_PARTS = (
 )
 
 
+#: What the counts mean, for the card's footnote and the plain-text twin.
+STATS_NOTE = (
+    "requests: answered; executions: model runs (a dynamic batch is one); inferences: batch "
+    "elements, as Triton counts them. A model that does not batch (`max_batch_size` 0, like "
+    "`iris`) counts one inference per request whatever rows it carries: the statistics "
+    "extension does not count rows then. —: not used yet."
+)
+
+
+def _used(row: Mapping[str, Any]) -> bool:
+    return int(row.get("success", 0) or 0) > 0
+
+
+def _mean_ms(row: Mapping[str, Any], column: str = "success_ms") -> str:
+    """Mean milliseconds with 3 decimals, or — for a model with no successful request yet."""
+    if not _used(row):
+        return "—"
+    value = float(row.get(column, 0.0) or 0.0)
+    return f"{value:.3f}" if math.isfinite(value) else "—"
+
+
+def stats_text(frame: Any) -> str:
+    """The plain-text twin of :func:`render_stats`: the table (— for unused models) and note."""
+    if not hasattr(frame, "copy") or not hasattr(frame, "to_string"):
+        return repr(frame)
+    shown = frame.copy()
+    records = frame.to_dict("records")
+    for column in shown.columns:
+        if str(column).endswith("_ms"):
+            shown[column] = [_mean_ms(r, column) for r in records]
+    return f"{shown.to_string()}\n{STATS_NOTE.replace('`', '')}"
+
+
 def render_stats(frame: Any) -> Html:
     """Inference statistics (``session.stats()``): a table plus a latency breakdown chart.
 
@@ -660,27 +693,30 @@ def render_stats(frame: Any) -> Html:
         (
             Html(f"<code>{escape(r.get('name', ''))}</code>"),
             r.get("version", ""),
-            r.get("inference_count", 0),
-            r.get("execution_count", 0),
             r.get("success", 0),
+            r.get("execution_count", 0),
+            r.get("inference_count", 0),
             r.get("fail", 0),
             *((r.get("cancel", 0),) if cancel else ()),
-            f"{float(r.get('success_ms', 0.0)):.3f}",
+            _mean_ms(r),
         )
         for r in records
     ]
     header = (
         "model",
         "version",
-        "inferences",
+        "requests",
         "executions",
-        "success",
+        "inferences",
         "fail",
         *(("cancelled",) if cancel else ()),
         "mean ms",
     )
-    body = [table(header, rows, numeric=tuple(range(2, len(header))))]
-    timed = [r for r in records if int(r.get("success", 0) or 0) > 0]
+    body = [
+        table(header, rows, numeric=tuple(range(2, len(header)))),
+        Html(f'<div class="nbi-muted nbi-note">{_code_spans(STATS_NOTE)}</div>'),
+    ]
+    timed = [r for r in records if _used(r)]
     if timed:
         items = [
             (
@@ -697,8 +733,9 @@ def render_stats(frame: Any) -> Html:
                 open=len(items) <= COLLAPSE_AFTER,
             )
         )
-    text = frame.to_string() if hasattr(frame, "to_string") else repr(frame)
-    return card("Statistics", f"{len(records)} model versions", "".join(body), text=text)
+    return card(
+        "Statistics", f"{len(records)} model versions", "".join(body), text=stats_text(frame)
+    )
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -968,7 +1005,7 @@ def mimebundle(obj: Any) -> dict[str, str]:
         if isinstance(obj, cls):
             return {"text/plain": text(obj), "text/html": render(obj)}
     if hasattr(obj, "to_dict") and "queue_ms" in getattr(obj, "columns", ()):
-        return {"text/plain": obj.to_string(), "text/html": render_stats(obj)}
+        return {"text/plain": stats_text(obj), "text/html": render_stats(obj)}
     return {"text/plain": repr(obj)}
 
 

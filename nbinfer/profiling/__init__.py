@@ -9,7 +9,10 @@ flight) or, with ``request_rate=``, a fixed-rate schedule (open loop: requests l
 scheduled time whatever the server does, and latency counts from the *scheduled* send time, so
 a slow server is not hidden by coordinated omission). Each setting is warmed up, then measured
 in windows until the last three agree within ``stability`` on throughput and mean latency (the
-stability criterion of Triton's perf_analyzer) or ``max_windows`` is reached.
+stability criterion of Triton's perf_analyzer) or ``max_windows`` is reached. The defaults
+(0.5 s warm-up, 0.5 s windows, at most 6) keep a four-setting sweep near ten seconds in a
+notebook; the progress bar (or a ``progress=`` callable, :class:`ProfileProgress`) names each
+phase as it happens: connecting, warm-up, window n, done.
 
 The load comes from one asyncio :class:`~nbinfer.AsyncClient` on its own event loop thread.
 Every request is timed in three client parts (encode, network + server, decode) and, when the
@@ -32,13 +35,12 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -51,7 +53,7 @@ from nbinfer.profiling.shm import RATE_SLOTS, Slot, shared_memory_mode, shared_m
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.types import InferRequest, ModelMetadata
 
-__all__ = ["ProfileFrame", "compare", "profile", "random_inputs"]
+__all__ = ["ProfileFrame", "ProfileProgress", "compare", "profile", "random_inputs"]
 
 logger = logging.getLogger("nbinfer")
 
@@ -87,12 +89,52 @@ COLUMNS = (
     "server_requests",
     "windows",
     "stable",
+    "stability",
+    "window_s",
     "send_rate",
     "schedule_lag_p99_ms",
     "client_cpu",
     "client_saturated",
     "first_error",
 )
+
+
+@dataclass(frozen=True)
+class ProfileProgress:
+    """Where a profile run is, handed to a ``progress=`` callable at every step.
+
+    ``phase`` is ``"connect"`` (metadata and inputs, before the first setting), ``"warm-up"``
+    (load running, not counted), ``"measure"`` (after each window) or ``"done"`` (the
+    setting's row is ready). ``setting`` is ``"c=4"`` or ``"200/s"``; ``throughput`` (infer/s)
+    and ``latency_ms`` (mean) are the last window's while measuring (NaN before the first),
+    the row's when done.
+    """
+
+    phase: str
+    setting: str
+    index: int
+    settings: int
+    window: int = 0
+    max_windows: int = 0
+    throughput: float = float("nan")
+    latency_ms: float = float("nan")
+    stable: bool = False
+
+    def __str__(self) -> str:
+        where = f"{self.setting} ({self.index + 1}/{self.settings})" if self.setting else ""
+        if self.phase == "connect":
+            return "connecting"
+        if self.phase == "warm-up":
+            return f"{where}: warm-up"
+        numbers = f"{self.throughput:,.0f} infer/s, {self.latency_ms:.2f} ms"
+        if self.phase == "measure":
+            return f"{where}: window {self.window}/{self.max_windows}, {numbers}"
+        return f"{where}: {numbers}, {'stable' if self.stable else 'not stable'}"
+
+
+def setting_label(mode: str, value: float) -> str:
+    """How a setting is named: ``c=4`` (concurrency) or ``200/s`` (request rate)."""
+    return f"{value:g}/s" if mode == "rate" else f"c={int(value)}"
 
 
 class ProfileFrame(pd.DataFrame):  # type: ignore[misc]
@@ -363,9 +405,9 @@ class _Load:
 
 
 async def _measure(
-    load: _Load, mode: str, value: float, report: Callable[[_Window], None]
+    load: _Load, mode: str, value: float, tell: Callable[[str, list[_Window]], None]
 ) -> tuple[dict[str, tuple[int, int]] | None, list[_Window]]:
-    """Warm up, then measure windows until stable or capped.
+    """Warm up, then measure windows until stable or capped; ``tell(phase, windows)`` each step.
 
     Returns the server statistics before the first window and the windows (each holding the
     cumulative statistics at its end).
@@ -377,6 +419,7 @@ async def _measure(
     else:
         task = asyncio.create_task(load.opened(float(value), stop))
     try:
+        tell("warm-up", [])
         await asyncio.sleep(opts.warmup)
         before = await load.server_stats()
         load.take(0.0, 0.0)
@@ -389,7 +432,7 @@ async def _measure(
             wall, cpu = now, now_cpu
             window.stats = await load.server_stats()
             windows.append(window)
-            report(window)
+            tell("measure", windows)
             if _stable(windows, opts.stability):
                 break
         return before, windows
@@ -463,8 +506,9 @@ async def _run(
     client_options: Mapping[str, Any],
     batch_size: int,
     shm: str,
-    report: Callable[[int, _Window | None], None],
+    report: Callable[[ProfileProgress], None],
 ) -> list[dict[str, Any]]:
+    report(ProfileProgress("connect", "", 0, len(settings), max_windows=opts.max_windows))
     async with AsyncClient(url, **client_options) as client:
         if inputs is None:
             meta = await client.get_model_metadata(model, opts.version)
@@ -493,18 +537,41 @@ async def _run(
                 await regions.release()
 
 
+def _progress(
+    phase: str, at: tuple[int, int, str], windows: list[_Window], rows: int, opts: _Options
+) -> ProfileProgress:
+    """The event for ``phase`` of setting ``at`` = (index, count, label) after ``windows``."""
+    last = windows[-1] if windows else None
+    return ProfileProgress(
+        phase,
+        at[2],
+        at[0],
+        at[1],
+        window=len(windows),
+        max_windows=opts.max_windows,
+        throughput=last.rate * rows if last else float("nan"),
+        latency_ms=last.mean * 1e3 if last else float("nan"),
+        stable=_stable(windows, opts.stability),
+    )
+
+
 async def _sweep(
     load: _Load,
     settings: list[tuple[str, float]],
     rows: int,
     shm: str,
-    report: Callable[[int, _Window | None], None],
+    report: Callable[[ProfileProgress], None],
 ) -> list[dict[str, Any]]:
     """Measure every setting in turn: one row each."""
     client, model, opts = load.client, load.opts.model, load.opts
     results = []
     for index, (mode, value) in enumerate(settings):
-        before, windows = await _measure(load, mode, value, functools.partial(report, index))
+        at = (index, len(settings), setting_label(mode, value))
+
+        def tell(phase: str, windows: list[_Window], at: tuple[int, int, str] = at) -> None:
+            report(_progress(phase, at, windows, rows, opts))
+
+        before, windows = await _measure(load, mode, value, tell)
         row = _summarise(windows, before, rows)
         row.update(
             mode=mode,
@@ -515,6 +582,8 @@ async def _sweep(
             shared_memory=shm,
             model=model,
             stable=_stable(windows, opts.stability),
+            stability=opts.stability,
+            window_s=opts.window,
         )
         why = _saturation(row, mode, value)
         row["client_saturated"] = bool(why)
@@ -527,12 +596,49 @@ async def _sweep(
                 why,
             )
         results.append(row)
-        report(index, None)
+        done = _progress("done", at, windows, rows, opts)
+        report(replace(done, throughput=row["throughput"], latency_ms=row["latency_avg_ms"]))
     return results
 
 
 def _is_frame(data: Any) -> bool:
     return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
+
+
+def _settings(
+    concurrency: Sequence[int] | int, request_rate: Sequence[float] | float | None
+) -> list[tuple[str, float]]:
+    """``[(mode, value), ...]`` in the order given.
+
+    Raises:
+        InvalidInputError: No settings, or one that is not positive.
+    """
+    settings: list[tuple[str, float]]
+    if request_rate is not None:
+        rates = [request_rate] if isinstance(request_rate, (int, float)) else request_rate
+        settings = [("rate", float(r)) for r in rates]
+    else:
+        levels = [concurrency] if isinstance(concurrency, int) else concurrency
+        settings = [("concurrency", int(c)) for c in levels]
+    if not settings or any(v <= 0 for _, v in settings):
+        raise InvalidInputError(f"profile needs positive settings, got {settings}")
+    return settings
+
+
+def _check(opts: _Options) -> None:
+    """Refuse timing options that could never measure (a zero window loops for ever)."""
+    bad = [
+        f"{name}={value!r} (must be {rule})"
+        for name, value, ok, rule in (
+            ("window", opts.window, opts.window > 0, "> 0 seconds"),
+            ("max_windows", opts.max_windows, opts.max_windows >= 1, ">= 1"),
+            ("warmup", opts.warmup, opts.warmup >= 0, ">= 0 seconds"),
+            ("stability", opts.stability, opts.stability > 0, "> 0, e.g. 0.1 for 10 %"),
+        )
+        if not ok
+    ]
+    if bad:
+        raise InvalidInputError("profile: " + ", ".join(bad))
 
 
 def profile(
@@ -544,12 +650,12 @@ def profile(
     request_rate: Sequence[float] | float | None = None,
     batch_size: int = 1,
     model_version: str = "",
-    window: float = 1.0,
-    max_windows: int = 10,
+    window: float = 0.5,
+    max_windows: int = 6,
     warmup: float = 0.5,
     stability: float = 0.1,
     timeout: float | None = None,
-    progress: bool | None = None,
+    progress: bool | Callable[[ProfileProgress], None] | None = None,
     shared_memory: str | bool = "none",
     label: str = "",
     client_options: Mapping[str, Any] | None = None,
@@ -567,12 +673,17 @@ def profile(
         batch_size: The leading (-1) dimension of generated inputs.
         model_version: Model version ('' for the server's choice).
         window: Seconds per measurement window.
-        max_windows: Windows per setting before giving up on stability (the time cap).
+        max_windows: Windows per setting before giving up on stability (the time cap). The
+            defaults (0.5 s windows, at most 6, 0.5 s warm-up) take 2-3.5 s per setting, about
+            10 s for four; for numbers to publish, measure longer (``window=2``,
+            ``max_windows=10``).
         warmup: Seconds of load before measuring each setting.
         stability: Tolerance of the stability criterion (0.1: the last three windows within
-            10 % on throughput and mean latency).
+            10 % on throughput and mean latency); the row's ``stable`` says if they were.
         timeout: Per-request deadline in seconds.
-        progress: Show a progress bar (default: on).
+        progress: Show a progress bar naming the phase (connecting, warm-up, window n, done;
+            default: on), ``False`` for none, or a callable given a :class:`ProfileProgress`
+            at every step instead of the bar.
         shared_memory: ``"system"`` (or ``True``): tensors go through POSIX shared-memory
             regions, one input and one output region per concurrency slot, instead of the
             requests (perf_analyzer's ``--shared-memory=system``); the server must be on this
@@ -587,29 +698,21 @@ def profile(
         NbinferError: The server cannot be reached or the model is unknown.
     """
     shm = shared_memory_mode(shared_memory)
-    settings: list[tuple[str, float]]
-    if request_rate is not None:
-        rates = [request_rate] if isinstance(request_rate, (int, float)) else request_rate
-        settings = [("rate", float(r)) for r in rates]
-    else:
-        levels = [concurrency] if isinstance(concurrency, int) else concurrency
-        settings = [("concurrency", int(c)) for c in levels]
-    if not settings or any(v <= 0 for _, v in settings):
-        raise InvalidInputError(f"profile needs positive settings, got {settings}")
+    settings = _settings(concurrency, request_rate)
     opts = _Options(model, model_version, window, max_windows, warmup, stability, timeout)
-    show = progress is not False
+    _check(opts)
+    callback = progress if callable(progress) else None
+    show = progress is not False and callback is None
     bar = progress_bar(len(settings), show=show, unit="setting", desc=f"profile {model}")
 
-    def report(index: int, done: _Window | None) -> None:
+    def report(event: ProfileProgress) -> None:
+        if callback is not None:
+            callback(event)
         if bar is None:
             return
-        if done is None:
-            bar.update(1)
-        else:
-            mode, value = settings[index]
-            bar.set_postfix_str(
-                f"{mode}={value:g}: {done.rate:.0f} req/s, {done.mean * 1e3:.2f} ms", refresh=True
-            )
+        bar.set_postfix_str(str(event), refresh=event.phase != "done")
+        if event.phase == "done":
+            bar.update(1)  # refreshes, with the row's numbers beside the count
 
     outcome: list[Any] = []
     running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
