@@ -56,6 +56,7 @@ from nbinfer.server.sequence import (
     SequenceSlot,
     parse_sequence,
 )
+from nbinfer.server.sequence_controls import SequenceControls
 from nbinfer.server.shm import MAX_SHM_REGIONS, MAX_SHM_REGIONS_PER_CALLER, SharedMemoryManager
 from nbinfer.server.stats import statistics_json
 from nbinfer.server.workers import ModelWorkers, when_done
@@ -394,8 +395,13 @@ class DataPlane:
             ctx = self._context(served, request, wanted, headers)
             t.input = time.perf_counter_ns() - t0
             slot = await self._enter_sequence(served, ctx) if served.stateful else None
+            controls = served.version.controls if slot is not None else None
             try:
+                if controls is not None:
+                    inputs = _feed_controls(controls, inputs, ctx)
                 async for item in io.iterate(inputs, ctx, t, self.offload):
+                    if controls is not None:
+                        item = controls.keep(item, ctx.state)
                     out_start = time.perf_counter_ns()
                     outputs = io.outputs(item, wanted, request, batch, caller)
                     t.output += time.perf_counter_ns() - out_start
@@ -510,8 +516,12 @@ class DataPlane:
     ) -> Any:
         slot = await self._enter_sequence(served, ctx)
         jobs: list[Future[Any]] = []
+        controls = served.version.controls
         try:
-            return await self._execute(served, inputs, ctx, t, jobs)
+            if controls is None:
+                return await self._execute(served, inputs, ctx, t, jobs)
+            inputs = _feed_controls(controls, inputs, ctx)
+            return controls.keep(await self._execute(served, inputs, ctx, t, jobs), ctx.state)
         finally:
             running = next((job for job in jobs if not job.done()), None)
             if running is None:
@@ -766,6 +776,15 @@ def _count_success(served: Served, batch: int, total: int, t: Timings, executed:
         stats.record_request(
             total_ns=total, queue_ns=t.queue, input_ns=t.input, infer_ns=t.infer, output_ns=t.output
         )
+
+
+def _feed_controls(
+    controls: SequenceControls, inputs: dict[str, Any], ctx: InferContext
+) -> dict[str, Any]:
+    """A sequence request's inputs with its control tensors and implicit state added."""
+    return controls.feed(
+        inputs, ctx.state, ctx.sequence_id, start=ctx.sequence_start, end=ctx.sequence_end
+    )
 
 
 async def _deadline(work: Any, timeout_us: int, ctx: InferContext) -> Any:

@@ -46,6 +46,7 @@ from nbinfer.server.model import Model
 from nbinfer.server.model_config import apply_config, model_config_json, read_config
 from nbinfer.server.paths import ModelFiles, check_model_name, check_relative_path, upload_plan
 from nbinfer.server.pbtxt import string_params
+from nbinfer.server.sequence_controls import SequenceControls
 from nbinfer.server.stats import ModelStats
 
 __all__ = [
@@ -153,6 +154,8 @@ class ModelVersion:
     config: dict[str, Any] = field(default_factory=dict)
     stats: ModelStats = field(default_factory=ModelStats)
     inflight: int = 0
+    #: The sequence batcher's control inputs and implicit states the config declares.
+    controls: SequenceControls | None = None
 
     def row(self) -> RepositoryModel:
         """This version as a repository index row."""
@@ -405,6 +408,7 @@ class ModelRepository:
                 model = _model_of_version(files, v, config)
                 model.version = v
                 apply_config(model, config, name=name, model_dir=model_dir, files=files)
+                mv.controls = SequenceControls.from_config(config, model_dir)
                 _load_model_object(model, self.device)
             except Exception as exc:  # the reason is recorded, the others keep serving
                 logger.warning("model %r version %s failed to load: %s", name, v, _reason(exc))
