@@ -48,7 +48,7 @@ from nbinfer.server.model import InferContext, Model
 from nbinfer.server.modelio import Offload, Timings, model_failed
 from nbinfer.server.offload import DEFAULT_MAX_PARAMETERS, InflightBytes
 from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
-from nbinfer.server.repository import READY, ModelRepository
+from nbinfer.server.repository import READY, ModelRepository, is_latest_alias
 from nbinfer.server.sequence import (
     DEFAULT_MAX_SEQUENCE_ID_BYTES,
     DEFAULT_MAX_SEQUENCES,
@@ -198,12 +198,14 @@ class DataPlane:
             ModelNotFoundError: unknown model or version.
         """
         versions = self.repository.versions(name)
-        if version:
+        if version and not is_latest_alias(version, [v.version for v in versions]):
             match = [v for v in versions if v.version == str(version)]
             if not match:
                 known = ", ".join(v.version for v in versions) or "(none loaded)"
                 raise ModelNotFoundError(
-                    f"model {name!r} has no version {version!r}; versions: {known}", model=name
+                    f"Request for unknown model: {name!r} version {version} is not found; "
+                    f"versions: {known}",
+                    model=name,
                 )
             return match[0].state == READY
         return any(v.state == READY for v in versions)
@@ -225,7 +227,8 @@ class DataPlane:
         return ModelMetadata(
             name=name,
             versions=versions,
-            platform=model.platform,
+            # as Triton: the config's platform, else its backend (a Python model: "python")
+            platform=model.platform or str(getattr(model, "backend", "") or ""),
             inputs=[d.spec(mbs) for d in model.input_defs()],
             outputs=[d.spec(mbs) for d in model.output_defs()],
             parameters={"device": model.device, "max_batch_size": mbs},

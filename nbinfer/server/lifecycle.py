@@ -251,7 +251,7 @@ class ServedModels:
         self.sequences.drop_model(name)
         problem = self.check_scheduling(name)
         if problem:
-            raise ModelLoadError(f"failed to load model {name!r}: {problem}", model=name)
+            raise ModelLoadError(f"failed to load {name!r}: {problem}", model=name)
 
     async def add(self, model: Model) -> None:
         """Register (or replace) an in-memory model and load it without blocking the loop.
