@@ -349,9 +349,7 @@ def model_config_json(model: Model, base: Mapping[str, Any] | None = None) -> di
         {
             "version_policy": cfg.get("version_policy") or {"latest": {"num_versions": 1}},
             "max_batch_size": int(model.max_batch_size),
-            "input": [
-                _tensor_json(d, True, given_in.get(d.name, {})) for d in model.input_defs()
-            ],
+            "input": [_tensor_json(d, True, given_in.get(d.name, {})) for d in model.input_defs()],
             "output": [
                 _tensor_json(d, False, given_out.get(d.name, {})) for d in model.output_defs()
             ],

@@ -52,7 +52,10 @@ def _datatype(triton: Any, what: str) -> str:
     if not name.startswith("TYPE_") or name in ("TYPE_INVALID", "TYPE_"):
         raise InvalidInputError(f"{what}: unknown data_type {triton!r}")
     dt = "BYTES" if name == "TYPE_STRING" else name[len("TYPE_") :]
-    numpy_dtype(dt)  # raises on an unknown type
+    try:
+        numpy_dtype(dt)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{what}: unknown data_type {triton!r}") from exc
     return dt
 
 
