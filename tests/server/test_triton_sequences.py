@@ -37,7 +37,7 @@ PROTOCOLS = ["http", "grpc"]
 
 @pytest.fixture(scope="module")
 def urls() -> Iterator[dict[str, str]]:
-    server = LocalServer(model_repository=EXAMPLES, device="cpu", auth_token=None)
+    server = LocalServer(model_repository=EXAMPLES, demo=False, device="cpu", auth_token=None)
     server.start()
     try:
         yield {
