@@ -302,7 +302,9 @@ class ServedModels:
         if served.stateful:
             sb = cfg.get("sequence_batching")
             cfg["sequence_batching"] = sequence_batching_json(
-                sb if isinstance(sb, Mapping) else {}, served.idle_us
+                sb if isinstance(sb, Mapping) else {},
+                served.idle_us,
+                max_batch_size=int(served.model.max_batch_size),
             )
         if served.decoupled:
             policy_cfg = cfg.get("model_transaction_policy")

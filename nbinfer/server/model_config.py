@@ -246,6 +246,16 @@ _CONTROL_DEFAULTS: dict[str, Any] = {
     "bool_false_true": [],
     "data_type": "TYPE_INVALID",
 }
+#: The fields Triton fills in on the ``direct`` / ``oldest`` strategy of a sequence batcher.
+_STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "direct": {"max_queue_delay_microseconds": 0, "minimum_slot_utilization": 0.0},
+    "oldest": {
+        "max_candidate_sequences": 0,
+        "preferred_batch_size": [],
+        "max_queue_delay_microseconds": 0,
+        "preserve_ordering": False,
+    },
+}
 _STATE_DEFAULTS: dict[str, Any] = {
     "use_same_buffer_for_input_output": False,
     "use_growable_memory": False,
@@ -279,11 +289,13 @@ def _as_list(value: Any) -> list[Any]:
     return [value] if isinstance(value, Mapping) else []
 
 
-def sequence_batching_json(sb: Mapping[str, Any], idle_us: int | None = None) -> dict[str, Any]:
+def sequence_batching_json(
+    sb: Mapping[str, Any], idle_us: int | None = None, *, max_batch_size: int = 0
+) -> dict[str, Any]:
     """A ``sequence_batching`` section with Triton's defaults filled in (controls, state).
 
     ``idle_us`` is the effective ``max_sequence_idle_microseconds`` when the file leaves it
-    out.
+    out; ``oldest`` without ``preferred_batch_size`` prefers ``max_batch_size``, as Triton.
     """
     out = dict(sb)
     if idle_us is not None and not out.get("max_sequence_idle_microseconds"):
@@ -301,6 +313,12 @@ def sequence_batching_json(sb: Mapping[str, Any], idle_us: int | None = None) ->
         states.append(item)
     out["state"] = states
     out.setdefault("iterative_sequence", False)
+    for strategy, defaults in _STRATEGY_DEFAULTS.items():
+        if isinstance(sb.get(strategy), Mapping):
+            out[strategy] = {**defaults, **sb[strategy]}
+    oldest = out.get("oldest")
+    if isinstance(oldest, dict) and not oldest["preferred_batch_size"] and max_batch_size > 0:
+        oldest["preferred_batch_size"] = [max_batch_size]
     return out
 
 
@@ -343,7 +361,9 @@ def model_config_json(model: Model, base: Mapping[str, Any] | None = None) -> di
     if default_file:
         cfg.setdefault("default_model_filename", default_file)
     if isinstance(cfg.get("sequence_batching"), Mapping):
-        cfg["sequence_batching"] = sequence_batching_json(cfg["sequence_batching"])
+        cfg["sequence_batching"] = sequence_batching_json(
+            cfg["sequence_batching"], max_batch_size=int(model.max_batch_size)
+        )
     cfg.update({o.config_key: getattr(model, o.name) for o in _SCALAR_OPTIONS})
     cfg.update(
         {
