@@ -197,6 +197,9 @@ def test_model_config_is_triton_shaped(dp: DataPlane) -> None:
         "dims": [3],
         "format": "FORMAT_NONE",
         "optional": False,
+        "allow_ragged_batch": False,
+        "is_shape_tensor": False,
+        "is_non_linear_format_io": False,
     }
     assert [o["name"] for o in cfg["output"]] == ["Y", "Z"]
     assert cfg["instance_group"][0]["kind"] == "KIND_CPU"
