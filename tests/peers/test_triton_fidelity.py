@@ -17,6 +17,7 @@ both answers (and docs/compat.md explains why):
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -169,6 +170,21 @@ def test_sequence_errors_start_with_the_same_text(
     ours, theirs = errors(servers["nbinfer"]), errors(servers["triton"])
     for mine, triton in zip(ours, theirs, strict=True):
         assert mine.startswith(triton), (mine, triton)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_idle_sequence_is_freed_alike(servers: dict[str, dict[str, str]], protocol: str) -> None:
+    def idle(urls: dict[str, str]) -> str:
+        url = urls[protocol]
+        assert probe(protocol, url, "probe_idle", 32, start=True)["START"][2] == [1]
+        time.sleep(0.6)  # the model's max_sequence_idle_microseconds is 0.2 s
+        with pytest.raises(InferenceServerException) as info:
+            probe(protocol, url, "probe_idle", 32)
+        return str(info.value.message())
+
+    triton = idle(servers["triton"])
+    assert triton.endswith("must specify the START flag on the first request of the sequence")
+    assert idle(servers["nbinfer"]).startswith(triton)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
