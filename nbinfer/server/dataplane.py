@@ -784,7 +784,14 @@ def _count_success(served: Served, batch: int, total: int, t: Timings, executed:
 def _feed_controls(
     controls: SequenceControls, inputs: dict[str, Any], ctx: InferContext
 ) -> dict[str, Any]:
-    """A sequence request's inputs with its control tensors and implicit state added."""
+    """A sequence request's inputs with its control tensors and implicit state added.
+
+    The state outputs are added to the outputs the model is asked for (taken out again by
+    :meth:`SequenceControls.keep`).
+    """
+    missing = [n for n in controls.state_outputs if n not in ctx.requested_outputs]
+    if missing:
+        ctx.requested_outputs = [*ctx.requested_outputs, *sorted(missing)]
     return controls.feed(
         inputs, ctx.state, ctx.sequence_id, start=ctx.sequence_start, end=ctx.sequence_end
     )

@@ -31,6 +31,7 @@ __all__ = [
     "model_config_json",
     "read_config",
     "sequence_batching_json",
+    "server_fed_tensors",
     "triton_type",
 ]
 
@@ -44,6 +45,22 @@ _SCALAR_OPTIONS = tuple(
 def triton_type(datatype: str) -> str:
     """The Triton ``TYPE_*`` name of a v2 datatype (``BYTES`` is ``TYPE_STRING``)."""
     return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+
+
+def server_fed_tensors(config: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+    """The input / output names the sequence batcher handles (control inputs, implicit state).
+
+    Clients never send or receive them: they are not the model's declared tensors.
+    """
+    sb = config.get("sequence_batching")
+    if not isinstance(sb, Mapping):
+        return frozenset(), frozenset()
+    ins = {str(e.get("name")) for e in _as_list(sb.get("control_input"))}
+    outs = set()
+    for state in _as_list(sb.get("state")):
+        ins.add(str(state.get("input_name")))
+        outs.add(str(state.get("output_name")))
+    return frozenset(ins), frozenset(outs)
 
 
 def read_config(model_dir: Path) -> dict[str, Any]:
@@ -197,10 +214,12 @@ def apply_config(
         model.platform = str(config["platform"])
     if config.get("backend"):
         model.backend = str(config["backend"])
-    ins = _merge_defs(name, "input", config_tensor_defs(config, "input", files), model.input_defs())
-    outs = _merge_defs(
-        name, "output", config_tensor_defs(config, "output", files), model.output_defs()
-    )
+    # the sequence batcher's control / state tensors are the server's, not the clients'
+    fed_in, fed_out = server_fed_tensors(config)
+    own_ins = [d for d in model.input_defs() if d.name not in fed_in]
+    own_outs = [d for d in model.output_defs() if d.name not in fed_out]
+    ins = _merge_defs(name, "input", config_tensor_defs(config, "input", files), own_ins)
+    outs = _merge_defs(name, "output", config_tensor_defs(config, "output", files), own_outs)
     model.set_defs(ins, outs)
     params = string_params(config)
     if params:

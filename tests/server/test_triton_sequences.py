@@ -8,6 +8,7 @@ Triton's sequence client examples make. The same calls against a real tritonserv
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Iterator
@@ -303,3 +304,72 @@ def test_initial_state_file_must_be_inside_initial_state_and_of_the_right_size(
 def test_a_config_without_controls_or_state_needs_no_feeding() -> None:
     assert _controls("sequence_batching { max_sequence_idle_microseconds: 5 }") is None
     assert _controls("max_batch_size: 4") is None
+
+
+# -- an ONNX model: its graph takes the controls and the state, its config lists neither ---------
+
+
+_ONNX_CONFIG = """
+name: "onnx_state"
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+sequence_batching {
+  control_input [
+    { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }
+  ]
+  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+}
+"""
+
+
+def test_an_onnx_graph_gets_controls_and_implicit_state(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    from nbinfer.protocol.types import InferInput, InferRequest
+    from nbinfer.server.dataplane import DataPlane
+    from nbinfer.server.repository import ModelRepository
+
+    def tensor(name: str) -> Any:
+        return helper.make_tensor_value_info(name, TensorProto.INT32, [1])
+
+    # OUTPUT = ACC_IN + INPUT + START, ACC_OUT = ACC_IN + INPUT
+    graph = helper.make_graph(
+        [
+            helper.make_node("Add", ["ACC_IN", "INPUT"], ["ACC_OUT"]),
+            helper.make_node("Add", ["ACC_OUT", "START"], ["OUTPUT"]),
+        ],
+        "onnx_state",
+        [tensor("INPUT"), tensor("START"), tensor("ACC_IN")],
+        [tensor("OUTPUT"), tensor("ACC_OUT")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (tmp_path / "onnx_state" / "1").mkdir(parents=True)
+    onnx.save(model, str(tmp_path / "onnx_state" / "1" / "model.onnx"))
+    (tmp_path / "onnx_state" / "config.pbtxt").write_text(_ONNX_CONFIG)
+
+    dp = DataPlane(ModelRepository(tmp_path, device="cpu"))
+
+    async def run() -> list[int]:
+        got = []
+        for i, value in enumerate([3, 4, 5]):
+            params = {"sequence_id": 9, "sequence_start": i == 0, "sequence_end": i == 2}
+            x = np.array([value], dtype=np.int32)
+            request = InferRequest(
+                inputs=[InferInput("INPUT", "INT32", [1], x)],
+                model_name="onnx_state",
+                parameters=params,
+            )
+            response = await dp.infer(request)
+            assert [o.name for o in response.outputs] == ["OUTPUT"]
+            got.append(int(response.outputs[0].data[0]))  # type: ignore[index]
+        await dp.close()
+        return got
+
+    assert [i.name for i in dp.model_metadata("onnx_state").inputs] == ["INPUT"]
+    assert [o.name for o in dp.model_metadata("onnx_state").outputs] == ["OUTPUT"]
+    assert asyncio.run(run()) == [4, 7, 12]
