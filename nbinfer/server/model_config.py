@@ -302,9 +302,10 @@ def _entries_by_name(cfg: Mapping[str, Any], key: str) -> dict[str, Mapping[str,
     return {str(e.get("name")): e for e in entries if isinstance(e, Mapping)}
 
 
-def _as_list(value: Any) -> list[Any]:
+def _as_list(value: Any) -> list[Mapping[str, Any]]:
+    """A repeated message field's entries (one message written alone counts as one)."""
     if isinstance(value, list):
-        return value
+        return [v for v in value if isinstance(v, Mapping)]
     return [value] if isinstance(value, Mapping) else []
 
 
