@@ -213,8 +213,7 @@ def test_an_idle_sequence_is_freed_after_max_sequence_idle_microseconds(
 ) -> None:
     url = urls[protocol]
     assert probe(protocol, url, "probe_idle", 31, start=True)["START"][2] == [1]
-    assert probe(protocol, url, "probe_idle", 31)["START"][2] == [0]
-    time.sleep(0.6)  # the model's max_sequence_idle_microseconds is 0.2 s
+    time.sleep(1.2)  # the model's max_sequence_idle_microseconds is 0.4 s
     with pytest.raises(InferenceServerException) as info:
         probe(protocol, url, "probe_idle", 31)
     assert str(info.value.message()).startswith(
