@@ -8,6 +8,8 @@ both answers (and docs/compat.md explains why):
 
 * STRING ``CONTROL_SEQUENCE_CORRID``: Triton 2.51's Python backend refuses every request
   ("unexpected number of string elements 2 ..."); nbinfer gives the model the id as bytes.
+* an integer CORRID for a string ``sequence_id``: Triton gives the model the string's bytes
+  read as a number; nbinfer refuses the request (400 naming the control).
 * implicit state on a Python-backend model: Triton 2.51's Python backend never updates the state
   (it does not call ``TRITONBACKEND_StateUpdate``), so every request sees the initial state;
   nbinfer carries ``output_name`` into ``input_name`` as Triton's ONNX Runtime / TensorRT
@@ -131,6 +133,16 @@ def test_string_corrid_differs_on_purpose(servers: dict[str, dict[str, str]]) ->
     assert ours["CORRID"] == ["object", [1], ["s-1"]]
     with pytest.raises(InferenceServerException, match="unexpected number of string elements"):
         probe("grpc", servers["triton"]["grpc"], "probe_string", "s-1", start=True, end=True)
+
+
+def test_an_integer_corrid_for_a_string_id_differs_on_purpose(
+    servers: dict[str, dict[str, str]],
+) -> None:
+    # Triton hands the model the string's bytes read as an integer; nbinfer refuses
+    with pytest.raises(InferenceServerException, match="must be an integer"):
+        probe("grpc", servers["nbinfer"]["grpc"], "probe_oldest", "abc", start=True, end=True)
+    theirs = probe("grpc", servers["triton"]["grpc"], "probe_oldest", "abc", start=True, end=True)
+    assert theirs["CORRID"][0] == "int64"
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
