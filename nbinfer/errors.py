@@ -474,8 +474,10 @@ _GRPC_TO_HTTP: dict[str, int] = {
 _NOT_READY = re.compile(
     r"\bmodel\b.*\b(?:is not ready|is not at ready state|has no available versions)", re.I | re.S
 )
-#: A failed load: nbinfer ("failed to load model 'm': ...") and Triton ("load failed for model").
-_LOAD_FAILED = re.compile(r"failed to load model\b|load failed for model\b", re.I)
+#: A failed load: nbinfer and Triton ("failed to load 'm': ..." / "failed to load 'm', failed to
+#: poll from model repository", "load failed for model 'm'"), nbinfer before 0.x ("failed to load
+#: model 'm'").
+_LOAD_FAILED = re.compile(r"failed to load (?:model\b|['\"])|load failed for model\b", re.I)
 
 
 #: A 404 for a route the server lacks, not for a model: KServe's FastAPI ({"detail": "Not

@@ -219,7 +219,7 @@ async def _handle(payload: bytes, dataplane: DataPlane) -> dict[str, Any]:
     name = str(getattr(model, "name", ""))
     for row in dataplane.repository_index():
         if row.name == name and row.state != "READY":
-            return {"error": f"failed to load model {name!r}: {row.reason}", "load_failed": True}
+            return {"error": f"failed to load {name!r}: {row.reason}", "load_failed": True}
     logger.info("model %r added over the control channel", name)
     return {"ok": True, "name": name}
 

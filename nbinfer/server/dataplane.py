@@ -48,7 +48,7 @@ from nbinfer.server.model import InferContext, Model
 from nbinfer.server.modelio import Offload, Timings, model_failed
 from nbinfer.server.offload import DEFAULT_MAX_PARAMETERS, InflightBytes
 from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
-from nbinfer.server.repository import READY, ModelRepository
+from nbinfer.server.repository import READY, ModelRepository, is_latest_alias
 from nbinfer.server.sequence import (
     DEFAULT_MAX_SEQUENCE_ID_BYTES,
     DEFAULT_MAX_SEQUENCES,
@@ -56,6 +56,7 @@ from nbinfer.server.sequence import (
     SequenceSlot,
     parse_sequence,
 )
+from nbinfer.server.sequence_controls import SequenceControls
 from nbinfer.server.shm import MAX_SHM_REGIONS, MAX_SHM_REGIONS_PER_CALLER, SharedMemoryManager
 from nbinfer.server.stats import statistics_json
 from nbinfer.server.workers import ModelWorkers, when_done
@@ -197,12 +198,14 @@ class DataPlane:
             ModelNotFoundError: unknown model or version.
         """
         versions = self.repository.versions(name)
-        if version:
+        if version and not is_latest_alias(version, [v.version for v in versions]):
             match = [v for v in versions if v.version == str(version)]
             if not match:
                 known = ", ".join(v.version for v in versions) or "(none loaded)"
                 raise ModelNotFoundError(
-                    f"model {name!r} has no version {version!r}; versions: {known}", model=name
+                    f"Request for unknown model: {name!r} version {version} is not found; "
+                    f"versions: {known}",
+                    model=name,
                 )
             return match[0].state == READY
         return any(v.state == READY for v in versions)
@@ -224,7 +227,8 @@ class DataPlane:
         return ModelMetadata(
             name=name,
             versions=versions,
-            platform=model.platform,
+            # as Triton: the config's platform, else its backend (a Python model: "python")
+            platform=model.platform or str(getattr(model, "backend", "") or ""),
             inputs=[d.spec(mbs) for d in model.input_defs()],
             outputs=[d.spec(mbs) for d in model.output_defs()],
             parameters={"device": model.device, "max_batch_size": mbs},
@@ -394,8 +398,13 @@ class DataPlane:
             ctx = self._context(served, request, wanted, headers)
             t.input = time.perf_counter_ns() - t0
             slot = await self._enter_sequence(served, ctx) if served.stateful else None
+            controls = served.version.controls if slot is not None else None
             try:
+                if controls is not None:
+                    inputs = _feed_controls(controls, inputs, ctx)
                 async for item in io.iterate(inputs, ctx, t, self.offload):
+                    if controls is not None:
+                        item = controls.keep(item, ctx.state)
                     out_start = time.perf_counter_ns()
                     outputs = io.outputs(item, wanted, request, batch, caller)
                     t.output += time.perf_counter_ns() - out_start
@@ -510,8 +519,12 @@ class DataPlane:
     ) -> Any:
         slot = await self._enter_sequence(served, ctx)
         jobs: list[Future[Any]] = []
+        controls = served.version.controls
         try:
-            return await self._execute(served, inputs, ctx, t, jobs)
+            if controls is None:
+                return await self._execute(served, inputs, ctx, t, jobs)
+            inputs = _feed_controls(controls, inputs, ctx)
+            return controls.keep(await self._execute(served, inputs, ctx, t, jobs), ctx.state)
         finally:
             running = next((job for job in jobs if not job.done()), None)
             if running is None:
@@ -766,6 +779,22 @@ def _count_success(served: Served, batch: int, total: int, t: Timings, executed:
         stats.record_request(
             total_ns=total, queue_ns=t.queue, input_ns=t.input, infer_ns=t.infer, output_ns=t.output
         )
+
+
+def _feed_controls(
+    controls: SequenceControls, inputs: dict[str, Any], ctx: InferContext
+) -> dict[str, Any]:
+    """A sequence request's inputs with its control tensors and implicit state added.
+
+    The state outputs are added to the outputs the model is asked for (taken out again by
+    :meth:`SequenceControls.keep`).
+    """
+    missing = [n for n in controls.state_outputs if n not in ctx.requested_outputs]
+    if missing:
+        ctx.requested_outputs = [*ctx.requested_outputs, *sorted(missing)]
+    return controls.feed(
+        inputs, ctx.state, ctx.sequence_id, start=ctx.sequence_start, end=ctx.sequence_end
+    )
 
 
 async def _deadline(work: Any, timeout_us: int, ctx: InferContext) -> Any:

@@ -24,6 +24,7 @@ from nbinfer.errors import ModelLoadError, NbinferError, ServerUnavailableError
 from nbinfer.protocol.types import RepositoryModel
 from nbinfer.server.batcher import PendingRequest, Scheduler, SchedulingPolicy, scheduling_policy
 from nbinfer.server.model import Model
+from nbinfer.server.model_config import sequence_batching_json
 from nbinfer.server.modelio import ModelIO
 from nbinfer.server.repository import READY, UNAVAILABLE, ModelRepository, ModelVersion
 from nbinfer.server.sequence import SequenceManager, is_stateful, sequence_idle_us
@@ -251,7 +252,7 @@ class ServedModels:
         self.sequences.drop_model(name)
         problem = self.check_scheduling(name)
         if problem:
-            raise ModelLoadError(f"failed to load model {name!r}: {problem}", model=name)
+            raise ModelLoadError(f"failed to load {name!r}: {problem}", model=name)
 
     async def add(self, model: Model) -> None:
         """Register (or replace) an in-memory model and load it without blocking the loop.
@@ -298,8 +299,13 @@ class ServedModels:
         served = self.get(name, version)
         mv = served.version
         cfg = dict(mv.config)
-        if served.stateful and not cfg.get("sequence_batching"):
-            cfg["sequence_batching"] = {"max_sequence_idle_microseconds": served.idle_us}
+        if served.stateful:
+            sb = cfg.get("sequence_batching")
+            cfg["sequence_batching"] = sequence_batching_json(
+                sb if isinstance(sb, Mapping) else {},
+                served.idle_us,
+                max_batch_size=int(served.model.max_batch_size),
+            )
         if served.decoupled:
             policy_cfg = cfg.get("model_transaction_policy")
             cfg["model_transaction_policy"] = {
@@ -319,5 +325,7 @@ class ServedModels:
             if "preserve_ordering" in merged:
                 effective["preserve_ordering"] = bool(merged["preserve_ordering"])
             merged.update(effective)
+            merged.setdefault("preserve_ordering", False)
+            merged.setdefault("priority_queue_policy", {})
             cfg["dynamic_batching"] = merged
         return cfg

@@ -30,6 +30,8 @@ __all__ = [
     "config_tensor_defs",
     "model_config_json",
     "read_config",
+    "sequence_batching_json",
+    "server_fed_tensors",
     "triton_type",
 ]
 
@@ -43,6 +45,22 @@ _SCALAR_OPTIONS = tuple(
 def triton_type(datatype: str) -> str:
     """The Triton ``TYPE_*`` name of a v2 datatype (``BYTES`` is ``TYPE_STRING``)."""
     return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+
+
+def server_fed_tensors(config: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+    """The input / output names the sequence batcher handles (control inputs, implicit state).
+
+    Clients never send or receive them: they are not the model's declared tensors.
+    """
+    sb = config.get("sequence_batching")
+    if not isinstance(sb, Mapping):
+        return frozenset(), frozenset()
+    ins = {str(e.get("name")) for e in _as_list(sb.get("control_input"))}
+    outs = set()
+    for state in _as_list(sb.get("state")):
+        ins.add(str(state.get("input_name")))
+        outs.add(str(state.get("output_name")))
+    return frozenset(ins), frozenset(outs)
 
 
 def read_config(model_dir: Path) -> dict[str, Any]:
@@ -196,10 +214,12 @@ def apply_config(
         model.platform = str(config["platform"])
     if config.get("backend"):
         model.backend = str(config["backend"])
-    ins = _merge_defs(name, "input", config_tensor_defs(config, "input", files), model.input_defs())
-    outs = _merge_defs(
-        name, "output", config_tensor_defs(config, "output", files), model.output_defs()
-    )
+    # the sequence batcher's control / state tensors are the server's, not the clients'
+    fed_in, fed_out = server_fed_tensors(config)
+    own_ins = [d for d in model.input_defs() if d.name not in fed_in]
+    own_outs = [d for d in model.output_defs() if d.name not in fed_out]
+    ins = _merge_defs(name, "input", config_tensor_defs(config, "input", files), own_ins)
+    outs = _merge_defs(name, "output", config_tensor_defs(config, "output", files), own_outs)
     model.set_defs(ins, outs)
     params = string_params(config)
     if params:
@@ -215,19 +235,110 @@ def apply_config(
         model.max_concurrency = sum(counts)
 
 
-def _tensor_json(d: TensorDef, is_input: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "name": d.name,
-        "data_type": triton_type(d.datatype),
-        "dims": list(d.dims),
-    }
+#: The fields Triton fills in on every input / output entry (model_config.proto defaults).
+_INPUT_DEFAULTS: dict[str, Any] = {
+    "format": "FORMAT_NONE",
+    "is_shape_tensor": False,
+    "allow_ragged_batch": False,
+    "optional": False,
+    "is_non_linear_format_io": False,
+}
+_OUTPUT_DEFAULTS: dict[str, Any] = {
+    "label_filename": "",
+    "is_shape_tensor": False,
+    "is_non_linear_format_io": False,
+}
+#: Top-level fields Triton always answers (empty when the config leaves them out).
+_TOP_DEFAULTS: dict[str, Any] = {
+    "runtime": "",
+    "batch_input": [],
+    "batch_output": [],
+    "model_warmup": [],
+    "cc_model_filenames": {},
+    "metric_tags": {},
+}
+#: The file Triton's backends look for in a version directory (its ``default_model_filename``).
+_DEFAULT_MODEL_FILES = {"python": "model.py", "onnxruntime": "model.onnx", "pytorch": "model.pt"}
+_CONTROL_DEFAULTS: dict[str, Any] = {
+    "int32_false_true": [],
+    "fp32_false_true": [],
+    "bool_false_true": [],
+    "data_type": "TYPE_INVALID",
+}
+#: The fields Triton fills in on the ``direct`` / ``oldest`` strategy of a sequence batcher.
+_STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "direct": {"max_queue_delay_microseconds": 0, "minimum_slot_utilization": 0.0},
+    "oldest": {
+        "max_candidate_sequences": 0,
+        "preferred_batch_size": [],
+        "max_queue_delay_microseconds": 0,
+        "preserve_ordering": False,
+    },
+}
+_STATE_DEFAULTS: dict[str, Any] = {
+    "use_same_buffer_for_input_output": False,
+    "use_growable_memory": False,
+}
+
+
+def _tensor_json(d: TensorDef, is_input: bool, given: Mapping[str, Any]) -> dict[str, Any]:
+    """One entry as Triton answers it: its defaults, the file's fields, the model's truth."""
+    out: dict[str, Any] = dict(_INPUT_DEFAULTS if is_input else _OUTPUT_DEFAULTS)
+    out.update({k: v for k, v in given.items() if k not in ("datatype", "shape")})
+    out.update({"name": d.name, "data_type": triton_type(d.datatype), "dims": list(d.dims)})
     if d.reshape is not None:
         out["reshape"] = {"shape": list(d.reshape)}
     if is_input:
-        out["format"] = "FORMAT_NONE"
         out["optional"] = d.optional
     else:
         out["label_filename"] = d.label_filename
+    return out
+
+
+def _entries_by_name(cfg: Mapping[str, Any], key: str) -> dict[str, Mapping[str, Any]]:
+    entries = cfg.get(key)
+    if not isinstance(entries, list):
+        return {}
+    return {str(e.get("name")): e for e in entries if isinstance(e, Mapping)}
+
+
+def _as_list(value: Any) -> list[Mapping[str, Any]]:
+    """A repeated message field's entries (one message written alone counts as one)."""
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, Mapping)]
+    return [value] if isinstance(value, Mapping) else []
+
+
+def sequence_batching_json(
+    sb: Mapping[str, Any], idle_us: int | None = None, *, max_batch_size: int = 0
+) -> dict[str, Any]:
+    """A ``sequence_batching`` section with Triton's defaults filled in (controls, state).
+
+    ``idle_us`` is the effective ``max_sequence_idle_microseconds`` when the file leaves it
+    out; ``oldest`` without ``preferred_batch_size`` prefers ``max_batch_size``, as Triton.
+    """
+    out = dict(sb)
+    if idle_us is not None and not out.get("max_sequence_idle_microseconds"):
+        out["max_sequence_idle_microseconds"] = idle_us
+    controls = []
+    for entry in _as_list(sb.get("control_input")):
+        item = dict(entry)
+        item["control"] = [{**_CONTROL_DEFAULTS, **c} for c in _as_list(entry.get("control"))]
+        controls.append(item)
+    out["control_input"] = controls
+    states = []
+    for entry in _as_list(sb.get("state")):
+        item = {**_STATE_DEFAULTS, **entry}
+        item["initial_state"] = [dict(i) for i in _as_list(entry.get("initial_state"))]
+        states.append(item)
+    out["state"] = states
+    out.setdefault("iterative_sequence", False)
+    for strategy, defaults in _STRATEGY_DEFAULTS.items():
+        if isinstance(sb.get(strategy), Mapping):
+            out[strategy] = {**defaults, **sb[strategy]}
+    oldest = out.get("oldest")
+    if isinstance(oldest, dict) and not oldest["preferred_batch_size"] and max_batch_size > 0:
+        oldest["preferred_batch_size"] = [max_batch_size]
     return out
 
 
@@ -244,24 +355,44 @@ def model_config_json(model: Model, base: Mapping[str, Any] | None = None) -> di
         if d.labels:
             params[f"nbinfer.labels.{d.name}"] = {"string_value": json.dumps(list(d.labels))}
     gpu = model.device.startswith("cuda")
-    groups = cfg.get("instance_group") or [{}]
+    given_groups = [g for g in _as_list(cfg.get("instance_group"))]
     instance_group = []
-    for i, g in enumerate(groups):
+    for i, g in enumerate(given_groups or [{}]):
+        # as Triton: a group without a name is "<model>_<i>"; the group Triton makes up when
+        # the config has none is "<model>"
+        default_name = f"{model.name}_{i}" if given_groups else model.name
         instance_group.append(
             {
-                "name": str(g.get("name") or f"{model.name}_{i}"),
+                **{k: v for k, v in g.items() if k not in ("kind", "gpus")},
+                "name": str(g.get("name") or default_name),
                 "kind": "KIND_GPU" if gpu else "KIND_CPU",
                 "count": int(g.get("count", model.max_concurrency or 1)),
                 "gpus": [int(model.device.split(":", 1)[1])] if gpu else [],
+                "secondary_devices": list(g.get("secondary_devices") or []),
+                "profile": list(g.get("profile") or []),
+                "passive": bool(g.get("passive", False)),
+                "host_policy": str(g.get("host_policy") or ""),
             }
+        )
+    given_in, given_out = _entries_by_name(cfg, "input"), _entries_by_name(cfg, "output")
+    for key, value in _TOP_DEFAULTS.items():
+        cfg.setdefault(key, type(value)())
+    default_file = _DEFAULT_MODEL_FILES.get(str(model.backend or ""))
+    if default_file:
+        cfg.setdefault("default_model_filename", default_file)
+    if isinstance(cfg.get("sequence_batching"), Mapping):
+        cfg["sequence_batching"] = sequence_batching_json(
+            cfg["sequence_batching"], max_batch_size=int(model.max_batch_size)
         )
     cfg.update({o.config_key: getattr(model, o.name) for o in _SCALAR_OPTIONS})
     cfg.update(
         {
             "version_policy": cfg.get("version_policy") or {"latest": {"num_versions": 1}},
             "max_batch_size": int(model.max_batch_size),
-            "input": [_tensor_json(d, True) for d in model.input_defs()],
-            "output": [_tensor_json(d, False) for d in model.output_defs()],
+            "input": [_tensor_json(d, True, given_in.get(d.name, {})) for d in model.input_defs()],
+            "output": [
+                _tensor_json(d, False, given_out.get(d.name, {})) for d in model.output_defs()
+            ],
             "instance_group": instance_group,
             "parameters": params,
         }

@@ -48,6 +48,8 @@ REPEATED = frozenset(
         "input_pinned_memory",
         "control_input",
         "control",
+        "state",
+        "initial_state",
         "int32_false_true",
         "fp32_false_true",
         "bool_false_true",

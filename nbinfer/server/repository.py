@@ -46,6 +46,7 @@ from nbinfer.server.model import Model
 from nbinfer.server.model_config import apply_config, model_config_json, read_config
 from nbinfer.server.paths import ModelFiles, check_model_name, check_relative_path, upload_plan
 from nbinfer.server.pbtxt import string_params
+from nbinfer.server.sequence_controls import SequenceControls
 from nbinfer.server.stats import ModelStats
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "ModelControl",
     "ModelRepository",
     "ModelVersion",
+    "is_latest_alias",
 ]
 
 logger = logging.getLogger("nbinfer")
@@ -153,6 +155,8 @@ class ModelVersion:
     config: dict[str, Any] = field(default_factory=dict)
     stats: ModelStats = field(default_factory=ModelStats)
     inflight: int = 0
+    #: The sequence batcher's control inputs and implicit states the config declares.
+    controls: SequenceControls | None = None
 
     def row(self) -> RepositoryModel:
         """This version as a repository index row."""
@@ -169,6 +173,14 @@ class _Entry:
     reason: str = "not loaded"
     temp_dir: Path | None = None
     busy: bool = False
+
+
+def is_latest_alias(version: str, versions: Iterable[str]) -> bool:
+    """Whether ``version`` means "the latest" (``0``, OpenVINO Model Server's convention).
+
+    Only when the model has no version directory ``0`` of its own.
+    """
+    return str(version) == "0" and "0" not in versions
 
 
 def _select_versions(config: Mapping[str, Any], available: list[str]) -> list[str]:
@@ -405,6 +417,7 @@ class ModelRepository:
                 model = _model_of_version(files, v, config)
                 model.version = v
                 apply_config(model, config, name=name, model_dir=model_dir, files=files)
+                mv.controls = SequenceControls.from_config(config, model_dir)
                 _load_model_object(model, self.device)
             except Exception as exc:  # the reason is recorded, the others keep serving
                 logger.warning("model %r version %s failed to load: %s", name, v, _reason(exc))
@@ -526,7 +539,10 @@ class ModelRepository:
             entry = self._entries.get(name)
         if entry is None:
             known = ", ".join(sorted(self._entries)) or "(none)"
-            raise ModelNotFoundError(f"unknown model {name!r}; known models: {known}", model=name)
+            raise ModelNotFoundError(
+                f"Request for unknown model: {name!r} is not found; known models: {known}",
+                model=name,
+            )
         return entry
 
     def versions(self, name: str) -> list[ModelVersion]:
@@ -546,12 +562,15 @@ class ModelRepository:
             ModelNotReadyError: the model / version exists but is not ready.
         """
         entry = self._entry(name)
+        if is_latest_alias(version, entry.versions):
+            version = ""
         if version:
             mv = entry.versions.get(str(version))
             if mv is None:
                 known = ", ".join(sorted(entry.versions, key=_version_key)) or "(none loaded)"
                 raise ModelNotFoundError(
-                    f"model {name!r} has no version {version!r}; versions: {known}",
+                    f"Request for unknown model: {name!r} version {version} is not found; "
+                    f"versions: {known}",
                     model=name,
                 )
             if mv.state != READY:
@@ -743,7 +762,7 @@ class ModelRepository:
             if created and self._entries.get(name) is entry:
                 del self._entries[name]  # a failed first load leaves nothing behind
             reason = error or "; ".join(f"version {v.version}: {v.reason}" for v in built.values())
-            raise ModelLoadError(f"failed to load model {name!r}: {reason}", model=name)
+            raise ModelLoadError(f"failed to load {name!r}: {reason}", model=name)
 
     async def unload(self, name: str, *, remote: bool = False) -> None:
         """Unload every version of a model after its in-flight requests finish.

@@ -198,8 +198,9 @@ class SequenceManager:
         """
         if sequence_id is None:
             raise InvalidInputError(
-                f"model {model!r} is stateful: requests need a 'sequence_id' parameter "
-                "(and 'sequence_start': true on the first request of a sequence)",
+                f"inference request to model {model!r} must specify a non-zero or non-empty "
+                "correlation ID (the model is stateful: requests need a 'sequence_id' "
+                "parameter, and 'sequence_start': true on the first request of a sequence)",
                 model=model,
             )
         self._ensure_sweeper()
@@ -218,9 +219,10 @@ class SequenceManager:
             self._slots[key] = slot
         elif slot is None:
             raise InvalidInputError(
-                f"sequence {sequence_id!r} of model {model!r} is not active: start it with "
-                "'sequence_start': true (it may have ended, or been idle for longer than "
-                f"{idle_us / 1e6:g} s)",
+                f"inference request for sequence {sequence_id} to model {model!r} must specify "
+                "the START flag on the first request of the sequence (sequence "
+                f"{sequence_id!r} is not active: start it with 'sequence_start': true; it may "
+                f"have ended, or been idle for longer than {idle_us / 1e6:g} s)",
                 model=model,
             )
         slot.last_used = now

@@ -181,7 +181,8 @@ def test_model_metadata_of_demo_models(dp: DataPlane) -> None:
     assert batched.inputs[0].shape == [-1, 3]
     assert batched.parameters["max_batch_size"] == 4
     with pytest.raises(
-        ModelNotFoundError, match="unknown model 'nope'; known models: accumulate, add_sub"
+        ModelNotFoundError,
+        match=r"^Request for unknown model: 'nope' is not found; known models: accumulate, add_sub",
     ):
         dp.model_metadata("nope")
 
@@ -196,6 +197,9 @@ def test_model_config_is_triton_shaped(dp: DataPlane) -> None:
         "dims": [3],
         "format": "FORMAT_NONE",
         "optional": False,
+        "allow_ragged_batch": False,
+        "is_shape_tensor": False,
+        "is_non_linear_format_io": False,
     }
     assert [o["name"] for o in cfg["output"]] == ["Y", "Z"]
     assert cfg["instance_group"][0]["kind"] == "KIND_CPU"
@@ -344,10 +348,15 @@ def test_batch_dimension_is_bounded_by_max_batch_size(dp: DataPlane) -> None:
 
 def test_unknown_model_and_version(dp: DataPlane) -> None:
     req = add_sub_request(f32(1, 16), f32(1, 16), model_version="7")
-    with pytest.raises(ModelNotFoundError, match="model 'add_sub' has no version '7'; versions: 1"):
+    with pytest.raises(
+        ModelNotFoundError,
+        match=r"^Request for unknown model: 'add_sub' version 7 is not found; versions: 1",
+    ):
         run(dp.infer(req))
     req.model_name, req.model_version = "ghost", ""
-    with pytest.raises(ModelNotFoundError, match="unknown model 'ghost'"):
+    with pytest.raises(
+        ModelNotFoundError, match=r"^Request for unknown model: 'ghost' is not found"
+    ):
         run(dp.infer(req))
     with pytest.raises(ModelNotFoundError):
         dp.model_ready("ghost")

@@ -506,11 +506,12 @@ def test_unknown_model_busy_server_and_bad_input_keep_their_classes() -> None:
 @pytest.mark.parametrize(
     "message",
     [
+        "failed to load 'm': version 1: load() raised OSError: no weights",
         "failed to load model 'm': version 1: load() raised OSError: no weights",
         "load failed for model 'm': version 1 is at UNAVAILABLE state: Internal: OSError: no "
         "weights",
     ],
-    ids=["nbinfer", "triton"],
+    ids=["nbinfer", "nbinfer-before-issue-26", "triton"],
 )
 def test_a_failed_load_is_a_load_error_keeping_the_models_text(message: str) -> None:
     for error in (error_for_status(400, message), error_for_grpc_code("INVALID_ARGUMENT", message)):
@@ -519,7 +520,7 @@ def test_a_failed_load_is_a_load_error_keeping_the_models_text(message: str) -> 
 
 
 def test_the_server_maps_load_errors_and_not_ready_onto_distinct_statuses() -> None:
-    load = ModelLoadError("failed to load model 'm': boom")
+    load = ModelLoadError("failed to load 'm': boom")
     assert (status_of(load), grpc_code_of(load)) == (400, "INVALID_ARGUMENT")
     ready = ModelNotReadyError("model 'm' is not ready (LOADING)")
     assert (status_of(ready), grpc_code_of(ready)) == (503, "UNAVAILABLE")

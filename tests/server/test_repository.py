@@ -264,9 +264,12 @@ def test_versions_latest_by_default_and_specific_on_request(repo: Path) -> None:
     assert scale("") == [[3.0, 3.0]]
     assert scale("1") == [[1.0, 1.0]]
     assert scale("2") == [[2.0, 2.0]]
-    with pytest.raises(ModelNotFoundError, match="no version '9'; versions: 1, 2, 3"):
+    with pytest.raises(
+        ModelNotFoundError,
+        match=r"^Request for unknown model: 'scale' version 9 is not found; versions: 1, 2, 3",
+    ):
         scale("9")
-    with pytest.raises(ModelNotFoundError, match="no version '9'"):
+    with pytest.raises(ModelNotFoundError, match="'scale' version 9 is not found"):
         dp.model_ready("scale", "9")
 
 
@@ -359,7 +362,7 @@ def test_explicit_mode_loads_nothing_until_asked(repo: Path) -> None:
     assert infer_add(dp, "add") == [2, 4]
     with pytest.raises(ModelNotFoundError, match="nothere"):
         run(dp.load_model("nothere"))
-    with pytest.raises(ModelLoadError, match=r"failed to load model 'load_fails'.*corrupt"):
+    with pytest.raises(ModelLoadError, match=r"^failed to load 'load_fails'.*corrupt"):
         run(dp.load_model("load_fails"))
 
 
@@ -428,7 +431,7 @@ def test_load_with_file_and_config_overrides(repo: Path) -> None:
 
 def test_failed_reload_keeps_the_previous_version_serving(repo: Path) -> None:
     dp = DataPlane(ModelRepository(repo, allow_code_upload=True))
-    with pytest.raises(ModelLoadError, match=r"failed to load model 'add'.*SyntaxError"):
+    with pytest.raises(ModelLoadError, match=r"^failed to load 'add'.*SyntaxError"):
         run(dp.load_model("add", files={"file:1/model.py": b"def broken(:\n"}))
     assert infer_add(dp, "add") == [2, 4]
 
@@ -458,7 +461,10 @@ def test_in_memory_models_register_and_replace(tmp_path: Path) -> None:
     resp = run(dp.infer(InferRequest(inputs=[InferInput("x", "INT32", [1], x)], model_name="inc")))
     assert resp.outputs[0].data.tolist() == [3]  # type: ignore[union-attr]
     assert [r.name for r in repo.index()] == ["inc"]
-    with pytest.raises(ModelNotFoundError, match="unknown model 'nope'; known models: inc"):
+    with pytest.raises(
+        ModelNotFoundError,
+        match=r"^Request for unknown model: 'nope' is not found; known models: inc",
+    ):
         repo.resolve("nope")
 
 

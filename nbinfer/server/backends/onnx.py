@@ -26,7 +26,7 @@ from nbinfer.errors import InvalidInputError
 from nbinfer.server.backends.optional import require
 from nbinfer.server.devices import check_device_request, cpu_fallback
 from nbinfer.server.model import InferContext, Model, TensorDef, as_tensor_def
-from nbinfer.server.model_config import config_tensor_defs
+from nbinfer.server.model_config import config_tensor_defs, server_fed_tensors
 from nbinfer.server.pbtxt import config_device
 
 __all__ = ["ONNX_TO_V2", "OnnxModel", "onnx_providers"]
@@ -162,6 +162,8 @@ class OnnxModel(Model):
         self._file_inputs = {i.name: self._file_def(i, "input") for i in meta.get_inputs()}
         self._file_outputs = {o.name: self._file_def(o, "output") for o in meta.get_outputs()}
         self._run_outputs: list[str] = []
+        #: Graph inputs the server fills (sequence controls, implicit state): never declared.
+        self._server_fed: frozenset[str] = frozenset()
 
     @classmethod
     def from_config(
@@ -170,7 +172,7 @@ class OnnxModel(Model):
         """Build from a Triton config (max_batch_size, input / output, instance_group)."""
         ins = config_tensor_defs(config, "input")
         outs = config_tensor_defs(config, "output")
-        return cls(
+        model = cls(
             path,
             name=name,
             device=config_device(config) or "",
@@ -179,6 +181,9 @@ class OnnxModel(Model):
             outputs=outs or None,
             version=version,
         )
+        # the sequence batcher's control / state inputs are fed by the server
+        model._server_fed = server_fed_tensors(config)[0]
+        return model
 
     def _open(self, device: str) -> tuple[Any, str]:
         ort = _ort()
@@ -246,7 +251,7 @@ class OnnxModel(Model):
                 )
             defs.append(d)
         if kind == "input":
-            missing = sorted(set(file_defs) - {d.name for d in defs})
+            missing = sorted(set(file_defs) - {d.name for d in defs} - self._server_fed)
             if missing:
                 raise InvalidInputError(
                     f"ONNX model {self.name!r}: input(s) {missing} of the file are not declared"
@@ -303,7 +308,10 @@ class OnnxModel(Model):
                 arr = _to_str_array(arr)
             feeds[name] = arr
         names = self._run_outputs or [d.name for d in self.output_defs()]
-        wanted = [n for n in context.requested_outputs if n in names] or names
+        # a graph output the config leaves out is computed when asked for (implicit state)
+        wanted = [
+            n for n in context.requested_outputs if n in names or n in self._file_outputs
+        ] or names
         results = session.run(wanted, feeds)
         return dict(zip(wanted, results, strict=True))
 

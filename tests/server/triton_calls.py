@@ -1,0 +1,205 @@
+"""The calls Triton's sequence / config client examples make, as helpers over tritonclient.
+
+Our own code (written after reading what ``simple_*_sequence_*_client.py`` send and check):
+one sequence per call, a sync request at a time over HTTP or gRPC, or several sequences
+interleaved on one gRPC stream. Shared by ``tests/server/test_triton_sequences.py``,
+``tests/server/test_config_roundtrip.py`` and ``tests/peers/test_triton_fidelity.py`` so the
+same calls run against nbinfer and a real tritonserver.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tritonclient.grpc as tg
+import tritonclient.http as th
+from google.protobuf import json_format
+
+#: The Triton-layout repository of Python-backend stand-ins (see its README.md).
+EXAMPLES = Path(__file__).parent / "triton_examples"
+
+#: The values the examples send (a first value, then these; the second sequence negated).
+VALUES = [11, 7, 5, 3, 2, 0, 1]
+
+
+def _module(protocol: str) -> Any:
+    return th if protocol == "http" else tg
+
+
+def client(protocol: str, url: str) -> Any:
+    """A tritonclient of ``protocol`` (``http`` / ``grpc``) for ``host:port``."""
+    return _module(protocol).InferenceServerClient(url)
+
+
+def infer_one(
+    c: Any,
+    protocol: str,
+    model: str,
+    value: int,
+    *,
+    batched: bool = True,
+    output: str = "OUTPUT",
+    version: str = "",
+    **sequence: Any,
+) -> Any:
+    """One INT32 ``INPUT`` request (``[1, 1]`` when ``batched``); the first element of OUTPUT."""
+    mod = _module(protocol)
+    data = np.full([1, 1] if batched else [1], value, dtype=np.int32)
+    inp = mod.InferInput("INPUT", list(data.shape), "INT32")
+    inp.set_data_from_numpy(data)
+    result = c.infer(
+        model, [inp], model_version=version, outputs=[mod.InferRequestedOutput(output)], **sequence
+    )
+    first = result.as_numpy(output).ravel()[0]
+    return first.decode() if isinstance(first, bytes) else first
+
+
+def run_sequence(
+    protocol: str, url: str, model: str, sequence_id: int | str, values: list[int], **kw: Any
+) -> list[Any]:
+    """Send ``values`` as one sequence, a sync request at a time; the outputs in order."""
+    c = client(protocol, url)
+    try:
+        return [
+            infer_one(
+                c,
+                protocol,
+                model,
+                v,
+                sequence_id=sequence_id,
+                sequence_start=i == 0,
+                sequence_end=i == len(values) - 1,
+                **kw,
+            )
+            for i, v in enumerate(values)
+        ]
+    finally:
+        c.close()
+
+
+def run_stream(
+    url: str, sequences: list[tuple[str, int | str, list[int]]]
+) -> dict[int | str, list[int]]:
+    """Send every ``(model, sequence_id, values)`` on one gRPC stream, sequence after sequence
+    without waiting; the outputs of each sequence id, in request order."""
+    answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    expected = sum(len(values) for _, _, values in sequences)
+    results: dict[int | str, list[tuple[int, int]]] = {sid: [] for _, sid, _ in sequences}
+    with tg.InferenceServerClient(url) as c:
+        c.start_stream(callback=lambda result, error: answers.put((result, error)))
+        for model, sid, values in sequences:
+            for i, v in enumerate(values):
+                data = np.full([1, 1], v, dtype=np.int32)
+                inp = tg.InferInput("INPUT", [1, 1], "INT32")
+                inp.set_data_from_numpy(data)
+                c.async_stream_infer(
+                    model,
+                    [inp],
+                    request_id=f"{sid}_{i}",
+                    sequence_id=sid,
+                    sequence_start=i == 0,
+                    sequence_end=i == len(values) - 1,
+                )
+        for _ in range(expected):
+            result, error = answers.get(timeout=60)
+            if error is not None:
+                raise error
+            rid = result.get_response().id
+            sid_text, index = rid.rsplit("_", 1)
+            key = next(k for k in results if str(k) == sid_text)
+            results[key].append((int(index), int(result.as_numpy("OUTPUT").ravel()[0])))
+        c.stop_stream()
+    return {k: [v for _, v in sorted(pairs)] for k, pairs in results.items()}
+
+
+def probe(
+    protocol: str,
+    url: str,
+    model: str,
+    sequence_id: int | str,
+    *,
+    start: bool = False,
+    end: bool = False,
+    batched: bool = False,
+) -> dict[str, Any]:
+    """What a probe model received (its JSON answer) for one request of a sequence."""
+    c = client(protocol, url)
+    try:
+        text = infer_one(
+            c,
+            protocol,
+            model,
+            1,
+            batched=batched,
+            sequence_id=sequence_id,
+            sequence_start=start,
+            sequence_end=end,
+        )
+    finally:
+        c.close()
+    return dict(json.loads(text))
+
+
+def model_config(protocol: str, url: str, model: str, version: str = "") -> dict[str, Any]:
+    """``GET .../config`` (HTTP) or ModelConfig (gRPC, as JSON with Triton's field names)."""
+    c = client(protocol, url)
+    try:
+        if protocol == "http":
+            return dict(c.get_model_config(model, version))
+        answer = c.get_model_config(model, version)
+        return dict(
+            json_format.MessageToDict(
+                answer.config,
+                preserving_proto_field_name=True,
+                always_print_fields_with_no_presence=True,
+            )
+        )
+    finally:
+        c.close()
+
+
+#: The config fields clients read, compared between nbinfer and Triton.
+CLIENT_FIELDS = (
+    "name",
+    "platform",
+    "backend",
+    "max_batch_size",
+    "version_policy",
+    "input",
+    "output",
+    "instance_group",
+    "dynamic_batching",
+    "sequence_batching",
+    "default_model_filename",
+)
+
+
+def client_view(config: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a config clients read, with the encodings of both transports made equal
+    (gRPC JSON spells int64 as strings; nbinfer's own extras in ``parameters`` dropped)."""
+    view = {k: config.get(k) for k in CLIENT_FIELDS}
+    dyn = view.get("dynamic_batching")
+    if isinstance(dyn, dict):  # nbinfer echoes its effective queue policy too
+        view["dynamic_batching"] = {k: v for k, v in dyn.items() if k != "default_queue_policy"}
+    for group in view.get("instance_group") or []:
+        group.pop("rate_limiter", None)
+    params = config.get("parameters") or {}
+    view["parameters"] = {
+        k: v for k, v in params.items() if k != "device" and not k.startswith("nbinfer.")
+    }
+    return _ints(view)
+
+
+def _ints(value: Any) -> Any:
+    """Digit strings (proto3 JSON int64) as ints, recursively."""
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return value
