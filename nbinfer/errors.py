@@ -529,8 +529,11 @@ def split_model_traceback(message: str) -> tuple[str, str | None]:
     return message, "\n".join(out)
 
 
-#: An nbinfer server's unknown model ("unknown model 'irs'; known models: iris, digits").
-_UNKNOWN_MODEL = re.compile(r"unknown model '(?P<name>[^']*)'; known models: (?P<known>[^\n]*)")
+#: An nbinfer server's unknown model: Triton's text, then the known models ("Request for
+#: unknown model: 'irs' is not found; known models: iris"; before: "unknown model 'irs'; ...").
+_UNKNOWN_MODEL = re.compile(
+    r"unknown model:? '(?P<name>[^']*)'(?: is not found)?; known models: (?P<known>[^\n]*)"
+)
 
 
 #: An nbinfer server's shape mismatch ("input 'x' of model 'iris': shape [1,3] does not match

@@ -38,7 +38,7 @@ def test_error_shows_your_line_then_the_card_with_library_frames_folded(
         box_text = red_box.inner_text()
         assert 'session.infer("iris_v2", flower)' in box_text  # the user's line
         assert "Cell In[2], line 2" in box_text
-        assert "ModelNotFoundError: unknown model 'iris_v2'" in box_text
+        assert "ModelNotFoundError: Request for unknown model: 'iris_v2'" in box_text
         assert "/nbinfer/" not in box_text and "library frames" in box_text
         assert red_box.bounding_box()["y"] < card.bounding_box()["y"]  # line first, then card
 

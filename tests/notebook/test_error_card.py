@@ -78,8 +78,14 @@ def test_an_error_can_be_given_a_better_hint_after_it_is_raised() -> None:
     assert "session.model(" not in display.render_error(error)
 
 
-def test_an_unknown_model_close_to_a_known_one_says_which() -> None:
-    message = "unknown model 'irs'; known models: add_sub, digits, iris"
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Request for unknown model: 'irs' is not found; known models: add_sub, digits, iris",
+        "unknown model 'irs'; known models: add_sub, digits, iris",  # nbinfer servers before 26
+    ],
+)
+def test_an_unknown_model_close_to_a_known_one_says_which(message: str) -> None:
     typo = nbinfer.errors.error_for_status(404, message, model="irs")
     assert typo.hints[0] == "Did you mean `'iris'`?"
     assert typo.hints[1:] == nbinfer.ModelNotFoundError.default_hints
@@ -324,7 +330,7 @@ def test_a_kernel_without_load_ext_sends_your_line_then_the_card(tmp_path: Path)
     red_box = ANSI.sub("", "\n".join(error.traceback))
     assert "Cell In[2], line 2" in red_box and "session.model('iris_v2')" in red_box
     assert "/nbinfer/" not in red_box and "library frames" in red_box
-    assert "unknown model 'iris_v2'" in red_box.splitlines()[-1]
+    assert "Request for unknown model: 'iris_v2' is not found" in red_box.splitlines()[-1]
     assert "<summary>Library frames" in card.data["text/html"]
     assert "/nbinfer/session/core.py" in card.data["text/plain"]
     assert "What to try:" in card.data["text/plain"]
