@@ -89,9 +89,11 @@ __all__ = [
 class NbinferError(Exception):
     """Base class of every error nbinfer raises."""
 
-    def __init__(self, message: str, **context: Any) -> None:
+    def __init__(self, message: str, *, hint: str = "", **context: Any) -> None:
         super().__init__(message)
         self.message = message
+        #: What to try for this very error (e.g. the cast to write); "" leaves it to its class.
+        self.hint = hint
         #: Extra details (model, tensor, request_id, ...), always a dict.
         self.context: dict[str, Any] = context
 

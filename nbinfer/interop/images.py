@@ -58,6 +58,7 @@ from nbinfer.interop._inflight import arun, progress_bar, run
 from nbinfer.interop.image_frame import ClassificationFrame, classification_frame
 from nbinfer.protocol.classification import decode_classification, top_k
 from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.protocol.tensors import Destination, conform
 from nbinfer.protocol.types import InferInput, ModelMetadata, RequestedOutput
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "aclassify_images",
     "classify_images",
     "config_scaling",
+    "scaled_pixels",
     "encode_image",
     "encoded_batch",
     "expand_images",
@@ -449,9 +451,10 @@ def pixels(
             or images kept at their own size (``plan.height`` / ``width`` 0) differ in size.
     """
     dtype = numpy_dtype(plan.datatype)
+    to = Destination(tensor=plan.input, data="pixels")  # the one conversion rule, named
     if preprocess is not None:
         arrays = [np.asarray(preprocess(load_image(s))) for s in sources]
-        batch = np.stack(arrays).astype(dtype, copy=False)
+        batch = conform(np.stack(arrays), plan.datatype, to)
         if batch.shape[1:] != plan.item_shape:
             raise InvalidInputError(
                 f"preprocess returned images of shape {list(batch.shape[1:])}; input "
@@ -477,7 +480,7 @@ def pixels(
     batch = np.stack(arrays)
     if batch.ndim == 3:
         batch = batch[..., np.newaxis]
-    out = np.asarray(_scaled(batch, scaling, dtype)).astype(dtype, copy=False)
+    out = conform(np.asarray(_scaled(batch, scaling, dtype)), plan.datatype, to)
     if plan.layout == "NCHW":
         out = out.transpose(0, 3, 1, 2)
     elif plan.layout == "NHW":
@@ -702,6 +705,22 @@ def config_scaling(config: Mapping[str, Any] | None) -> str:
     params = (config or {}).get("parameters") or {}
     value = params.get(SCALING_PARAMETER)
     return str(value.get("string_value", "none")) if isinstance(value, Mapping) else "none"
+
+
+def scaled_pixels(
+    pixels: np.ndarray[Any, Any], config: Mapping[str, Any] | None, datatype: str
+) -> np.ndarray[Any, Any]:
+    """``uint8`` pixels for a float input, scaled as the model's config declares (else as is).
+
+    What ``session.infer(model, uint8_image)`` sends: the same numbers :meth:`Session.classify`
+    would (``nbinfer.image.scaling``, e.g. ``"unit"``: ``/ 255``); without a declared scaling
+    the pixels keep their values (the float cast is made by the one conversion rule).
+    """
+    scaling = config_scaling(config)
+    if scaling.lower() == "none":
+        return pixels
+    target = numpy_dtype(datatype)
+    return np.asarray(_scaled(pixels, scaling, target if target.kind == "f" else np.dtype("f4")))
 
 
 def image_sample(

@@ -427,7 +427,10 @@ def render_result(result: InferResult) -> Html:
     body = "".join(_output_html(o) for o in outs)
     sub = f"version {result.model_version}" if result.model_version else ""
     info = facts({"id": result.id, "outputs": len(outs)})
-    return card("InferResult", result.model_name, info + body, text=repr(result), sub=sub)
+    notes = "".join(
+        f'<div class="nbi-message nbi-warn">&#9888; {escape(n)}</div>' for n in result.notes
+    )
+    return card("InferResult", result.model_name, notes + info + body, text=repr(result), sub=sub)
 
 
 # -- metadata, models, sessions ------------------------------------------------------------
@@ -737,7 +740,10 @@ _HINTS: dict[type[errors.NbinferError], tuple[str, ...]] = {
 
 
 def hints(exc: BaseException) -> list[str]:
-    """What to try for an nbinfer error (most specific class first), ``[]`` if none."""
+    """What to try for an nbinfer error: its own hint, else its class's; ``[]`` if none."""
+    own = getattr(exc, "hint", "")
+    if own:
+        return [own]
     for cls in type(exc).__mro__:
         found = _HINTS.get(cls)
         if found is not None:
