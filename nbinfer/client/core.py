@@ -175,14 +175,22 @@ def _requested_outputs(outputs: Outputs) -> list[RequestedOutput]:
     return result
 
 
-def _needs_metadata(value: Any) -> bool:
-    """True when the value is sent as the model declares it (lists, scalars, arrays).
+#: What NumPy makes unless told otherwise (``np.array([5.1, 3.5])``, ``np.array([1, 2])``):
+#: arrays of these dtypes are sent as the model declares its input, value-safely.
+_NUMPY_DEFAULTS: tuple[np.dtype[Any], ...] = (np.dtype(np.float64), np.dtype(np.int64))
 
-    Arrays too: a float64 array goes to an FP32 input as FP32 when no value changes
-    (:func:`~nbinfer.protocol.tensors.conform`), and is refused here, before sending, otherwise.
+
+def _needs_metadata(value: Any) -> bool:
+    """True when the value is sent as the model declares it (lists, scalars, default arrays).
+
+    A float64 / int64 array goes to an FP32 input as FP32 when no value changes
+    (:func:`~nbinfer.protocol.tensors.conform`) and is refused here, before sending, otherwise.
+    Arrays of any other dtype were typed on purpose: they go as they are (no metadata read).
     """
     if isinstance(value, InferInput):
         return False
+    if isinstance(value, np.ndarray):
+        return value.dtype in _NUMPY_DEFAULTS
     return not isinstance(value, (str, bytes, bytearray))
 
 
@@ -521,16 +529,18 @@ class _Core:
         key: list[Any] = [model_name, model_version, names]
         arrays: list[Any] = []
         declared = self._dtypes.get((model_name, model_version))
-        if declared is None and (model_name, model_version) not in self._no_metadata:
-            return None  # the general path reads the metadata once
         for name, value in inputs.items():
             if type(value) is not np.ndarray or type(name) is not str:
                 return None
             dtype = value.dtype
             if dtype.kind not in "biuf" or not dtype.isnative:
                 return None
-            if declared is not None and declared.get(name, dtype) != dtype:
-                return None  # converted (or refused) on the general path
+            if dtype in _NUMPY_DEFAULTS and (
+                declared.get(name, dtype) != dtype
+                if declared is not None
+                else (model_name, model_version) not in self._no_metadata
+            ):
+                return None  # read the metadata once; converted (or refused) on the general path
             if not value.flags.c_contiguous:
                 value = np.ascontiguousarray(value)
             key.append((name, dtype, value.shape))

@@ -22,7 +22,7 @@ import inspect
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from nbinfer.errors import (
     UnsupportedError,
 )
 from nbinfer.protocol.columns import column_datatype
+from nbinfer.protocol.dtypes import DATATYPES
+from nbinfer.protocol.tensors import Destination, conform
 from nbinfer.protocol.types import (
     InferInput,
     InferRequest,
@@ -477,6 +479,10 @@ class FrameFront(BinaryProbe):
                 value = self._image_sample(meta, version, name, value)
             elif _is_pixels(value, spec):
                 value = self._pixels(meta, version, value, spec)
+            if spec is not None and _is_numeric(
+                value, spec
+            ):  # as declared when no value changes (else refused)
+                value = conform(value, spec.datatype, Destination(model, name))
             if spec is None or len(spec.shape) < 2 or spec.shape[0] != -1:
                 sent[name] = value
                 continue
@@ -744,6 +750,16 @@ def _check_sample(model: str, spec: TensorSpec, got: list[int], *, batch: bool) 
         tensor=spec.name,
         expected=item,
         got=got,
+    )
+
+
+def _is_numeric(value: Any, spec: TensorSpec) -> TypeGuard[np.ndarray[Any, Any]]:
+    """A numeric array meeting an input declared with a numeric datatype."""
+    return (
+        isinstance(value, np.ndarray)
+        and value.dtype.kind in "biuf"
+        and spec.datatype in DATATYPES
+        and spec.datatype != "BYTES"
     )
 
 
