@@ -223,3 +223,10 @@ def test_dataframe_float64_overflow_names_the_column(session: Session) -> None:
     with pytest.raises(DataTypeError, match="column 'petal_width'") as caught:
         session.infer("iris", frame)
     assert "np.clip(df['petal_width']" in str(caught.value)
+
+
+def test_result_card_names_the_top_classes(session: Session) -> None:
+    result = session.infer("iris", np.array(SETOSA))
+    assert result.labels == {"probabilities": SPECIES}
+    html = mimebundle(result)["text/html"]
+    assert html.index("setosa") < html.index("versicolor")  # best first, by name

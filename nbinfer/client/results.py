@@ -96,6 +96,8 @@ class InferResult:
             empty for a streamed result (a stream's metadata belongs to the stream).
         notes: What the result's card says besides the outputs: a :class:`~nbinfer.Session`
             notes inputs that had NaN ("2 of 5 rows had NaN inputs ...").
+        labels: Class labels per output name; a :class:`~nbinfer.Session` fills them from the
+            model's config, and the card shows the top classes by name.
 
     Example::
 
@@ -104,7 +106,7 @@ class InferResult:
         result.output_names            # ["OUTPUT0", "OUTPUT1"]
     """
 
-    __slots__ = ("_index", "_view", "headers", "notes")
+    __slots__ = ("_index", "_view", "headers", "labels", "notes")
 
     def __init__(
         self, response: InferResponse | _ResponseView, headers: Mapping[str, str] | None = None
@@ -115,6 +117,8 @@ class InferResult:
         self._index = {name: i for i, name in enumerate(view.names)}
         #: What the result's card says besides the outputs (e.g. that inputs had NaN).
         self.notes: tuple[str, ...] = ()
+        #: Class labels per output name, when known (a Session reads them from the config).
+        self.labels: dict[str, list[str]] = {}
 
     @property
     def response(self) -> InferResponse:

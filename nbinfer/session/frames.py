@@ -182,6 +182,7 @@ class FrameFront(BinaryProbe):
         if not as_frame:
             if call.nan:
                 result.notes = (*result.notes, call.nan)
+            result.labels = self._labels_cache.get((call.model, call.version), {})  # the card
             return result
         from nbinfer.interop.pandas import outputs_to_dataframe
 
@@ -368,6 +369,7 @@ class FrameFront(BinaryProbe):
             call.data, call.single = self._samples(model, model_version, data)
             if isinstance(call.data, Mapping):
                 call.nan = _data_nan_note(call.data)
+            self._labels(model, model_version)  # read once: the result's card names classes
         return call
 
     def _send(self, call: _Call) -> Any:
