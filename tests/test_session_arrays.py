@@ -230,3 +230,30 @@ def test_result_card_names_the_top_classes(session: Session) -> None:
     assert result.labels == {"probabilities": SPECIES}
     html = mimebundle(result)["text/html"]
     assert html.index("setosa") < html.index("versicolor")  # best first, by name
+
+
+def test_try_it_form_follows_the_same_rule(session: Session) -> None:
+    pytest.importorskip("ipywidgets")
+    browser = session.browse()
+    browser.wait()
+    try:
+        browser.select("add_sub")
+        browser.wait()
+        first, second = browser._editors
+        first.widget.value = "1e39"  # one number fills the shape; no FP32 holds it
+        second.widget.value = "0"
+        browser.run()
+        browser.wait()
+        shown = browser.result.value
+        assert "1e+39 is outside FP32" in shown and "astype(np.float32)" in shown
+        browser.select("iris")  # one number box per feature
+        browser.wait()
+        (editor,) = browser._editors
+        for box, value in zip(editor.boxes, [5.1, 3.5, 1.4, -1e40], strict=True):
+            box.value = value
+        with pytest.raises(DataTypeError, match=r"-1e\+40 is outside FP32"):
+            browser.inputs()
+        editor.boxes[3].value = 0.2
+        assert browser.inputs()["input"].dtype == np.float32
+    finally:
+        browser.close()

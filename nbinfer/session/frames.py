@@ -327,9 +327,18 @@ class FrameFront(BinaryProbe):
             A DataFrame (one row per input row, the input's index) or an
             :class:`~nbinfer.InferResult`.
 
+        Numbers are sent as each input declares them when no value changes (float64 -> FP32
+        within range, integers that fit exactly; ``uint8`` pixels for a float input get the
+        scaling the model's config declares); NaN in a float input is sent and noted on the
+        result (``result.notes``, a DataFrame's ``attrs["note"]``). See docs/session.md,
+        "Datatypes: value-safe conversion".
+
         Raises:
             InvalidInputError: The data does not fit the model's inputs (a column that cannot be
-                coerced is named, with the model, input and dtypes).
+                coerced is named, with the model, input and dtypes; a frame or array of the
+                wrong width says how many columns / values the model needs).
+            DataTypeError: A value would change on conversion (out of range, NaN or a fraction
+                into an integer); the message names the value and the cast to write.
             ModelNotFoundError: Unknown model or version.
             ConnectError: The server cannot be reached; for the session's own local server
                 that died, the message says so and how to go on (``session.restart()``).
