@@ -123,7 +123,7 @@ def test_one_sample_rule_says_which_shape_was_expected(session: Session) -> None
     a = np.arange(16, dtype=np.float32)
     with pytest.raises(InvalidInputError, match=r"has 2 inputs \(INPUT0, INPUT1\)"):
         session.infer("add_sub", a)
-    with pytest.raises(InvalidInputError, match=r"takes shape \[-1, 4\] \(a batch of \[4\]\)"):
+    with pytest.raises(InvalidInputError, match=r"iris needs 4 values per sample, got 3.*\[-1, 4"):
         session.infer("iris", [1.0, 2.0, 3.0])
     with pytest.raises(InvalidInputError, match="single samples but"):
         session.infer("add_sub", {"INPUT0": a, "INPUT1": a[np.newaxis]})

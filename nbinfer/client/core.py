@@ -39,8 +39,8 @@ from nbinfer.errors import (
     RemoteUnsupportedError,
     ServerError,
 )
-from nbinfer.protocol.dtypes import datatype_of
-from nbinfer.protocol.tensors import as_array
+from nbinfer.protocol.dtypes import DATATYPES, datatype_of, numpy_dtype
+from nbinfer.protocol.tensors import Destination, as_array
 from nbinfer.protocol.types import (
     InferInput,
     InferRequest,
@@ -175,13 +175,32 @@ def _requested_outputs(outputs: Outputs) -> list[RequestedOutput]:
     return result
 
 
+#: What NumPy makes unless told otherwise (``np.array([5.1, 3.5])``, ``np.array([1, 2])``):
+#: arrays of these dtypes are sent as the model declares its input, value-safely.
+_NUMPY_DEFAULTS: tuple[np.dtype[Any], ...] = (np.dtype(np.float64), np.dtype(np.int64))
+
+
 def _needs_metadata(value: Any) -> bool:
-    """True when the value's datatype is ambiguous without the model's metadata."""
+    """True when the value is sent as the model declares it (lists, scalars, default arrays).
+
+    A float64 / int64 array goes to an FP32 input as FP32 when no value changes
+    (:func:`~nbinfer.protocol.tensors.conform`) and is refused here, before sending, otherwise.
+    Arrays of any other dtype were typed on purpose: they go as they are (no metadata read).
+    """
     if isinstance(value, InferInput):
         return False
     if isinstance(value, np.ndarray):
-        return False
+        return value.dtype in _NUMPY_DEFAULTS
     return not isinstance(value, (str, bytes, bytearray))
+
+
+def _declared_dtypes(meta: ModelMetadata) -> dict[str, np.dtype[Any]]:
+    """``{input: numpy dtype}`` of the inputs whose declared datatype is a numeric one."""
+    return {
+        s.name: numpy_dtype(s.datatype)
+        for s in meta.inputs
+        if s.datatype in DATATYPES and s.datatype != "BYTES"
+    }
 
 
 class _Core:
@@ -258,6 +277,10 @@ class _Core:
 
             self._binding = GrpcBinding()
         self._metadata: dict[tuple[str, str], ModelMetadata] = {}
+        #: ``{input: dtype}`` declared by each model in ``_metadata`` (the fast path's check).
+        self._dtypes: dict[tuple[str, str], dict[str, np.dtype[Any]]] = {}
+        #: Models whose server gives no metadata: their data is sent as given.
+        self._no_metadata: set[tuple[str, str]] = set()
         self._closed = False
         self._max_workers = max_workers
         if transport is not None and not isinstance(transport, Transport):
@@ -346,13 +369,15 @@ class _Core:
     def _model_metadata_op(self, name: str, version: str, opts: CallOptions) -> Op[ModelMetadata]:
         meta = yield from self._binding.model_metadata(name, version, opts)
         self._metadata[(name, version)] = meta
+        self._dtypes[(name, version)] = _declared_dtypes(meta)
+        self._no_metadata.discard((name, version))
         return meta
 
     def _cached_metadata(
         self, name: str, version: str, opts: CallOptions
     ) -> Op[ModelMetadata | None]:
         meta = self._metadata.get((name, version))
-        if meta is not None:
+        if meta is not None or (name, version) in self._no_metadata:
             return meta
         try:
             meta = yield from self._model_metadata_op(
@@ -362,12 +387,15 @@ class _Core:
             raise
         except ServerError as exc:
             logger.debug("no metadata for %s; inferring datatypes from the data: %s", name, exc)
+            self._no_metadata.add((name, version))
             return None
         return meta
 
     def _forget(self, name: str) -> None:
         for key in [k for k in self._metadata if k[0] == name]:
             self._metadata.pop(key, None)
+            self._dtypes.pop(key, None)
+        self._no_metadata -= {k for k in self._no_metadata if k[0] == name}
 
     def _request_from_inputs(
         self,
@@ -401,13 +429,20 @@ class _Core:
                 specs = {s.name: s.datatype for s in meta.inputs}
         built: list[InferInput] = []
         for (name, value), need in zip(items, needs, strict=True):
+            declared = specs.get(name) if need else None
             if isinstance(value, InferInput):
                 built.append(value)
-            elif type(value) is np.ndarray and value.dtype.kind in "biuf" and value.dtype.isnative:
-                # the common case: a native numeric array says its own datatype
+            elif (
+                type(value) is np.ndarray
+                and value.dtype.kind in "biuf"
+                and value.dtype.isnative
+                and (declared not in DATATYPES or declared == datatype_of(value.dtype))
+            ):
+                # the common case: a native numeric array that has the declared datatype
                 built.append(InferInput(name, datatype_of(value.dtype), list(value.shape), value))
-            else:
-                arr, datatype = as_array(value, specs.get(name) if need else None)
+            else:  # as the model declares it, when no value changes (else refused, named)
+                where = Destination(model_name, name)
+                arr, datatype = as_array(value, declared if declared in DATATYPES else None, where)
                 built.append(InferInput(name, datatype, list(arr.shape), arr))
         return InferRequest(
             built,
@@ -493,12 +528,19 @@ class _Core:
             return None
         key: list[Any] = [model_name, model_version, names]
         arrays: list[Any] = []
+        declared = self._dtypes.get((model_name, model_version))
         for name, value in inputs.items():
             if type(value) is not np.ndarray or type(name) is not str:
                 return None
             dtype = value.dtype
             if dtype.kind not in "biuf" or not dtype.isnative:
                 return None
+            if dtype in _NUMPY_DEFAULTS and (
+                declared.get(name, dtype) != dtype
+                if declared is not None
+                else (model_name, model_version) not in self._no_metadata
+            ):
+                return None  # read the metadata once; converted (or refused) on the general path
             if not value.flags.c_contiguous:
                 value = np.ascontiguousarray(value)
             key.append((name, dtype, value.shape))

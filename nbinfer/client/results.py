@@ -94,6 +94,10 @@ class InferResult:
             gRPC the initial then trailing metadata (``-bin`` values decoded as latin-1). What a
             model's hook set in ``context.response_headers`` shows here on both transports;
             empty for a streamed result (a stream's metadata belongs to the stream).
+        notes: What the result's card says besides the outputs: a :class:`~nbinfer.Session`
+            notes inputs that had NaN ("2 of 5 rows had NaN inputs ...").
+        labels: Class labels per output name; a :class:`~nbinfer.Session` fills them from the
+            model's config, and the card shows the top classes by name.
 
     Example::
 
@@ -102,7 +106,7 @@ class InferResult:
         result.output_names            # ["OUTPUT0", "OUTPUT1"]
     """
 
-    __slots__ = ("_index", "_view", "headers")
+    __slots__ = ("_index", "_view", "headers", "labels", "notes")
 
     def __init__(
         self, response: InferResponse | _ResponseView, headers: Mapping[str, str] | None = None
@@ -111,6 +115,10 @@ class InferResult:
         self._view: _ResponseView = view
         self.headers: dict[str, str] = headers if type(headers) is dict else dict(headers or {})
         self._index = {name: i for i, name in enumerate(view.names)}
+        #: What the result's card says besides the outputs (e.g. that inputs had NaN).
+        self.notes: tuple[str, ...] = ()
+        #: Class labels per output name, when known (a Session reads them from the config).
+        self.labels: dict[str, list[str]] = {}
 
     @property
     def response(self) -> InferResponse:
@@ -233,7 +241,8 @@ class InferResult:
             f"{o.name}: {o.datatype}{list(o.shape)}"
             for o in (self._view.output(i) for i in self._index.values())
         )
-        return f"InferResult(model={self.model_name!r}, id={self.id!r}, outputs=[{outs}])"
+        notes = "".join(f", note={n!r}" for n in self.notes)
+        return f"InferResult(model={self.model_name!r}, id={self.id!r}, outputs=[{outs}]{notes})"
 
     def release(self) -> None:
         """Give this result's shared-memory outputs back to the client's pool.

@@ -67,6 +67,7 @@ from nbinfer.interop.image_frame import ClassificationFrame, classification_fram
 from nbinfer.protocol.classification import decode_classification, top_k
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.inkfit import FIT_PARAMETER, FITS, fit_ink_image
+from nbinfer.protocol.tensors import Destination, conform
 from nbinfer.protocol.types import InferInput, ModelMetadata, RequestedOutput
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "classify_images",
     "config_fit",
     "config_scaling",
+    "scaled_pixels",
     "encode_image",
     "encoded_batch",
     "expand_images",
@@ -503,7 +505,8 @@ def _laid_out(
 ) -> np.ndarray[Any, Any]:
     """A ``uint8`` ``[N, H, W, C]`` batch scaled, cast and laid out as ``plan``'s input."""
     dtype = numpy_dtype(plan.datatype)
-    out = np.asarray(_scaled(batch, scaling, dtype)).astype(dtype, copy=False)
+    to = Destination(tensor=plan.input, data="pixels")  # the one conversion rule, named
+    out = conform(np.asarray(_scaled(batch, scaling, dtype)), plan.datatype, to)
     if plan.layout == "NCHW":
         out = out.transpose(0, 3, 1, 2)
     elif plan.layout == "NHW":
@@ -514,9 +517,9 @@ def _laid_out(
 def _preprocessed(
     sources: Sequence[ImageSource], plan: ImagePlan, preprocess: Callable[[Any], Any]
 ) -> np.ndarray[Any, Any]:
-    dtype = numpy_dtype(plan.datatype)
     arrays = [np.asarray(preprocess(load_image(s))) for s in sources]
-    batch = np.stack(arrays).astype(dtype, copy=False)
+    to = Destination(tensor=plan.input, data="pixels")  # the one conversion rule, named
+    batch = conform(np.stack(arrays), plan.datatype, to)
     if batch.shape[1:] != plan.item_shape:
         raise InvalidInputError(
             f"preprocess returned images of shape {list(batch.shape[1:])}; input "
@@ -916,6 +919,22 @@ def prepared_image(
     tensor, seen = _batch([image], plan, config_scaling(config), None, _job_fit(plan, options))
     sample = tensor[0] if plan.batched else tensor.reshape(plan.item_shape)
     return sample, (seen[0] if seen else None)
+
+
+def scaled_pixels(
+    pixels: np.ndarray[Any, Any], config: Mapping[str, Any] | None, datatype: str
+) -> np.ndarray[Any, Any]:
+    """``uint8`` pixels for a float input, scaled as the model's config declares (else as is).
+
+    What ``session.infer(model, uint8_image)`` sends: the same numbers :meth:`Session.classify`
+    would (``nbinfer.image.scaling``, e.g. ``"unit"``: ``/ 255``); without a declared scaling
+    the pixels keep their values (the float cast is made by the one conversion rule).
+    """
+    scaling = config_scaling(config)
+    if scaling.lower() == "none":
+        return pixels
+    target = numpy_dtype(datatype)
+    return np.asarray(_scaled(pixels, scaling, target if target.kind == "f" else np.dtype("f4")))
 
 
 def image_sample(

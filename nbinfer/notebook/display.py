@@ -407,7 +407,23 @@ def render_classification(
     return Html("".join(blocks) + tail)
 
 
-def _output_html(out: InferOutput) -> Html:
+def _labelled_top(arr: np.ndarray[Any, Any], labels: Sequence[str]) -> Html | None:
+    """Top-3 bars of scores over named classes (``[k]`` or ``[n, k]``, k = len(labels))."""
+    if arr.dtype.kind != "f" or arr.ndim not in (1, 2) or arr.shape[-1] != len(labels):
+        return None
+    rows = np.atleast_2d(arr)
+    if not len(labels) or not np.isfinite(rows).all():
+        return None
+    from nbinfer.protocol.types import ClassificationResult
+
+    top = [
+        [ClassificationResult(float(row[i]), int(i), str(labels[i])) for i in np.argsort(-row)[:3]]
+        for row in rows[:MAX_ITEMS]
+    ]
+    return render_classification(top if arr.ndim == 2 else top[0])
+
+
+def _output_html(out: InferOutput, labels: Sequence[str] = ()) -> Html:
     title = Html(
         f"<code>{escape(out.name)}</code> "
         f'<span class="nbi-muted">{escape(out.datatype)} {escape(list(out.shape))}</span>'
@@ -420,6 +436,11 @@ def _output_html(out: InferOutput) -> Html:
     classified = _classification_of(arr)
     if classified is not None:
         parts.append(render_classification(classified))
+    elif labels:
+        top = _labelled_top(arr, labels)  # the model's class names: "setosa 0.9976"
+        if top is not None:
+            parts.append(top)
+            classified = []
     images = _images_of(arr)
     if images:
         parts.append(thumbnails(images))
@@ -434,13 +455,17 @@ def render_result(result: InferResult) -> Html:
     """An inference result: model, id, and per output its datatype, shape and a preview.
 
     Small tensors are shown in full, image-like ones as thumbnails and classification
-    outputs (``class_count``) as top-k bars.
+    outputs (``class_count``), or scores over the model's class labels, as top-k bars;
+    ``result.notes`` (e.g. NaN inputs) come first.
     """
     outs = result.outputs
-    body = "".join(_output_html(o) for o in outs)
+    body = "".join(_output_html(o, result.labels.get(o.name, ())) for o in outs)
     sub = f"version {result.model_version}" if result.model_version else ""
     info = facts({"id": result.id, "outputs": len(outs)})
-    return card("InferResult", result.model_name, info + body, text=repr(result), sub=sub)
+    notes = "".join(
+        f'<div class="nbi-message nbi-warn">&#9888; {escape(n)}</div>' for n in result.notes
+    )
+    return card("InferResult", result.model_name, notes + info + body, text=repr(result), sub=sub)
 
 
 # -- metadata, models, sessions ------------------------------------------------------------

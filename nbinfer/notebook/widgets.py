@@ -45,6 +45,7 @@ from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.notebook import display
 from nbinfer.notebook.display import escape
 from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.protocol.tensors import Destination, as_array
 
 if TYPE_CHECKING:
     from nbinfer.capabilities import Capabilities
@@ -162,7 +163,10 @@ class _NumbersEditor(_Editor):
         super().__init__(spec, W.HBox(boxes, layout=W.Layout(flex_flow="row wrap")))
 
     def value(self) -> np.ndarray[Any, Any]:
-        return np.asarray([b.value for b in self.boxes], dtype=self.dtype).reshape(self.shape)
+        values = [b.value for b in self.boxes]  # the one conversion rule: 1e39 is no FP32
+        return as_array(values, self.spec.datatype, Destination(tensor=self.spec.name))[0].reshape(
+            self.shape
+        )
 
 
 class _ArrayEditor(_Editor):
@@ -184,13 +188,14 @@ class _ArrayEditor(_Editor):
         name, text = self.spec.name, self.widget.value.strip()
         try:
             parsed = ast.literal_eval(text)
-            array = np.asarray(parsed, dtype=self.dtype)
         except (ValueError, TypeError, SyntaxError, MemoryError) as exc:
             raise InvalidInputError(
                 f"input {name!r}: cannot read {text[:60]!r} as {self.spec.datatype} numbers "
                 f"({exc})",
                 tensor=name,
             ) from exc
+        # the one conversion rule: 3.7 is no INT32, nan no integer, 1e39 no FP32
+        array = as_array(parsed, self.spec.datatype, Destination(tensor=name))[0]
         if array.ndim == 0:
             return np.full(self.shape, array, dtype=self.dtype)
         if array.ndim != len(self.spec.shape):

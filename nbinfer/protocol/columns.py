@@ -39,7 +39,7 @@ import numpy as np
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
-from nbinfer.protocol.tensors import as_array
+from nbinfer.protocol.tensors import Destination, as_array, conform
 
 if TYPE_CHECKING:
     from nbinfer.protocol.types import ModelMetadata, TensorSpec
@@ -190,13 +190,9 @@ def _checked(model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[
             raise _coerce_error(model, spec, column, arr, str(exc)) from exc
     if arr.dtype == target:
         return arr
-    try:
-        as_array(arr[:0], datatype)  # the dtype-level rules of the protocol layer
-        if target.kind in "iu" and kind in "iu" and len(arr):
-            as_array(np.array([arr.min(), arr.max()], dtype=arr.dtype), datatype)
-    except InvalidInputError as exc:
-        raise _coerce_error(model, spec, column, arr, exc.message) from exc
-    return arr
+    # the one conversion rule (value-safe), once per column: chunks then slice it as is
+    to = Destination(model, spec.name, f"df[{str(column)!r}]", str(column))
+    return conform(arr, datatype, to)
 
 
 def _planned(model: str, spec: TensorSpec | _Spec, frame: Any, names: list[Any]) -> PlannedInput:
@@ -222,9 +218,14 @@ def _selection(
             return names[name]
         if str(name) in names:
             return names[str(name)]
+        fix = f"Use one of the frame's columns {list(names)} in `columns=`, or add {name!r}."
         raise InvalidInputError(
-            f"model {model!r}: no column {name!r}; the frame has columns {list(names)}",
+            f"model {model!r}: no column {name!r} (named in columns=); the frame has "
+            f"{list(names)}. {fix}",
+            hint=fix,
             model=model,
+            expected=name,
+            got=list(names),
         )
 
     if explicit is not None:
@@ -261,6 +262,49 @@ def _selection(
     return None
 
 
+def _unmapped(model: str, inputs: Sequence[TensorSpec], got: list[str]) -> InvalidInputError:
+    """Why a frame's columns fit no rule: what the model expects, what it got, what to write."""
+    names = [s.name for s in inputs]
+    wanted = ", ".join(f"{s.name} {s.datatype} {s.shape}" for s in inputs)
+    width = inputs[0].shape[-1] if len(inputs) == 1 and inputs[0].shape else -1
+    if width > 0:
+        spec = inputs[0]
+        if len(got) > width:
+            fix = (
+                f"Pick the {width} feature columns, in the order the model reads them: "
+                f"`df[[...]]` (or `df.drop(columns=[...])`), or map them: "
+                f"`columns={{{spec.name!r}: [...]}}`."
+            )
+        else:
+            fix = (
+                f"Add the missing feature column(s): the model reads {width} per row, in order "
+                f"(or one column {spec.name!r} holding {width}-element arrays)."
+            )
+        return InvalidInputError(
+            f"{model} needs {width} columns, got {len(got)}: {got}. Its input {spec.name!r} "
+            f"({spec.datatype} {spec.shape}) takes {width} feature columns per row, in order, "
+            f"or one column named {spec.name!r}. {fix}",
+            hint=fix,
+            model=model,
+            expected=f"{width} columns",
+            got=got,
+        )
+    missing = [n for n in names if n not in got]
+    extra = [c for c in got if c not in names]
+    fix = (
+        "Name the columns after the inputs (`df.rename(columns={...})`), or map them: "
+        "`columns={input: column or [columns]}`."
+    )
+    return InvalidInputError(
+        f"model {model!r} reads the columns {names} (its inputs: {wanted}); the frame has "
+        f"{got}: missing {missing}, not read {extra}. {fix}",
+        hint=fix,
+        model=model,
+        expected=names,
+        got=got,
+    )
+
+
 def plan_inputs(
     frame: Any, metadata: ModelMetadata | None = None, *, columns: ColumnSelection | None = None
 ) -> InputPlan:
@@ -287,13 +331,7 @@ def plan_inputs(
     model = metadata.name
     chosen = _selection(all_columns, metadata.inputs, columns, model)
     if chosen is None:
-        wanted = ", ".join(f"{s.name} {s.datatype} {s.shape}" for s in metadata.inputs)
-        raise InvalidInputError(
-            f"model {model!r}: cannot map DataFrame columns {[str(c) for c in all_columns]} onto "
-            f"its inputs ({wanted}); name the columns after the inputs, pass exactly the k "
-            "feature columns of a single [-1, k] input, or pass columns={input: [columns]}",
-            model=model,
-        )
+        raise _unmapped(model, metadata.inputs, [str(c) for c in all_columns])
     specs = {s.name: s for s in metadata.inputs}
     planned = [
         _planned(model, specs.get(name) or _Spec(name, "FP32", [-1]), frame, cols)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import islice, takewhile
 from typing import Any
 
@@ -30,9 +31,11 @@ from nbinfer.errors import DataTypeError, InvalidInputError
 from nbinfer.protocol.dtypes import bfloat16, datatype_of, numpy_dtype
 
 __all__ = [
+    "Destination",
     "as_array",
     "bytes_element",
     "check_shape",
+    "conform",
     "decode_bytes_tensor",
     "decode_encoded_elements",
     "element_count",
@@ -523,7 +526,211 @@ def _is_textual(value: Any) -> bool:
     return False
 
 
-def _cast_numeric(arr: np.ndarray[Any, Any], datatype: str) -> np.ndarray[Any, Any]:
+#: How a cast to each datatype is written in NumPy (the fix a refusal names).
+_CAST: dict[str, str] = {
+    "BOOL": "bool",
+    "UINT8": "np.uint8",
+    "UINT16": "np.uint16",
+    "UINT32": "np.uint32",
+    "UINT64": "np.uint64",
+    "INT8": "np.int8",
+    "INT16": "np.int16",
+    "INT32": "np.int32",
+    "INT64": "np.int64",
+    "FP16": "np.float16",
+    "FP32": "np.float32",
+    "FP64": "np.float64",
+    "BF16": "ml_dtypes.bfloat16",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where data goes, for the messages of :func:`conform` (model, input, how it is named).
+
+    ``data`` is how the caller's data is written in the cast a refusal suggests (``x``, or
+    ``df['sepal_length']`` for the DataFrame ``column`` it comes from).
+    """
+
+    model: str = ""
+    tensor: str = ""
+    data: str = "x"
+    column: str = ""
+
+    def head(self) -> str:
+        """``"model 'iris', input 'input': "`` (what is known of it), or ``""``."""
+        parts = [
+            f"model {self.model!r}" if self.model else "",
+            f"input {self.tensor!r}" if self.tensor else "",
+            f"column {self.column!r}" if self.column else "",
+        ]
+        where = ", ".join(p for p in parts if p)
+        return f"{where}: " if where else ""
+
+    def context(self) -> dict[str, str]:
+        """The error context this destination names (model, tensor)."""
+        named = (("model", self.model), ("tensor", self.tensor), ("column", self.column))
+        return {k: v for k, v in named if v}
+
+
+_ANYWHERE = Destination()
+
+
+def _refusal(
+    arr: np.ndarray[Any, Any], datatype: str, to: Destination, why: str, fix: str, value: Any
+) -> DataTypeError:
+    """The error of a refused conversion: what, where, the value, and the line to write."""
+    shown = value.item() if isinstance(value, np.generic) else value
+    why = why.format(value=shown)
+    return DataTypeError(
+        f"{to.head()}{arr.dtype} data cannot be sent as {datatype} unchanged: {why}. {fix}",
+        hint=fix,
+        **to.context(),
+        dtype=str(arr.dtype),
+        datatype=datatype,
+        value=shown,
+    )
+
+
+def _first(arr: np.ndarray[Any, Any], bad: np.ndarray[Any, Any]) -> Any:
+    return arr[bad].flat[0] if bad.ndim else arr[()]
+
+
+def _inexact(values: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Where integers ``values`` did not survive the conversion to floats ``out`` exactly."""
+    back = out.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad: np.ndarray[Any, Any] = ~np.isfinite(back)
+        small = (values <= 2**53) & (values >= -(2**53))  # exact in float64: compare there
+        bad |= small & (back != values.astype(np.float64))
+    for i in np.flatnonzero(~small & ~bad):  # huge integers: compare as Python ints
+        flat = bad.reshape(-1)
+        flat[i] = int(back.flat[i]) != int(values.flat[i])
+    return bad
+
+
+def _whole_number_cast(
+    arr: np.ndarray[Any, Any], datatype: str, target: np.dtype[Any], to: Destination
+) -> np.ndarray[Any, Any]:
+    """Floats into an integer type: only finite whole numbers within its range."""
+    values = arr.astype(np.float64) if arr.dtype == bfloat16 else arr
+    cast = f"`{to.data}.astype({_CAST[datatype]})`"
+    finite = np.isfinite(values)
+    if not finite.all():
+        raise _refusal(
+            arr,
+            datatype,
+            to,
+            "it holds {value}, which an integer type cannot",
+            f"Fill or drop them first (`np.nan_to_num({to.data})`, `df.fillna(0)`, "
+            f"`df.dropna()`), then {cast}.",
+            _first(values, ~finite),
+        )
+    fraction = values != np.trunc(values)
+    if fraction.any():
+        raise _refusal(
+            arr,
+            datatype,
+            to,
+            f"{{value}} is not a whole number ({datatype} holds whole numbers only)",
+            f"Round it yourself if that is what you mean: `np.rint({to.data}).astype("
+            f"{_CAST[datatype]})`.",
+            _first(values, fraction),
+        )
+    return _ranged_int_cast(values, datatype, target, to, arr)
+
+
+def _ranged_int_cast(
+    values: np.ndarray[Any, Any],
+    datatype: str,
+    target: np.dtype[Any],
+    to: Destination,
+    original: np.ndarray[Any, Any] | None = None,
+) -> np.ndarray[Any, Any]:
+    """Integers (or whole floats) into an integer type: only values within its range."""
+    shown = values if original is None else original
+    if target.kind == "b":
+        bad = (values != 0) & (values != 1)
+        if bad.any():
+            raise _refusal(
+                shown,
+                datatype,
+                to,
+                "{value} is not 0 or 1 (BOOL holds False / True only)",
+                f"Say what true means: `{to.data} != 0` (or `{to.data}.astype(bool)`).",
+                _first(values, bad),
+            )
+        return values.astype(target, order="C")
+    if values.size:
+        info = np.iinfo(target)
+        bad = (values < info.min) | (values > info.max)
+        if bad.any():
+            raise _refusal(
+                shown,
+                datatype,
+                to,
+                f"{{value}} is outside {datatype}'s range [{info.min}, {info.max}]",
+                f"Clip it (`np.clip({to.data}, {info.min}, {info.max})`) or rescale it, then "
+                f"`.astype({_CAST[datatype]})`.",
+                _first(values, bad),
+            )
+    return values.astype(target, order="C")
+
+
+def _float_cast(
+    arr: np.ndarray[Any, Any], datatype: str, target: np.dtype[Any], to: Destination
+) -> np.ndarray[Any, Any]:
+    """Numbers into a float type: every finite value within its range; integers exactly."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = to_bfloat16(arr) if datatype == "BF16" else arr.astype(target, order="C")
+    kind = arr.dtype.kind
+    if kind == "b" or (
+        datatype != "BF16"
+        and np.can_cast(arr.dtype, target, "safe")
+        and (kind == "f" or arr.dtype.itemsize < target.itemsize)  # int64 -> FP64 can round
+    ):
+        return out
+    if kind in "iu":
+        bad = _inexact(arr, out)
+        if bad.any():
+            raise _refusal(
+                arr,
+                datatype,
+                to,
+                f"{{value}} is not exactly representable in {datatype}",
+                f"Cast it yourself if rounding is fine: `{to.data}.astype({_CAST[datatype]})`.",
+                _first(arr, bad),
+            )
+        return out
+    values = arr.astype(np.float32) if arr.dtype == bfloat16 else arr
+    shown = out.astype(np.float32) if datatype == "BF16" else out
+    overflow = np.isinf(shown) & np.isfinite(values)
+    if overflow.any():
+        biggest = float(np.finfo(np.float32).max if datatype == "BF16" else np.finfo(target).max)
+        limit = f"{biggest:.3g}"
+        raise _refusal(
+            arr,
+            datatype,
+            to,
+            f"{{value}} is outside {datatype}'s range (±{biggest:.7g})",
+            f"Rescale it, or clip it: `np.clip({to.data}, -{limit}, {limit}).astype("
+            f"{_CAST[datatype]})`.",
+            _first(values, overflow),
+        )
+    return out
+
+
+def _cast_numeric(
+    arr: np.ndarray[Any, Any], datatype: str, to: Destination = _ANYWHERE
+) -> np.ndarray[Any, Any]:
+    """``arr`` as ``datatype``, value-safely: the one conversion rule (docs/client.md).
+
+    Floats go to a float type when every finite value is within its range (the mantissa is
+    rounded: that is what a narrower float means; NaN / inf stay as they are); integers go to
+    any type that holds them exactly; floats go to an integer type only as finite whole numbers
+    within range; BOOL takes bools, or numbers that are all 0 / 1. Anything else is refused
+    with a :class:`DataTypeError` naming the value and the cast to write.
+    """
     target = numpy_dtype(datatype)
     if arr.dtype == target:
         return arr
@@ -531,39 +738,50 @@ def _cast_numeric(arr: np.ndarray[Any, Any], datatype: str) -> np.ndarray[Any, A
         return arr.astype(target, order="C")  # byte order only
     if arr.dtype.kind not in "biuf" and arr.dtype != bfloat16:
         raise DataTypeError(
-            f"cannot use {arr.dtype} data as {datatype}", dtype=str(arr.dtype), datatype=datatype
+            f"{to.head()}cannot use {arr.dtype} data as {datatype}",
+            **to.context(),
+            dtype=str(arr.dtype),
+            datatype=datatype,
         )
-    if datatype == "BF16":
-        return to_bfloat16(arr)
-    if np.can_cast(arr.dtype, target, "same_kind") and not (
-        target.kind in "iu" and arr.dtype.kind in "iu"
-    ):
-        return arr.astype(target, order="C")
-    if target.kind in "iub" and arr.dtype.kind in "iub":
-        if arr.size and target.kind != "b":
-            info = np.iinfo(target)
-            lo, hi = int(arr.min()), int(arr.max())
-            if lo < info.min or hi > info.max:
-                raise DataTypeError(
-                    f"values in [{lo}, {hi}] do not fit {datatype} [{info.min}, {info.max}]",
-                    datatype=datatype,
-                )
-        return arr.astype(target, order="C")
-    raise DataTypeError(
-        f"cannot convert {arr.dtype} data to {datatype} without losing information; convert it "
-        "explicitly",
-        dtype=str(arr.dtype),
-        datatype=datatype,
-    )
+    if target.kind == "f" or datatype == "BF16":
+        return _float_cast(arr, datatype, target, to)
+    if arr.dtype.kind == "f" or arr.dtype == bfloat16:
+        return _whole_number_cast(arr, datatype, target, to)
+    return _ranged_int_cast(arr, datatype, target, to)
 
 
-def as_array(value: Any, datatype: str | None = None) -> tuple[np.ndarray[Any, Any], str]:
+def conform(
+    value: np.ndarray[Any, Any], datatype: str, to: Destination = _ANYWHERE
+) -> np.ndarray[Any, Any]:
+    """A numeric array as the model's declared ``datatype``, when no value changes.
+
+    The one conversion rule of nbinfer (Client, Session, DataFrames, classify, the model
+    browser): float64 -> FP32 / FP16 / BF16 when every finite value is within range (the
+    mantissa is rounded, as a narrower float does); integers into any type that holds them
+    exactly; floats into integers only as finite whole numbers; NaN / inf pass into floats
+    unchanged. Returns ``value`` itself when it already has the datatype.
+
+    Example:
+        >>> conform(np.array([5.1, 3.5]), "FP32").dtype
+        dtype('float32')
+
+    Raises:
+        DataTypeError: A value would change (out of range, NaN into an integer, a fraction
+            into an integer, an integer a float cannot hold exactly); the message names the
+            model, input, dtype, datatype, the value and the cast to write.
+    """
+    return _cast_numeric(value, datatype, to)
+
+
+def as_array(
+    value: Any, datatype: str | None = None, to: Destination = _ANYWHERE
+) -> tuple[np.ndarray[Any, Any], str]:
     """Normalise user data (array, nested list, scalar, str, bytes) into ``(array, datatype)``.
 
     With ``datatype`` None it is inferred (``str``/``bytes`` -> BYTES, Python floats -> FP64, ...).
-    BYTES data becomes an ``object`` array of ``bytes`` (``str`` encoded as UTF-8). Lists and
-    scalars are built directly in the requested dtype; arrays are converted when no information
-    is lost (int -> float, int -> narrower int when the values fit, float32 -> BF16 rounding).
+    BYTES data becomes an ``object`` array of ``bytes`` (``str`` encoded as UTF-8). Numbers are
+    converted to ``datatype`` by :func:`conform`'s rule: only when no value changes (rounding a
+    float's mantissa aside); ``to`` names the model and input in its messages.
 
     Example:
         >>> as_array([[1, 2]], "FP32")[0].dtype
@@ -585,18 +803,20 @@ def as_array(value: Any, datatype: str | None = None) -> tuple[np.ndarray[Any, A
     else:
         try:
             arr = np.asarray(value)
-            if datatype is not None and datatype != "BF16" and arr.dtype.kind in "biu":
+            if datatype is not None and arr.dtype.kind == "O":  # e.g. ints beyond int64
                 arr = np.asarray(value, dtype=numpy_dtype(datatype))
-        except (ValueError, OverflowError) as exc:
-            raise InvalidInputError(f"cannot build a {datatype or ''} tensor: {exc}") from exc
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise InvalidInputError(
+                f"{to.head()}cannot build a {datatype or ''} tensor: {exc}", **to.context()
+            ) from exc
     if arr.dtype.kind == "O":
         raise DataTypeError(
-            "object data that is not bytes/str needs an explicit numeric array",
+            f"{to.head()}object data that is not bytes/str needs an explicit numeric array",
             dtype=str(arr.dtype),
         )
     if datatype is None:
         datatype = datatype_of(arr.dtype)
-    return _cast_numeric(arr, datatype), datatype
+    return _cast_numeric(arr, datatype, to), datatype
 
 
 # ------------------------------------------------------------------------------ raw tensor bytes

@@ -22,7 +22,7 @@ import inspect
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from nbinfer.errors import (
     UnsupportedError,
 )
 from nbinfer.protocol.columns import column_datatype
+from nbinfer.protocol.dtypes import DATATYPES
+from nbinfer.protocol.tensors import Destination, conform
 from nbinfer.protocol.types import (
     InferInput,
     InferRequest,
@@ -82,6 +84,7 @@ class _Call:
     index: Any = None
     data: Any = None
     single: bool = False
+    nan: str = ""  # "2 of 5 rows had NaN inputs ('input')": said with the result
 
     def send_options(self, binary: bool | None) -> dict[str, Any]:
         """Keyword arguments of ``Client.infer`` / ``async_infer`` / ``AsyncClient.infer``."""
@@ -165,7 +168,11 @@ class FrameFront(BinaryProbe):
         return call.probe and self._binary_found is None
 
     def _finish(self, call: _Call, result: InferResult) -> Any:
-        """The answer of a call: the result, or a DataFrame (labelled columns, the index)."""
+        """The answer of a call: the result, or a DataFrame (labelled columns, the index).
+
+        NaN in the inputs is said: in the result's card (``result.notes``), or for a
+        DataFrame in ``frame.attrs["note"]`` and a warning on the ``nbinfer`` logger.
+        """
         if call.job is not None:
             as_frame = call.as_frame is not False
         else:
@@ -173,19 +180,26 @@ class FrameFront(BinaryProbe):
             if call.single and not as_frame:
                 result = _one_sample(result)
         if not as_frame:
+            if call.nan:
+                result.notes = (*result.notes, call.nan)
+            result.labels = self._labels_cache.get((call.model, call.version), {})  # the card
             return result
         from nbinfer.interop.pandas import outputs_to_dataframe
 
         classified = [
             r.name for r in call.requested or () if isinstance(r, RequestedOutput) and r.class_count
         ]
-        return outputs_to_dataframe(
+        frame = outputs_to_dataframe(
             result.outputs,
             labels=self._labels(call.model, call.version),
             index=call.index,
             expand=call.expand,
             classified=classified,
         )
+        if call.nan:
+            frame.attrs["note"] = call.nan
+            logger.warning("%s: %s", call.model, call.nan)
+        return frame
 
     def _frame_result(self, call: _Call, outs: Any) -> Any:
         return self._finish(call, InferResult(InferResponse(call.model, outs, call.version)))
@@ -313,9 +327,18 @@ class FrameFront(BinaryProbe):
             A DataFrame (one row per input row, the input's index) or an
             :class:`~nbinfer.InferResult`.
 
+        Numbers are sent as each input declares them when no value changes (float64 -> FP32
+        within range, integers that fit exactly; ``uint8`` pixels for a float input get the
+        scaling the model's config declares); NaN in a float input is sent and noted on the
+        result (``result.notes``, a DataFrame's ``attrs["note"]``). See docs/session.md,
+        "Datatypes: value-safe conversion".
+
         Raises:
             InvalidInputError: The data does not fit the model's inputs (a column that cannot be
-                coerced is named, with the model, input and dtypes).
+                coerced is named, with the model, input and dtypes; a frame or array of the
+                wrong width says how many columns / values the model needs).
+            DataTypeError: A value would change on conversion (out of range, NaN or a fraction
+                into an integer); the message names the value and the cast to write.
             ModelNotFoundError: Unknown model or version.
             ConnectError: The server cannot be reached; for the session's own local server
                 that died, the message says so and how to go on (``session.restart()``).
@@ -350,8 +373,12 @@ class FrameFront(BinaryProbe):
             rows = _count("batch_size", batch_size)
             call.job = self._frame_job(model, model_version, data, columns, rows, inputs)
             call.index = data.index
+            call.nan = _plan_nan_note(call.job)
         else:
             call.data, call.single = self._samples(model, model_version, data)
+            if isinstance(call.data, Mapping):
+                call.nan = _data_nan_note(call.data)
+            self._labels(model, model_version)  # read once: the result's card names classes
         return call
 
     def _send(self, call: _Call) -> Any:
@@ -461,21 +488,22 @@ class FrameFront(BinaryProbe):
             spec = specs.get(name)
             if _is_image(value):
                 value = self._image_sample(meta, version, name, value)
+            elif _is_pixels(value, spec):
+                value = self._pixels(meta, version, value, spec)
+            if spec is not None and _is_numeric(
+                value, spec
+            ):  # as declared when no value changes (else refused)
+                value = conform(value, spec.datatype, Destination(model, name))
             if spec is None or len(spec.shape) < 2 or spec.shape[0] != -1:
                 sent[name] = value
                 continue
             if isinstance(value, InferInput) or np.ndim(value) != len(spec.shape) - 1:
+                if not isinstance(value, InferInput) and np.ndim(value) == len(spec.shape):
+                    _check_sample(model, spec, list(np.shape(value))[1:], batch=True)
                 sent[name] = value
                 batched.append(name)
                 continue
-            item, got = spec.shape[1:], list(np.shape(value))
-            if any(d not in (-1, g) for d, g in zip(item, got, strict=True)):
-                raise InvalidInputError(
-                    f"input {name!r} of model {model!r} takes shape {spec.shape} (a batch of "
-                    f"{item}); one sample of shape {got} does not fit",
-                    model=model,
-                    tensor=name,
-                )
+            _check_sample(model, spec, list(np.shape(value)), batch=False)
             sent[name] = value[np.newaxis] if isinstance(value, np.ndarray) else [value]
             single.append(name)
         if single and batched:
@@ -498,6 +526,12 @@ class FrameFront(BinaryProbe):
                 logger.debug("no metadata for %s (sending the data as given): %s", model, exc)
                 return None
         return meta
+
+    def _pixels(self, meta: ModelMetadata, version: str, pixels: Any, spec: Any) -> Any:
+        """A ``uint8`` array for a float input: scaled as the model's config declares."""
+        from nbinfer.interop.images import scaled_pixels
+
+        return scaled_pixels(pixels, self._config(meta.name, version), spec.datatype)
 
     def _image_sample(self, meta: ModelMetadata, version: str, name: str, image: Any) -> Any:
         from nbinfer.interop.images import image_sample
@@ -707,6 +741,88 @@ def _is_frame(data: Any) -> bool:
 
 def _is_input_list(data: Any) -> bool:
     return isinstance(data, list | tuple) and bool(data) and isinstance(data[0], InferInput)
+
+
+def _check_sample(model: str, spec: TensorSpec, got: list[int], *, batch: bool) -> None:
+    """Raise when a sample's dims (``got``, batch dim off) differ from ``spec``'s declared ones.
+
+    A ``[-1, k]`` input says it in the words of a table: "iris needs 4 values per row, got 3".
+    """
+    item = spec.shape[1:]
+    if all(d in (-1, g) for d, g in zip(item, got, strict=True)):
+        return
+    if len(item) == 1:
+        k = item[0]
+        fix = f"Pass {k} values per row: shape [{k}] for one sample, [n, {k}] for n rows."
+        message = f"{model} needs {item[0]} values per {'row' if batch else 'sample'}, got {got[0]}"
+    else:
+        fix = f"Pass one sample of shape {item}, or a batch [n, {', '.join(map(str, item))}]."
+        message = f"{model} needs samples of shape {item}, got {got}"
+    raise InvalidInputError(
+        f"{message}: input {spec.name!r} takes {spec.datatype} {spec.shape}. {fix}",
+        hint=fix,
+        model=model,
+        tensor=spec.name,
+        expected=item,
+        got=got,
+    )
+
+
+def _is_numeric(value: Any, spec: TensorSpec) -> TypeGuard[np.ndarray[Any, Any]]:
+    """A numeric array meeting an input declared with a numeric datatype."""
+    return (
+        isinstance(value, np.ndarray)
+        and value.dtype.kind in "biuf"
+        and spec.datatype in DATATYPES
+        and spec.datatype != "BYTES"
+    )
+
+
+def _is_pixels(value: Any, spec: TensorSpec | None) -> bool:
+    """A ``uint8`` array meeting a float input (an image as pixels: the model's scaling)."""
+    return (
+        spec is not None
+        and isinstance(value, np.ndarray)
+        and value.dtype == np.uint8
+        and spec.datatype in ("FP16", "FP32", "FP64", "BF16")
+    )
+
+
+def _nan_rows(arr: Any) -> Any:
+    """Per row (the first dim), whether a float array has NaN there; None for other data."""
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind != "f" or not arr.size:
+        return None
+    return np.isnan(arr.reshape(len(arr), -1) if arr.ndim else arr.reshape(1, 1)).any(axis=1)
+
+
+def _nan_note(found: Sequence[tuple[str, Any]]) -> str:
+    """``"2 of 5 rows had NaN inputs ('x'); ..."`` from ``(input, NaN per row)``, or ``""``."""
+    hit: Any = None
+    names: list[str] = []
+    for name, rows in found:
+        if rows is None or not rows.any():
+            continue
+        if name not in names:
+            names.append(name)
+        hit = rows if hit is None or len(hit) != len(rows) else hit | rows
+    if hit is None:
+        return ""
+    listed = ", ".join(repr(n) for n in names)
+    if len(hit) == 1:
+        return f"the input had NaN values ({listed}); NaN in, NaN out: check the outputs"
+    return (
+        f"{int(hit.sum())} of {len(hit)} rows had NaN inputs ({listed}); NaN in, NaN out: "
+        "their outputs are NaN"
+    )
+
+
+def _data_nan_note(data: Mapping[str, Any]) -> str:
+    return _nan_note([(name, _nan_rows(value)) for name, value in data.items()])
+
+
+def _plan_nan_note(job: FrameJob) -> str:
+    """NaN in the float columns a frame's plan reads (each column checked once)."""
+    return _nan_note([(p.spec.name, _nan_rows(col)) for p in job.plan.planned for col in p.arrays])
 
 
 def _is_image(value: Any) -> bool:

@@ -411,9 +411,9 @@ def test_as_array_converts_to_a_requested_datatype_without_losing_information() 
     assert arr.dtype == np.uint8
     arr, _ = as_array(np.array([1.0, 1.0 + 2.0**-8], np.float32), "BF16")
     assert arr.dtype == bfloat16
-    with pytest.raises(DataTypeError, match="do not fit UINT8"):
+    with pytest.raises(DataTypeError, match=r"300 is outside UINT8's range \[0, 255\]"):
         as_array(np.array([300]), "UINT8")
-    with pytest.raises(DataTypeError, match="without losing information"):
+    with pytest.raises(DataTypeError, match=r"1\.5 is not a whole number"):
         as_array(np.array([1.5]), "INT32")
     with pytest.raises(DataTypeError, match="as BYTES"):
         as_array(np.array([1, 2]), "BYTES")
