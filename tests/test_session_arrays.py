@@ -131,7 +131,7 @@ def test_overflow_is_refused_before_sending_with_the_cast_to_write(session: Sess
     message = str(caught.value)
     for part in ("'iris'", "input 'input'", "float64", "FP32", "1e+39", ".astype(np.float32)"):
         assert part in message
-    assert "np.clip" in caught.value.hint and "np.clip" in error_text(caught.value)
+    assert "np.clip" in caught.value.hints[0] and "np.clip" in error_text(caught.value)
     assert _iris_calls(session) == before  # refused here: the server never saw it
 
 
@@ -145,7 +145,7 @@ def test_client_refuses_overflow_before_sending(session: Session) -> None:
 def test_nan_never_goes_into_an_integer_input(session: Session) -> None:
     with pytest.raises(DataTypeError, match="holds nan, which an integer") as caught:
         session.infer("twice_int", {"x": np.array([1.0, np.nan, 3.0])})
-    assert "INT32" in str(caught.value) and "fillna" in caught.value.hint
+    assert "INT32" in str(caught.value) and "fillna" in caught.value.hints[0]
     with pytest.raises(DataTypeError, match=r"1\.5 is not a whole number"):
         session.infer("twice_int", {"x": np.array([1.5])})
     whole = session.infer("twice_int", {"x": np.array([1.0, 2.0])})["y"]
@@ -189,11 +189,11 @@ def test_dataframe_with_too_few_or_too_many_columns_says_what_iris_needs(
     assert str(few.value).startswith(
         "iris needs 4 columns, got 3: ['sepal_length', 'sepal_width', 'petal_length']"
     )
-    assert "missing" in few.value.hint and "'input'" in few.value.hint
+    assert "missing" in few.value.hints[0] and "'input'" in few.value.hints[0]
     with pytest.raises(InvalidInputError) as many:
         session.infer("iris", frame.assign(extra=1.0))
     assert str(many.value).startswith("iris needs 4 columns, got 5: ")
-    assert "'extra'" in str(many.value) and "df[[...]]" in many.value.hint
+    assert "'extra'" in str(many.value) and "df[[...]]" in many.value.hints[0]
 
 
 def test_named_columns_missing_or_extra_are_both_named(session: Session) -> None:
@@ -204,7 +204,7 @@ def test_named_columns_missing_or_extra_are_both_named(session: Session) -> None
     message = str(caught.value)
     assert "reads the columns ['INPUT0', 'INPUT1']" in message
     assert "missing ['INPUT1'], not read ['INPUT2', 'other']" in message
-    assert "df.rename" in caught.value.hint
+    assert "df.rename" in caught.value.hints[0]
     with pytest.raises(InvalidInputError, match="no column 'nope'") as picked:
         session.infer("iris", pd.DataFrame([SETOSA], columns=FEATURES), columns=["nope"])
     assert "sepal_length" in str(picked.value)
@@ -215,7 +215,7 @@ def test_array_of_the_wrong_width_says_what_the_model_needs(session: Session) ->
         session.infer("iris", np.array([5.1, 3.5, 1.4]))
     with pytest.raises(InvalidInputError, match="iris needs 4 values per row, got 3") as caught:
         session.infer("iris", np.ones((2, 3)))
-    assert "[n, 4]" in caught.value.hint
+    assert "[n, 4]" in caught.value.hints[0]
 
 
 def test_dataframe_float64_overflow_names_the_column(session: Session) -> None:

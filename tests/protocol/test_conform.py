@@ -62,7 +62,7 @@ def test_values_that_would_change_are_refused_with_the_cast(
         conform(data, datatype, IRIS)
     message = str(caught.value)
     assert message.startswith(f"model 'iris', input 'input': {data.dtype} data cannot be sent as")
-    assert value in message and fix in message and fix in caught.value.hint
+    assert value in message and fix in message and fix in caught.value.hints[0]
     context = caught.value.context
     assert context["model"] == "iris" and context["tensor"] == "input"
     assert context["dtype"] == str(data.dtype) and context["datatype"] == datatype
@@ -86,5 +86,5 @@ def test_a_column_is_named_in_the_message_and_the_cast() -> None:
     to = Destination("iris", "input", "df['petal_width']", "petal_width")
     with pytest.raises(DataTypeError, match="column 'petal_width'") as caught:
         conform(np.array([1e40]), "FP32", to)
-    assert "np.clip(df['petal_width']" in caught.value.hint
+    assert "np.clip(df['petal_width']" in caught.value.hints[0]
     assert caught.value.context["column"] == "petal_width"
