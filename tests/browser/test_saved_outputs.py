@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import menu, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, menu, open_notebook, run_all, save_shot
 
 NOTEBOOK = "saved_outputs.ipynb"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -101,7 +101,11 @@ def test_a_saved_notebook_reopens_with_the_summary_and_no_dead_widget(
         shot = tmp_path / "saved-reopened.png"
         page.locator(".jp-Notebook").screenshot(path=str(shot))
         save_shot(shot, "saved-reopened.png")
-        print(f"screenshot: {shot}")
+        dark_theme(page)
+        dark = tmp_path / "saved-reopened-dark.png"
+        page.locator(".jp-Notebook").screenshot(path=str(dark))
+        save_shot(dark, "saved-reopened-dark.png")
+        print(f"screenshots: {shot} {dark}")
         assert errors == [], errors
     except Exception:
         page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)

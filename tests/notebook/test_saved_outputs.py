@@ -115,6 +115,9 @@ def _outputs(nb: dict[str, Any], cell: int) -> list[dict[str, Any]]:
 
 def test_a_chunked_infer_saves_its_summary_line_and_no_widget(executed: dict[str, Any]) -> None:
     (out,) = _outputs(executed, 1)  # one output: the bar's, replaced; no stream, no error
+    state = executed["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    bars = [m["state"] for m in state.values() if m["model_name"] == "FloatProgressModel"]
+    assert any(bar["value"] == 300_000 for bar in bars), bars  # a widget ran, then was replaced
     assert out["output_type"] == "display_data" and WIDGET_VIEW not in out["data"], out
     line = _text(out["data"]["text/plain"])
     assert SUMMARY.fullmatch(line), line
