@@ -63,14 +63,18 @@ _IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"
 
 # -- a copy that survives saving ---------------------------------------------------------------
 
+#: Fields whose value the static copy shows as text.
+_FIELDS = (W.Text, W.Textarea, W.FloatText, W.IntText, W.BoundedFloatText, W.BoundedIntText)
+
 
 def static_bundle(widget: Any, text: str, **kwargs: Any) -> dict[str, Any]:
     """``widget``'s display bundle plus a static copy of what it shows now.
 
     JupyterLab draws the live widget (``application/vnd.jupyter.widget-view+json``); where the
     widget cannot be drawn (nbconvert, GitHub, nbviewer, docs pages of a notebook saved without
-    widget state) the ``text/html`` copy (its HTML panes, lists and tab titles, with the
-    widget's classes) and the ``text/plain`` line ``text`` read instead.
+    widget state) the ``text/html`` copy (its HTML panes, lists, open tab, images and field
+    values, with the widget's classes; no buttons) and the ``text/plain`` line ``text`` read
+    instead.
     """
 
     def walk(w: Any) -> str:
@@ -85,7 +89,8 @@ def static_bundle(widget: Any, text: str, **kwargs: Any) -> dict[str, Any]:
             )
             shown = w.children[w.selected_index] if w.selected_index is not None else None
             body = walk(shown) if shown is not None else ""
-            return f'<div class="{classes}"><div class="nbb-muted">{tabs}</div>{body}</div>'
+            tabs = f'<div style="opacity: 0.7; font-size: 12px">{tabs}</div>'
+            return f'<div class="{classes}">{tabs}{body}</div>'
         if isinstance(w, W.Box):
             flex = "display: flex; gap: 6px; " if isinstance(w, W.HBox) else ""
             inner = "".join(walk(c) for c in w.children)
@@ -101,6 +106,12 @@ def static_bundle(widget: Any, text: str, **kwargs: Any) -> dict[str, Any]:
                 for label, value in zip(w._options_labels, w._options_values, strict=True)
             )
             return f'<ul class="{classes}" style="list-style: none; padding-left: 4px">{items}</ul>'
+        if isinstance(w, W.Image) and w.value:
+            data = base64.b64encode(w.value).decode()
+            return f'<img class="{classes}" src="data:image/{escape(w.format)};base64,{data}">'
+        if isinstance(w, _FIELDS):
+            label = f"{escape(w.description)} " if w.description else ""
+            return f'<span class="{classes}">{label}<code>{escape(w.value)}</code></span>'
         return ""
 
     bundle = dict(widget._repr_mimebundle_(**kwargs))

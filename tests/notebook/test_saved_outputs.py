@@ -280,6 +280,9 @@ def test_the_static_copy_follows_what_the_browser_shows(session: Session) -> Non
         assert "Try it" in after and "FP32" in after  # the tabs and the model's inputs
         assert "Select a model on the left" not in after  # hidden panes stay out
         assert "<button" not in after
+        browser.run()  # the form's values and the answer are in the copy too
+        done = browser._repr_mimebundle_()["text/html"]
+        assert "answered in" in done and "<code>" in done
     finally:
         browser.close()
 
@@ -287,13 +290,21 @@ def test_the_static_copy_follows_what_the_browser_shows(session: Session) -> Non
 def test_static_bundle_keeps_the_widget_view_and_escapes_labels() -> None:
     widgets = pytest.importorskip("ipywidgets")
     box = widgets.VBox(
-        [widgets.HTML("<b>hello</b>"), widgets.Select(options=["<x>", "y"], value="y")]
+        [
+            widgets.HTML("<b>hello</b>"),
+            widgets.Select(options=["<x>", "y"], value="y"),
+            widgets.FloatText(value=5.1, description="sepal"),
+            widgets.Button(description="Run"),
+            widgets.HTML("hidden", layout=widgets.Layout(display="none")),
+        ]
     )
     try:
         bundle = static_bundle(box, "<Box>")
         assert bundle[WIDGET_VIEW]["model_id"] == box.model_id
         assert "<b>hello</b>" in bundle["text/html"] and "<li>&lt;x&gt;</li>" in bundle["text/html"]
         assert "<li><b>y</b></li>" in bundle["text/html"]
+        assert "sepal <code>5.1</code>" in bundle["text/html"]
+        assert "Run" not in bundle["text/html"] and "hidden" not in bundle["text/html"]
         assert bundle["text/plain"].startswith("<Box> (a live widget")
     finally:
         box.close()
