@@ -82,15 +82,18 @@ class Progress:
         """Show ``text`` after the bar (tqdm's postfix)."""
         self.bar.set_postfix_str(text, refresh=refresh)
 
-    def close(self, exc: BaseException | None = None) -> None:
-        """Replace the bar with its summary line (idempotent).
+    def close(self) -> None:
+        """Replace the bar with its summary line (idempotent), as tqdm's ``close``.
 
-        ``exc`` (else the exception being handled) is why the run stopped, if it did.
+        Called while an exception propagates (a ``finally``) before the last unit was counted,
+        the summary names that exception as why the run stopped.
         """
+        self.finish(sys.exc_info()[1] if self.n < self.total else None)
+
+    def finish(self, exc: BaseException | None) -> None:
+        """Replace the bar with its summary line (idempotent); ``exc`` stopped the run, if any."""
         if self.summary is not None:
             return
-        if exc is None:
-            exc = sys.exc_info()[1]
         self.summary = summary_line(
             self.desc, self.n, self.total, self.unit, time.perf_counter() - self._started, exc
         )
@@ -150,6 +153,8 @@ def summary_line(
         return f"{desc}: {n:,} {units} in {took}{rate}"
     if isinstance(exc, KeyboardInterrupt):
         why = "interrupted"
+    elif isinstance(exc, asyncio.CancelledError):
+        why = "cancelled"
     elif exc is not None:
         why = f"failed ({type(exc).__name__})"
     else:
@@ -256,4 +261,4 @@ class _Window:
         if isinstance(self.items, Generator):  # its own cleanup (e.g. decoding threads) now
             self.items.close()
         if self.bar is not None:
-            self.bar.close(exc[1])
+            self.bar.finish(exc[1])

@@ -9,6 +9,7 @@ terminal IPython) the bar's line is replaced by the summary on stderr.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -205,6 +206,30 @@ def test_a_text_bar_is_replaced_by_its_summary_on_stderr(
     assert capsys.readouterr().err == ""
 
 
+def test_close_names_the_exception_that_stopped_a_run_and_only_that(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    done = progress_bar(4, show=True, unit="setting", desc="profile iris")
+    assert done is not None
+    try:
+        raise LookupError("the user's own, handled")
+    except LookupError:
+        done.update(4)
+        done.close()  # complete: a success, whatever the caller is handling
+    assert done.summary is not None and done.summary.startswith("profile iris: 4 settings in")
+    stopped = progress_bar(4, show=True, unit="setting", desc="profile iris")
+    assert stopped is not None
+    with pytest.raises(TimeoutError):
+        try:
+            stopped.update(1)
+            raise TimeoutError("setting 2")
+        finally:
+            stopped.close()  # as profile() does: the propagating exception is why
+    assert stopped.summary is not None
+    assert stopped.summary.startswith("profile iris: failed (TimeoutError) after 1 of 4 settings")
+    capsys.readouterr()
+
+
 def test_terminal_ipython_prints_the_summary(tmp_path: Path) -> None:
     pytest.importorskip("IPython")
     code = (
@@ -256,6 +281,9 @@ def test_summary_line_names_why_a_run_stopped() -> None:
     )
     assert summary_line("iris", 3, 9, "rows", 2.0, ValueError("x")).startswith(
         "iris: failed (ValueError) after 3 of 9 rows, 2.00 s"
+    )
+    assert summary_line("iris", 3, 9, "rows", 2.0, asyncio.CancelledError()).startswith(
+        "iris: cancelled after 3 of 9 rows"
     )
 
 
