@@ -59,22 +59,30 @@ CELLS = [
     # 3: the stop button (SIGINT to the kernel) in the middle of a slow run
     textwrap.dedent(
         """\
-        import os, signal, threading, time
+        import os, pathlib, signal, tempfile, threading, time
         from nbinfer.server.model import Model
+
+        started = pathlib.Path(tempfile.mkdtemp()) / "started"
 
         class Pause(Model):
             name = "pause"
             inputs = (("x", "FP32", [-1]),)
             outputs = (("y", "FP32", [-1]),)
 
-            def predict(self, inputs, context):
+            def predict(self, inputs, context, started=str(started)):
+                pathlib.Path(started).touch()  # the first request is in: the bar is showing
                 end = time.monotonic() + 30
                 while time.monotonic() < end and not context.cancelled:
                     time.sleep(0.01)
                 return {"y": inputs["x"]}
 
+        def stop_button():
+            while not started.exists():
+                time.sleep(0.02)
+            os.kill(os.getpid(), signal.SIGINT)
+
         session.serve(Pause())
-        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        threading.Thread(target=stop_button, daemon=True).start()
         try:
             session.infer("pause", pd.DataFrame({"x": np.zeros(4, np.float32)}), batch_size=1)
         except KeyboardInterrupt:
