@@ -115,16 +115,18 @@ def test_tqdm_bars_take_our_arguments_in_both_faces() -> None:
     from nbinfer.interop._inflight import progress_bar
 
     bar = progress_bar(10, show=True, unit="row", desc="iris", unit_scale=True)
-    assert isinstance(bar, auto_bar), type(bar)
+    assert bar is not None and isinstance(bar.bar, auto_bar), type(bar)
     bar.close()
     stream = io.StringIO()
     text = auto_bar(total=4, unit="row", desc="iris", leave=True, file=stream)
     text.update(4)
     text.close()
     assert "iris" in stream.getvalue() and "4/4" in stream.getvalue(), stream.getvalue()
+    # display=False: we show the container ourselves, with a display id (replaced when done)
     widget = notebook_bar(
-        total=4, unit="row", unit_scale=True, desc="iris", leave=False, mininterval=0
+        total=4, unit="row", unit_scale=True, desc="iris", leave=False, mininterval=0, display=False
     )
+    assert any(c.__module__ == "tqdm.notebook" for c in type(widget).__mro__)
     try:
         import ipywidgets
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,10 @@ def test_site_builds_strict_with_api_reference_and_executed_notebooks(tmp_path: 
     page = (tmp_path / "site" / "notebooks" / "02_dataframes" / "index.html").read_text()
     assert "index aligned: True" in page
     assert "data:image/png;base64" in page  # the matplotlib plot
+    # A progress bar leaves its summary line, never a widget stuck at 0 % (issue 31).
+    assert re.search(r"iris: 1,000,000 rows in [\d.]+ s \(", page), "no progress summary"
+    for path in (tmp_path / "site" / "notebooks").glob("*/index.html"):
+        assert "0%|" not in path.read_text(), path.parent.name
 
 
 def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:

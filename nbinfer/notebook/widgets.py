@@ -69,6 +69,69 @@ SKETCH_MAX_SIDE = 32
 TOP_CLASSES = 5
 
 
+# -- a copy that survives saving ---------------------------------------------------------------
+
+#: Fields whose value the static copy shows as text.
+_FIELDS = (W.Text, W.Textarea, W.FloatText, W.IntText, W.BoundedFloatText, W.BoundedIntText)
+
+
+def static_bundle(widget: Any, text: str, **kwargs: Any) -> dict[str, Any]:
+    """``widget``'s display bundle plus a static copy of what it shows now.
+
+    JupyterLab draws the live widget (``application/vnd.jupyter.widget-view+json``); where the
+    widget cannot be drawn (nbconvert, GitHub, nbviewer, docs pages of a notebook saved without
+    widget state) the ``text/html`` copy (its HTML panes, lists, open tab, images and field
+    values, with the widget's classes; no buttons) and the ``text/plain`` line ``text`` read
+    instead.
+    """
+
+    def walk(w: Any) -> str:
+        if getattr(w.layout, "display", None) == "none":
+            return ""
+        classes = escape(" ".join(getattr(w, "_dom_classes", ())))
+        if isinstance(w, W.Tab):
+            titles = [t or "" for t in w.titles]
+            tabs = " &middot; ".join(
+                f"<b>{escape(t)}</b>" if i == w.selected_index else escape(t)
+                for i, t in enumerate(titles)
+            )
+            shown = w.children[w.selected_index] if w.selected_index is not None else None
+            body = walk(shown) if shown is not None else ""
+            tabs = f'<div style="opacity: 0.7; font-size: 12px">{tabs}</div>'
+            return f'<div class="{classes}">{tabs}{body}</div>'
+        if isinstance(w, W.Box):
+            flex = "display: flex; gap: 6px; " if isinstance(w, W.HBox) else ""
+            inner = "".join(walk(c) for c in w.children)
+            return f'<div class="{classes}" style="{flex}">{inner}</div>' if inner else ""
+        if isinstance(w, (W.HTML, W.HTMLMath)):
+            return f'<div class="{classes}">{w.value}</div>' if w.value else ""
+        if isinstance(w, (W.Select, W.SelectMultiple, W.Dropdown, W.RadioButtons)):
+            chosen = w.value if isinstance(w.value, tuple) else (w.value,)
+            items = "".join(
+                f"<li><b>{escape(label)}</b></li>"
+                if value in chosen
+                else f"<li>{escape(label)}</li>"
+                for label, value in zip(w._options_labels, w._options_values, strict=True)
+            )
+            return f'<ul class="{classes}" style="list-style: none; padding-left: 4px">{items}</ul>'
+        if isinstance(w, W.Image) and w.value:
+            data = base64.b64encode(w.value).decode()
+            return f'<img class="{classes}" src="data:image/{escape(w.format)};base64,{data}">'
+        if isinstance(w, _FIELDS):
+            label = f"{escape(w.description)} " if w.description else ""
+            return f'<span class="{classes}">{label}<code>{escape(w.value)}</code></span>'
+        return ""
+
+    bundle = dict(widget._repr_mimebundle_(**kwargs))
+    note = "a live widget: run the cell in a kernel to use it"
+    bundle["text/plain"] = f"{text} ({note})"
+    bundle["text/html"] = (
+        f'{walk(widget)}<div style="font-size: 11px; opacity: 0.7">{escape(text)}: '
+        f"a static copy ({note}).</div>"
+    )
+    return bundle
+
+
 # -- what the server offers -------------------------------------------------------------------
 
 
@@ -599,7 +662,9 @@ class ModelBrowser:
     # -- display ---------------------------------------------------------------------------
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        if self._pool is not None:  # the static copy shows the first listing when it is quick
+            concurrent.futures.wait(self._pending, timeout=1.0)
+        return static_bundle(self.widget, repr(self), **kwargs)
 
     def __repr__(self) -> str:
         return f"<ModelBrowser {self.session.url} ({len(self._rows)} models)>"
