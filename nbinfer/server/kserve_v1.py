@@ -147,10 +147,25 @@ def _request(model: Model, payload: Any) -> InferRequest:
         raise InvalidInputError(f"model {model.name!r} declares no inputs")
     spec = defs[0]
     arr = _instances_tensor(model.name, spec.name, spec.datatype, instances)
+    arr = _fit_rank(arr, spec.spec(int(model.max_batch_size)).shape)
     return InferRequest(
         inputs=[InferInput(spec.name, spec.datatype, list(arr.shape), arr)],
         model_name=model.name,
     )
+
+
+def _fit_rank(arr: np.ndarray[Any, Any], declared: list[int]) -> np.ndarray[Any, Any]:
+    """Instances of a lower rank than the input, given one trailing axis per missing dim.
+
+    KServe hands ``instances`` to the model as they come: ``[1, 2]`` for a batching model whose
+    input is declared ``[-1]`` (shape ``[-1, -1]``) are two instances of one value each, so they
+    become ``[[1], [2]]``. Only missing dims declared ``-1`` or ``1`` are added; anything else
+    is left for the input check to refuse.
+    """
+    missing = len(declared) - arr.ndim
+    if arr.ndim >= 1 and missing > 0 and all(d in (-1, 1) for d in declared[arr.ndim :]):
+        return arr.reshape(arr.shape + (1,) * missing)
+    return arr
 
 
 def _nested_shape(value: Any) -> list[int]:

@@ -56,7 +56,15 @@ _TO_JSON: dict[str, Callable[[Any], Any]] = {
 }
 
 
-class InferenceServerClient(TritonClient):
+class _HttpAnswers:
+    """HTTP answers: the v2 JSON documents, as dicts."""
+
+    def _render(self, method: str, value: Any, as_json: bool) -> Any:
+        to_json = _TO_JSON.get(method)
+        return to_json(value) if to_json is not None else value
+
+
+class InferenceServerClient(_HttpAnswers, TritonClient):
     """tritonclient's HTTP ``InferenceServerClient`` (blocking; ``async_infer`` on threads).
 
     Args:
@@ -104,10 +112,6 @@ class InferenceServerClient(TritonClient):
         )
         super().__init__(client)
 
-    def _render(self, method: str, value: Any, as_json: bool) -> Any:
-        to_json = _TO_JSON.get(method)
-        return to_json(value) if to_json is not None else value
-
     def async_infer(
         self,
         model_name: str,
@@ -125,4 +129,6 @@ class InferenceServerClient(TritonClient):
         **_: Any,
     ) -> InferAsyncRequest:
         """Start an inference; ``.get_result()`` on the handle waits for it."""
-        return InferAsyncRequest(self._submit(self.client.async_infer, locals()), self._protocol)
+        args = locals()
+        future = self._submit(self.client.async_infer, args)
+        return InferAsyncRequest(future, self._protocol, self._wrapper(args))
