@@ -85,6 +85,8 @@ class StreamResponses:
     def __init__(self, replies: AsyncIterator[_Result]) -> None:
         self._replies = replies
         self._done = False
+        #: What went wrong reading the caller's requests (grpc only sees a cancelled call).
+        self.request_error: BaseException | None = None
 
     def __aiter__(self) -> StreamResponses:
         return self
@@ -97,6 +99,11 @@ class StreamResponses:
         except StopAsyncIteration:
             self._done = True
             raise
+        except asyncio.CancelledError:
+            if self.request_error is None:
+                raise
+            self._done = True
+            raise self.request_error from None
         except InferenceError as exc:
             self._done = True
             return None, _mapped(exc, "grpc")
@@ -164,16 +171,22 @@ class InferenceServerClient(_GrpcAnswers, AsyncTritonClient):
         """
 
         async def requests() -> AsyncIterator[InferRequest]:
-            async for item in inputs_iterator:
-                if not isinstance(item, Mapping):
-                    raise_error("inputs_iterator is not yielding a dict")
-                if "model_name" not in item or "inputs" not in item:
-                    raise_error(
-                        "model_name and/or inputs is missing from inputs_iterator's yielded dict"
-                    )
-                args = {**_STREAM_DEFAULTS, **item}
-                items, kwargs = self._request(args)
-                yield await self.client.build_request(args["model_name"], items, **kwargs)
+            try:
+                async for item in inputs_iterator:
+                    if not isinstance(item, Mapping):
+                        raise_error("inputs_iterator is not yielding a dict")
+                    if "model_name" not in item or "inputs" not in item:
+                        raise_error(
+                            "model_name and/or inputs is missing from inputs_iterator's "
+                            "yielded dict"
+                        )
+                    args = {**_STREAM_DEFAULTS, **item}
+                    items, kwargs = self._request(args)
+                    yield await self.client.build_request(args["model_name"], items, **kwargs)
+            except Exception as exc:
+                responses.request_error = exc
+                raise
 
         replies = self.client.stream_infer(requests(), headers=headers, timeout=stream_timeout)
-        return StreamResponses(replies)
+        responses = StreamResponses(replies)
+        return responses
