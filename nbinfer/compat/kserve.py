@@ -118,6 +118,13 @@ def deserialize_bytes_tensor(encoded_tensor: bytes) -> np.ndarray[Any, Any]:
     return decode_bytes_tensor(encoded_tensor)
 
 
+def _is_infer_parameter(value: Any) -> bool:
+    """A v2 ``InferParameter`` message (nbinfer's, KServe's or tritonclient's class)."""
+    descriptor = getattr(value, "DESCRIPTOR", None)
+    return getattr(descriptor, "full_name", None) == "inference.InferParameter"
+
+
+@_kserve_errors
 def to_grpc_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """REST parameters as gRPC ``InferParameter`` messages (KServe's helper).
 
@@ -126,28 +133,21 @@ def to_grpc_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     floats); an ``InferParameter`` is kept as it is.
 
     Raises:
-        InvalidInput: A value of another type.
+        InvalidInput: A value of another type, or an int out of the uint64 range.
     """
-    out: dict[str, Any] = {}
+    plain: dict[str, Any] = {}
     for key, value in parameters.items():
-        if isinstance(value, _grpc.pb.InferParameter):
-            out[key] = value
-        elif isinstance(value, str):
-            out[key] = _grpc.pb.InferParameter(string_param=value)
-        elif isinstance(value, bool):
-            out[key] = _grpc.pb.InferParameter(bool_param=value)
-        elif isinstance(value, int) and value > 2**63 - 1:
-            out[key] = _grpc.pb.InferParameter(uint64_param=value)
-        elif isinstance(value, int):
-            out[key] = _grpc.pb.InferParameter(int64_param=value)
-        elif isinstance(value, float):
-            out[key] = _grpc.pb.InferParameter(double_param=value)
-        else:
+        if not _is_infer_parameter(value) and not isinstance(value, str | bool | int | float):
             raise InvalidInput(
                 f"to_grpc: invalid parameter value: {value!r} for {key!r} (a str, bool, int, "
                 "float or InferParameter is needed)"
             )
-    return out
+        plain[key] = value
+    holder: Any = _grpc.request_message("ModelInfer")
+    _grpc.params_to_proto(
+        {k: v for k, v in plain.items() if not _is_infer_parameter(v)}, holder.parameters
+    )
+    return {k: v if _is_infer_parameter(v) else holder.parameters[k] for k, v in plain.items()}
 
 
 def to_http_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,7 +157,7 @@ def to_http_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for key, value in parameters.items():
-        if isinstance(value, _grpc.pb.InferParameter):
+        if _is_infer_parameter(value):
             which = value.WhichOneof("parameter_choice")
             if which is not None:
                 out[key] = getattr(value, which)

@@ -124,6 +124,8 @@ def test_to_grpc_parameters_carries_floats_and_large_ints_too() -> None:
     params = to_grpc_parameters({"f": 0.5, "u": 2**63})
     assert params["f"].double_param == 0.5 and params["u"].uint64_param == 2**63
     assert to_http_parameters(params) == {"f": 0.5, "u": 2**63}
+    with pytest.raises(InvalidInput, match="'big'"):
+        to_grpc_parameters({"big": 2**64})
 
 
 def test_local_input_errors_are_value_errors_and_nbinfer_errors() -> None:
