@@ -371,7 +371,8 @@ class _Face:
     """The plumbing both faces share: translating tritonclient's arguments, mapping errors.
 
     Public methods are written once (on :class:`TritonClient`) as ``return self._call(fn, ...,
-    _then=...)``: the sync face calls ``fn`` and returns, the asyncio face
+    _then=...)`` (always ``return``, also where the sync answer is ``None``: the asyncio face
+    awaits what it gets): the sync face calls ``fn`` and returns, the asyncio face
     (:class:`AsyncTritonClient`) returns a coroutine awaiting it. Either way errors become
     :class:`InferenceServerException` and ``_then`` shapes the answer.
     """
@@ -534,7 +535,9 @@ class TritonClient(_Face):
         **_: Any,
     ) -> None:
         """Load (or reload) a model."""
-        self._call(self.client.load_model, model_name, config=config, files=files, headers=headers)
+        return self._call(  # type: ignore[no-any-return]
+            self.client.load_model, model_name, config=config, files=files, headers=headers
+        )
 
     def unload_model(
         self,
@@ -544,7 +547,7 @@ class TritonClient(_Face):
         **_: Any,
     ) -> None:
         """Unload a model."""
-        self._call(
+        return self._call(  # type: ignore[no-any-return]
             self.client.unload_model,
             model_name,
             unload_dependents=unload_dependents,
@@ -561,7 +564,7 @@ class TritonClient(_Face):
         **_: Any,
     ) -> None:
         """Register a system shared-memory region."""
-        self._call(
+        return self._call(  # type: ignore[no-any-return]
             self.client.register_system_shared_memory, name, key, byte_size, offset, headers=headers
         )
 
@@ -569,7 +572,9 @@ class TritonClient(_Face):
         self, name: str = "", headers: Mapping[str, str] | None = None, **_: Any
     ) -> None:
         """Unregister one region (all when no name)."""
-        self._call(self.client.unregister_system_shared_memory, name, headers=headers)
+        return self._call(  # type: ignore[no-any-return]
+            self.client.unregister_system_shared_memory, name, headers=headers
+        )
 
     def register_cuda_shared_memory(
         self,
@@ -581,7 +586,7 @@ class TritonClient(_Face):
         **_: Any,
     ) -> None:
         """Register a CUDA shared-memory region."""
-        self._call(
+        return self._call(  # type: ignore[no-any-return]
             self.client.register_cuda_shared_memory,
             name,
             raw_handle,
@@ -594,7 +599,9 @@ class TritonClient(_Face):
         self, name: str = "", headers: Mapping[str, str] | None = None, **_: Any
     ) -> None:
         """Unregister one CUDA region (all when no name)."""
-        self._call(self.client.unregister_cuda_shared_memory, name, headers=headers)
+        return self._call(  # type: ignore[no-any-return]
+            self.client.unregister_cuda_shared_memory, name, headers=headers
+        )
 
     # -- inference -----------------------------------------------------------------------
 

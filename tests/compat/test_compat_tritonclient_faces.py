@@ -202,6 +202,10 @@ async def _aio_session(module: Any, url: str) -> dict[str, Any]:
         seen["diff"] = result.as_numpy("OUTPUT1").tolist()
         stats = await client.get_inference_statistics("simple", **js)
         seen["stats_model"] = stats["model_stats"][0]["name"]
+        await client.unregister_system_shared_memory()  # answers None: awaited all the same
+        await client.unregister_cuda_shared_memory()
+        regions = await client.get_system_shared_memory_status(**js)
+        seen["regions"] = len(regions.get("regions", regions)) if isinstance(regions, dict) else 0
         try:
             await client.get_model_metadata("no_such_model")
         except Exception as exc:  # tritonclient's one exception type, from either library
@@ -217,7 +221,7 @@ def test_aio_client_answers_as_tritonclients_aio_client(kind: str, server: Local
     assert ours["metadata"] == ("simple", ["INPUT0", "INPUT1"])
     assert ours["config_inputs"] == ["INPUT0", "INPUT1"] and ours["indexed"]
     assert ours["sum"] == (_numbers() + 3).tolist() and ours["diff"] == (_numbers() - 3).tolist()
-    assert ours["stats_model"] == "simple"
+    assert ours["stats_model"] == "simple" and ours["regions"] == 0
     assert ours["error"] == ("InferenceServerException", True)
     real = pytest.importorskip(f"tritonclient.{kind}.aio")
     theirs = asyncio.run(_aio_session(real, url))
