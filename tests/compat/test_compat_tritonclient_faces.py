@@ -126,6 +126,11 @@ def test_stub_model_infer_with_explicit_int_contents_and_model_config(stub: Any)
     assert [i.name for i in config.input] == ["INPUT0", "INPUT1"]
     assert config.input[0].data_type == model_config_pb2.TYPE_INT32
     assert stub.ServerLive(service_pb2.ServerLiveRequest()).live is True
+    later = stub.ModelInfer.future(request)  # the image clients' async form
+    assert later.result().outputs[0].name == response.outputs[0].name
+    streamed = list(stub.ModelStreamInfer(iter([request, request])))  # and their stream
+    assert [r.error_message for r in streamed] == ["", ""]
+    assert streamed[1].infer_response.raw_output_contents == response.raw_output_contents
 
 
 def test_a_servicer_on_a_grpc_server_answers_a_stub() -> None:
