@@ -11,6 +11,8 @@ argument names, exactly as tritonclient's do.
 
 from __future__ import annotations
 
+import abc
+import base64
 import concurrent.futures
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -27,7 +29,13 @@ from nbinfer.protocol.types import InferInput as _Input
 from nbinfer.protocol.types import InferOutput, Parameters, RequestedOutput
 
 __all__ = [
+    "MAX_GRPC_MESSAGE_SIZE",
+    "TRITON_RESERVED_REQUEST_PARAMS",
+    "TRITON_RESERVED_REQUEST_PARAMS_PREFIX",
     "AsyncTritonClient",
+    "BasicAuth",
+    "InferenceServerClientPlugin",
+    "Request",
     "InferInput",
     "InferRequestedOutput",
     "InferResult",
@@ -97,6 +105,48 @@ def _mapped(exc: NbinferError, protocol: str) -> InferenceServerException:
     if isinstance(exc, InferenceServerException):
         return exc
     return InferenceServerException(exc.message, _status_text(exc, protocol), error=exc)
+
+
+#: Request parameters Triton keeps for itself (tritonclient refuses them in ``parameters``).
+TRITON_RESERVED_REQUEST_PARAMS = [
+    "sequence_id",
+    "sequence_start",
+    "sequence_end",
+    "priority",
+    "timeout",
+    "headers",
+    "binary_data_output",
+]
+#: The prefix of Triton's own request parameters.
+TRITON_RESERVED_REQUEST_PARAMS_PREFIX = "triton_"
+#: tritonclient's gRPC message size limit (INT32_MAX).
+MAX_GRPC_MESSAGE_SIZE = 2**31 - 1
+
+
+class Request:
+    """What a client plugin is handed before each call: its ``headers`` (change them in place)."""
+
+    def __init__(self, headers: Mapping[str, str] | None) -> None:
+        self.headers: dict[str, str] = dict(headers or {})
+
+
+class InferenceServerClientPlugin(abc.ABC):
+    """A client plugin: called with a :class:`Request` before every call the client makes."""
+
+    @abc.abstractmethod
+    def __call__(self, request: Request) -> None:
+        """Change ``request.headers`` in place."""
+
+
+class BasicAuth(InferenceServerClientPlugin):
+    """HTTP basic authentication as a client plugin (tritonclient's ``auth.BasicAuth``)."""
+
+    def __init__(self, username: str, password: str) -> None:
+        pair = f"{username}:{password}".encode("ascii")
+        self._auth = "Basic " + base64.b64encode(pair).decode("ascii")
+
+    def __call__(self, request: Request) -> None:
+        request.headers["authorization"] = self._auth
 
 
 def raise_error(msg: str) -> None:
@@ -379,6 +429,7 @@ class _Face:
 
     _protocol = "http"
     client: Any
+    _plugin: InferenceServerClientPlugin | None = None
 
     def _call(
         self,
@@ -386,9 +437,52 @@ class _Face:
         *args: Any,
         _then: Callable[[Any], Any] | None = None,
         _ready: bool = False,
+        _plug: bool = True,
         **kwargs: Any,
     ) -> Any:
         raise NotImplementedError
+
+    # -- plugins -------------------------------------------------------------------------
+
+    def register_plugin(self, plugin: InferenceServerClientPlugin) -> None:
+        """Have ``plugin`` see (and change) the headers of every call.
+
+        Raises:
+            InferenceServerException: A plugin is registered already.
+        """
+        if self._plugin is not None:
+            raise_error(
+                "A plugin is already registered. Please unregister the previous plugin first "
+                "before registering a new plugin."
+            )
+        self._plugin = plugin
+
+    def plugin(self) -> InferenceServerClientPlugin | None:
+        """The registered plugin (``None`` if there is none)."""
+        return self._plugin
+
+    def unregister_plugin(self) -> None:
+        """Drop the registered plugin.
+
+        Raises:
+            InferenceServerException: No plugin is registered.
+        """
+        if self._plugin is None:
+            raise_error("No plugin has been registered.")
+        self._plugin = None
+
+    def _headers(self, headers: Mapping[str, str] | None) -> dict[str, str] | None:
+        """A call's headers once the plugin (if any) has seen them."""
+        if self._plugin is None:
+            return dict(headers) if headers else None
+        request = Request(headers)
+        self._plugin(request)
+        return request.headers or None
+
+    def _plugged(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self._plugin is not None and "headers" in kwargs:
+            kwargs["headers"] = self._headers(kwargs["headers"])
+        return kwargs
 
     def _settle(self, exc: NbinferError, ready: bool) -> Any:
         """``False`` for a server's answer to a readiness question, else the mapped error."""
@@ -473,10 +567,11 @@ class TritonClient(_Face):
         *args: Any,
         _then: Callable[[Any], Any] | None = None,
         _ready: bool = False,
+        _plug: bool = True,
         **kwargs: Any,
     ) -> Any:
         try:
-            value = fn(*args, **kwargs)
+            value = fn(*args, **(self._plugged(kwargs) if _plug else kwargs))
         except NbinferError as exc:
             return self._settle(exc, _ready)
         return value if _then is None else _then(value)
@@ -778,11 +873,12 @@ class AsyncTritonClient(_Face):
         *args: Any,
         _then: Callable[[Any], Any] | None = None,
         _ready: bool = False,
+        _plug: bool = True,
         **kwargs: Any,
     ) -> Any:
         async def run() -> Any:
             try:
-                value = await fn(*args, **kwargs)
+                value = await fn(*args, **(self._plugged(kwargs) if _plug else kwargs))
             except NbinferError as exc:
                 return self._settle(exc, _ready)
             return value if _then is None else _then(value)

@@ -8,9 +8,11 @@ messages live in their own descriptor pool), and both must give the same answers
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
+import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 import numpy as np
@@ -412,3 +414,94 @@ def test_http_json_bytes_outputs_are_str_binary_ones_bytes(
     ]
     real = pytest.importorskip("tritonclient.http")
     assert _string_outputs(real, url, binary_inputs) == ours
+
+
+# -- client plugins ------------------------------------------------------------------------
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers ``GET /v2/health/live`` and keeps the Authorization header it got."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.headers.get("Authorization"))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def recorder() -> Iterator[tuple[str, list[str | None]]]:
+    _Recorder.seen = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{httpd.server_address[1]}", _Recorder.seen
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def _plugged_calls(module: Any, auth: Any, url: str) -> None:
+    client = module.InferenceServerClient(url)
+    plugin = auth.BasicAuth("user", "secret")
+    client.register_plugin(plugin)
+    assert client.plugin() is plugin
+    with pytest.raises(Exception, match="already registered"):
+        client.register_plugin(plugin)
+    assert client.is_server_live()
+    client.unregister_plugin()
+    assert client.is_server_live()
+    with pytest.raises(Exception, match="No plugin"):
+        client.unregister_plugin()
+    client.close()
+
+
+def test_basic_auth_plugin_sends_tritonclients_header(
+    recorder: tuple[str, list[str | None]],
+) -> None:
+    import nbinfer.compat.tritonclient.http.auth as auth
+
+    url, seen = recorder
+    _plugged_calls(httpclient, auth, url)
+    assert seen == ["Basic dXNlcjpzZWNyZXQ=", None]
+    real = pytest.importorskip("tritonclient.http")
+    real_auth = pytest.importorskip("tritonclient.http.auth")
+    _plugged_calls(real, real_auth, url)
+    assert seen == ["Basic dXNlcjpzZWNyZXQ=", None] * 2
+
+
+def test_a_plugin_reaches_grpc_aio_calls_as_metadata() -> None:
+    from concurrent import futures
+
+    import nbinfer.compat.tritonclient.grpc.aio.auth as auth
+
+    metadata: list[dict[str, str]] = []
+
+    class Live(service_pb2_grpc.GRPCInferenceServiceServicer):
+        def ServerLive(self, request: Any, context: Any) -> Any:
+            metadata.append(dict(context.invocation_metadata()))
+            return service_pb2.ServerLiveResponse(live=True)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(Live(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+
+    async def run() -> bool:
+        async with grpcaio.InferenceServerClient(f"127.0.0.1:{port}") as client:
+            client.register_plugin(auth.BasicAuth("user", "secret"))
+            return bool(await client.is_server_live(headers={"x-extra": "1"}))
+
+    try:
+        assert asyncio.run(run())
+    finally:
+        server.stop(None)
+    assert metadata[0]["authorization"] == "Basic dXNlcjpzZWNyZXQ="
+    assert metadata[0]["x-extra"] == "1"

@@ -26,9 +26,14 @@ from nbinfer.client import Client
 from nbinfer.client import InferResult as _Result
 from nbinfer.compat import _triton
 from nbinfer.compat._triton import (
+    MAX_GRPC_MESSAGE_SIZE,
+    TRITON_RESERVED_REQUEST_PARAMS,
+    TRITON_RESERVED_REQUEST_PARAMS_PREFIX,
+    InferenceServerClientPlugin,
     InferenceServerException,
     InferInput,
     InferResult,
+    Request,
     TritonClient,
     _as_dict,
     _mapped,
@@ -37,24 +42,49 @@ from nbinfer.compat._triton import (
     triton_to_np_dtype,
 )
 from nbinfer.compat.tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
+from nbinfer.compat.tritonclient.utils import (
+    deserialize_bytes_tensor,
+    serialize_byte_tensor,
+    serialized_byte_size,
+)
 from nbinfer.config import ClientConfig, Timeouts, TLSConfig
 from nbinfer.errors import NbinferError
 from nbinfer.protocol import grpc as _grpc
 
 __all__ = [
+    "MAX_GRPC_MESSAGE_SIZE",
+    "TRITON_RESERVED_REQUEST_PARAMS",
+    "TRITON_RESERVED_REQUEST_PARAMS_PREFIX",
     "InferInput",
     "InferRequestedOutput",
     "InferResult",
     "InferenceServerClient",
+    "InferenceServerClientPlugin",
     "InferenceServerException",
     "KeepAliveOptions",
+    "Request",
+    "deserialize_bytes_tensor",
     "model_config_pb2",
     "np_to_triton_dtype",
     "raise_error",
+    "raise_error_grpc",
+    "serialize_byte_tensor",
+    "serialized_byte_size",
     "service_pb2",
     "service_pb2_grpc",
     "triton_to_np_dtype",
 ]
+
+
+def raise_error_grpc(rpc_error: Any) -> None:
+    """Raise a ``grpc.RpcError`` as :class:`InferenceServerException` (tritonclient's helper)."""
+    code = rpc_error.code()
+    raise InferenceServerException(
+        str(rpc_error.details()),
+        f"StatusCode.{code.name}" if code is not None else None,
+        rpc_error.debug_error_string() if hasattr(rpc_error, "debug_error_string") else None,
+    ) from rpc_error
+
 
 #: ``callback(result, error)`` as tritonclient calls it.
 Callback = Callable[[InferResult | None, InferenceServerException | None], None]
@@ -235,8 +265,8 @@ class InferenceServerClient(_GrpcAnswers, TritonClient):
         parameters: Mapping[str, Any] | None = None,
         **_: Any,
     ) -> None:
-        """Send one request on the open stream."""
-        self._submit(self.client.stream_infer, locals())
+        """Send one request on the open stream (its headers went with ``start_stream``)."""
+        self._submit(self.client.stream_infer, locals(), _plug=False)
 
     def stop_stream(self, cancel_requests: bool = False) -> None:
         """Close the stream (waiting for outstanding replies unless ``cancel_requests``)."""

@@ -24,28 +24,44 @@ from typing import Any
 
 from nbinfer.client import Client
 from nbinfer.compat._triton import (
+    TRITON_RESERVED_REQUEST_PARAMS,
+    TRITON_RESERVED_REQUEST_PARAMS_PREFIX,
     InferAsyncRequest,
+    InferenceServerClientPlugin,
     InferenceServerException,
     InferInput,
     InferRequestedOutput,
     InferResult,
+    Request,
     TritonClient,
     np_to_triton_dtype,
     raise_error,
     triton_to_np_dtype,
 )
+from nbinfer.compat.tritonclient.utils import (
+    deserialize_bytes_tensor,
+    serialize_byte_tensor,
+    serialized_byte_size,
+)
 from nbinfer.config import Timeouts, TLSConfig
 from nbinfer.protocol import rest as _rest
 
 __all__ = [
+    "TRITON_RESERVED_REQUEST_PARAMS",
+    "TRITON_RESERVED_REQUEST_PARAMS_PREFIX",
     "InferAsyncRequest",
     "InferInput",
     "InferRequestedOutput",
     "InferResult",
     "InferenceServerClient",
+    "InferenceServerClientPlugin",
     "InferenceServerException",
+    "Request",
+    "deserialize_bytes_tensor",
     "np_to_triton_dtype",
     "raise_error",
+    "serialize_byte_tensor",
+    "serialized_byte_size",
     "triton_to_np_dtype",
 ]
 

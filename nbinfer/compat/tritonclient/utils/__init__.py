@@ -12,6 +12,8 @@ import numpy as np
 
 from nbinfer.compat._codec import serialize_byte_tensor as _serialize
 from nbinfer.compat._triton import (
+    TRITON_RESERVED_REQUEST_PARAMS,
+    TRITON_RESERVED_REQUEST_PARAMS_PREFIX,
     InferenceServerException,
     np_to_triton_dtype,
     raise_error,
@@ -21,6 +23,8 @@ from nbinfer.errors import NbinferError
 from nbinfer.protocol.tensors import decode_bytes_tensor
 
 __all__ = [
+    "TRITON_RESERVED_REQUEST_PARAMS",
+    "TRITON_RESERVED_REQUEST_PARAMS_PREFIX",
     "InferenceServerException",
     "deserialize_bytes_tensor",
     "np_to_triton_dtype",

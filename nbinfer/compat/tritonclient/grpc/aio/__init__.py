@@ -28,16 +28,20 @@ from nbinfer.client import AsyncClient
 from nbinfer.client import InferResult as _Result
 from nbinfer.compat._triton import AsyncTritonClient, _mapped
 from nbinfer.compat.tritonclient.grpc import (
+    MAX_GRPC_MESSAGE_SIZE,
+    InferenceServerClientPlugin,
     InferenceServerException,
     InferInput,
     InferRequestedOutput,
     InferResult,
     KeepAliveOptions,
+    Request,
     _client_args,
     _GrpcAnswers,
     model_config_pb2,
     np_to_triton_dtype,
     raise_error,
+    raise_error_grpc,
     service_pb2,
     service_pb2_grpc,
     triton_to_np_dtype,
@@ -46,12 +50,16 @@ from nbinfer.errors import InferenceError, NbinferError
 from nbinfer.protocol.types import InferRequest
 
 __all__ = [
+    "MAX_GRPC_MESSAGE_SIZE",
     "InferInput",
     "InferRequestedOutput",
     "InferResult",
     "InferenceServerClient",
+    "InferenceServerClientPlugin",
     "InferenceServerException",
     "KeepAliveOptions",
+    "Request",
+    "raise_error_grpc",
     "model_config_pb2",
     "np_to_triton_dtype",
     "raise_error",
@@ -187,6 +195,8 @@ class InferenceServerClient(_GrpcAnswers, AsyncTritonClient):
                 responses.request_error = exc
                 raise
 
-        replies = self.client.stream_infer(requests(), headers=headers, timeout=stream_timeout)
+        replies = self.client.stream_infer(
+            requests(), headers=self._headers(headers), timeout=stream_timeout
+        )
         responses = StreamResponses(replies)
         return responses

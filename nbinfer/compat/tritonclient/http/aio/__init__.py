@@ -23,10 +23,13 @@ from typing import Any
 from nbinfer.client import AsyncClient
 from nbinfer.compat._triton import AsyncTritonClient
 from nbinfer.compat.tritonclient.http import (
+    InferAsyncRequest,
+    InferenceServerClientPlugin,
     InferenceServerException,
     InferInput,
     InferRequestedOutput,
     InferResult,
+    Request,
     _HttpAnswers,
     np_to_triton_dtype,
     raise_error,
@@ -35,11 +38,14 @@ from nbinfer.compat.tritonclient.http import (
 from nbinfer.config import TLSConfig
 
 __all__ = [
+    "InferAsyncRequest",
     "InferInput",
     "InferRequestedOutput",
     "InferResult",
     "InferenceServerClient",
+    "InferenceServerClientPlugin",
     "InferenceServerException",
+    "Request",
     "np_to_triton_dtype",
     "raise_error",
     "triton_to_np_dtype",
