@@ -329,6 +329,23 @@ class InferResult:
             return _as_text(arr)
         return arr
 
+    @classmethod
+    def from_response_body(
+        cls,
+        response_body: bytes,
+        verbose: bool = False,
+        header_length: int | None = None,
+        content_encoding: str | None = None,
+    ) -> InferResult:
+        """The result an HTTP response body holds (tritonclient's HTTP ``InferResult`` method).
+
+        Raises:
+            InferenceServerException: The body does not decode.
+        """
+        from nbinfer.compat.tritonclient.http import parse_response_body
+
+        return parse_response_body(response_body, verbose, header_length, content_encoding)
+
     def get_output(self, name: str, as_json: bool = False) -> Any:
         """The output's description (HTTP: a dict; gRPC: an ``InferOutputTensor`` message)."""
         if name not in self.result:

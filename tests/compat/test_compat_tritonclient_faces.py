@@ -505,3 +505,50 @@ def test_a_plugin_reaches_grpc_aio_calls_as_metadata() -> None:
         server.stop(None)
     assert metadata[0]["authorization"] == "Basic dXNlcjpzZWNyZXQ="
     assert metadata[0]["x-extra"] == "1"
+
+
+# -- request / response bodies without a connection ----------------------------------------
+
+
+def _post(server: LocalServer, model: str, body: bytes, json_size: int | None) -> tuple[bytes, Any]:
+    import urllib.request
+
+    headers = {"Content-Type": "application/octet-stream" if json_size else "application/json"}
+    if json_size is not None:
+        headers["Inference-Header-Content-Length"] = str(json_size)
+    request = urllib.request.Request(
+        f"{server.http_url}/v2/models/{model}/infer", data=body, headers=headers, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        return reply.read(), reply.headers.get("Inference-Header-Content-Length")
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_generated_request_bodies_and_parsed_responses(binary: bool, server: LocalServer) -> None:
+    inputs = [httpclient.InferInput(n, [1, 16], "BYTES") for n in ("INPUT0", "INPUT1")]
+    inputs[0].set_data_from_numpy(_text(_numbers()), binary_data=binary)
+    inputs[1].set_data_from_numpy(_text(np.ones((1, 16), np.int32)), binary_data=binary)
+    outputs = [
+        httpclient.InferRequestedOutput("OUTPUT0", binary_data=False),
+        httpclient.InferRequestedOutput("OUTPUT1"),
+    ]
+    body, json_size = httpclient.InferenceServerClient.generate_request_body(
+        inputs, outputs=outputs, request_id="g1"
+    )
+    assert (json_size is not None) == binary
+    reply, length = _post(server, "simple_string", body, json_size)
+    header_length = None if length is None else int(length)
+    result = httpclient.InferenceServerClient.parse_response_body(
+        reply, header_length=header_length
+    )
+    assert result.get_response()["id"] == "g1"
+    sums, diffs = result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1")
+    assert sums is not None and diffs is not None
+    assert sums[0][:3].tolist() == ["1", "2", "3"]  # asked for as JSON: str
+    assert diffs[0][:3].tolist() == [b"-1", b"0", b"1"]
+    again = httpclient.InferResult.from_response_body(reply, header_length=header_length)
+    assert again.as_numpy("OUTPUT0").tolist() == sums.tolist()  # type: ignore[union-attr]
+    real = pytest.importorskip("tritonclient.http")
+    theirs = real.InferenceServerClient.parse_response_body(reply, header_length=header_length)
+    assert theirs.as_numpy("OUTPUT0").tolist() == sums.tolist()
+    assert theirs.as_numpy("OUTPUT1").tolist() == diffs.tolist()
