@@ -15,6 +15,8 @@ import abc
 import base64
 import concurrent.futures
 import functools
+import gzip
+import zlib
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -24,9 +26,11 @@ from nbinfer.client import AsyncClient, Client
 from nbinfer.client import InferResult as _Result
 from nbinfer.errors import GRPC_CODE, NbinferError, ServerError, grpc_code_of
 from nbinfer.protocol import jsonvalues as _json
+from nbinfer.protocol import rest as _rest_codec
 from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
 from nbinfer.protocol.types import InferInput as _Input
 from nbinfer.protocol.types import InferOutput, Parameters, RequestedOutput
+from nbinfer.protocol.types import InferRequest as _Request
 
 __all__ = [
     "MAX_GRPC_MESSAGE_SIZE",
@@ -41,7 +45,9 @@ __all__ = [
     "InferResult",
     "InferenceServerException",
     "TritonClient",
+    "generate_request_body",
     "np_to_triton_dtype",
+    "parse_response_body",
     "raise_error",
     "triton_to_np_dtype",
 ]
@@ -342,8 +348,6 @@ class InferResult:
         Raises:
             InferenceServerException: The body does not decode.
         """
-        from nbinfer.compat.tritonclient.http import parse_response_body
-
         return parse_response_body(response_body, verbose, header_length, content_encoding)
 
     def get_output(self, name: str, as_json: bool = False) -> Any:
@@ -429,6 +433,76 @@ def _sequence(sequence_id: int | str, sequence_start: bool, sequence_end: bool) 
         "sequence_start": sequence_start,
         "sequence_end": sequence_end,
     }
+
+
+def generate_request_body(
+    inputs: Sequence[InferInput],
+    outputs: Sequence[InferRequestedOutput] | None = None,
+    request_id: str = "",
+    sequence_id: int | str = 0,
+    sequence_start: bool = False,
+    sequence_end: bool = False,
+    priority: int = 0,
+    timeout: int | None = None,
+    parameters: Mapping[str, Any] | None = None,
+) -> tuple[bytes, int | None]:
+    """The body ``infer`` would send: ``(body, json_size)`` (``json_size`` is ``None`` for JSON).
+
+    Raises:
+        InferenceServerException: An input has no data, or a value cannot be encoded.
+    """
+    try:
+        params: dict[str, Any] = dict(parameters or {})
+        if sequence_id:
+            params.update(
+                sequence_id=sequence_id, sequence_start=sequence_start, sequence_end=sequence_end
+            )
+        if priority:
+            params["priority"] = priority
+        if timeout is not None:
+            params["timeout"] = timeout
+        request = _Request(
+            [i._to_nbinfer() for i in inputs],
+            [o._to_nbinfer() for o in outputs or ()],
+            id=request_id,
+            parameters=params,
+        )
+        binary = any(i._binary for i in inputs)
+        body, json_size = _rest_codec.encode_request(request, binary=binary, binary_outputs=True)
+    except NbinferError as exc:
+        raise InferenceServerException(exc.message, error=exc) from exc
+    return bytes(body), json_size
+
+
+def parse_response_body(
+    response_body: bytes,
+    verbose: bool = False,
+    header_length: int | None = None,
+    content_encoding: str | None = None,
+) -> InferResult:
+    """An :class:`InferResult` from a response body (and its ``Inference-Header-Content-Length``).
+
+    Raises:
+        InferenceServerException: The body does not decode.
+    """
+    try:
+        if content_encoding == "gzip":
+            response_body = gzip.decompress(response_body)
+        elif content_encoding == "deflate":
+            response_body = zlib.decompress(response_body)
+        length = None if header_length is None else int(header_length)
+        header = _json.loads(response_body if length is None else response_body[:length])
+        response = _rest_codec.decode_response(response_body, length)
+    except (NbinferError, OSError, zlib.error) as exc:
+        message = exc.message if isinstance(exc, NbinferError) else str(exc)
+        raise InferenceServerException(message) from exc
+    json_outputs = frozenset(
+        o.get("name", "")
+        for o in header.get("outputs", [])
+        if isinstance(header, dict)
+        if isinstance(o, dict) and "data" in o
+    )
+    return InferResult(_Result(response), "http", json_outputs)
 
 
 T = TypeVar("T")

@@ -19,13 +19,10 @@ differs.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nbinfer.client import Client
-from nbinfer.client import InferResult as _Result
 from nbinfer.compat._triton import (
     TRITON_RESERVED_REQUEST_PARAMS,
     TRITON_RESERVED_REQUEST_PARAMS_PREFIX,
@@ -37,7 +34,9 @@ from nbinfer.compat._triton import (
     InferResult,
     Request,
     TritonClient,
+    generate_request_body,
     np_to_triton_dtype,
+    parse_response_body,
     raise_error,
     triton_to_np_dtype,
 )
@@ -47,10 +46,7 @@ from nbinfer.compat.tritonclient.utils import (
     serialized_byte_size,
 )
 from nbinfer.config import Timeouts, TLSConfig
-from nbinfer.errors import NbinferError
-from nbinfer.protocol import jsonvalues as _jsonvalues
 from nbinfer.protocol import rest as _rest
-from nbinfer.protocol.types import InferRequest as _Request
 
 __all__ = [
     "TRITON_RESERVED_REQUEST_PARAMS",
@@ -78,76 +74,6 @@ _TO_JSON: dict[str, Callable[[Any], Any]] = {
     "get_model_metadata": _rest.model_metadata_to_json,
     "get_model_repository_index": _rest.repository_index_to_json,
 }
-
-
-def generate_request_body(
-    inputs: Sequence[InferInput],
-    outputs: Sequence[InferRequestedOutput] | None = None,
-    request_id: str = "",
-    sequence_id: int | str = 0,
-    sequence_start: bool = False,
-    sequence_end: bool = False,
-    priority: int = 0,
-    timeout: int | None = None,
-    parameters: Mapping[str, Any] | None = None,
-) -> tuple[bytes, int | None]:
-    """The body ``infer`` would send: ``(body, json_size)`` (``json_size`` is ``None`` for JSON).
-
-    Raises:
-        InferenceServerException: An input has no data, or a value cannot be encoded.
-    """
-    try:
-        params: dict[str, Any] = dict(parameters or {})
-        if sequence_id:
-            params.update(
-                sequence_id=sequence_id, sequence_start=sequence_start, sequence_end=sequence_end
-            )
-        if priority:
-            params["priority"] = priority
-        if timeout is not None:
-            params["timeout"] = timeout
-        request = _Request(
-            [i._to_nbinfer() for i in inputs],
-            [o._to_nbinfer() for o in outputs or ()],
-            id=request_id,
-            parameters=params,
-        )
-        binary = any(i._binary for i in inputs)
-        body, json_size = _rest.encode_request(request, binary=binary, binary_outputs=True)
-    except NbinferError as exc:
-        raise InferenceServerException(exc.message, error=exc) from exc
-    return bytes(body), json_size
-
-
-def parse_response_body(
-    response_body: bytes,
-    verbose: bool = False,
-    header_length: int | None = None,
-    content_encoding: str | None = None,
-) -> InferResult:
-    """An :class:`InferResult` from a response body (and its ``Inference-Header-Content-Length``).
-
-    Raises:
-        InferenceServerException: The body does not decode.
-    """
-    try:
-        if content_encoding == "gzip":
-            response_body = gzip.decompress(response_body)
-        elif content_encoding == "deflate":
-            response_body = zlib.decompress(response_body)
-        length = None if header_length is None else int(header_length)
-        header = _jsonvalues.loads(response_body if length is None else response_body[:length])
-        response = _rest.decode_response(response_body, length)
-    except (NbinferError, OSError, zlib.error) as exc:
-        message = exc.message if isinstance(exc, NbinferError) else str(exc)
-        raise InferenceServerException(message) from exc
-    json_outputs = frozenset(
-        o.get("name", "")
-        for o in header.get("outputs", [])
-        if isinstance(header, dict)
-        if isinstance(o, dict) and "data" in o
-    )
-    return InferResult(_Result(response), "http", json_outputs)
 
 
 class _HttpAnswers:
