@@ -11,8 +11,13 @@ import asyncio
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +40,7 @@ from nbinfer.protocol.grpc import pb
 from nbinfer.server.launcher import LocalServer
 
 HAS_KSERVE = importlib.util.find_spec("kserve") is not None
+KSERVE_SCRIPT = Path(__file__).parents[1] / "client" / "kserve_server.py"
 
 _KSERVE_PROGRAM = """
 import json, sys
@@ -146,11 +152,11 @@ def test_nbinfers_own_invalid_input_error_stays_apart_from_value_error() -> None
     assert issubclass(InvalidInput, nbinfer.InvalidInputError)
 
 
-def _v1(server: LocalServer, model: str, instances: Any) -> Any:
+def _v1_at(url: str, model: str, instances: Any) -> Any:
     async def call() -> Any:
         client = InferenceRESTClient(RESTConfig(protocol="v1"))
         try:
-            return await client.infer(server.http_url, {"instances": instances}, model_name=model)
+            return await client.infer(url, {"instances": instances}, model_name=model)
         finally:
             await client.close()
 
@@ -158,12 +164,57 @@ def _v1(server: LocalServer, model: str, instances: Any) -> Any:
 
 
 def test_v1_scalar_instances_feed_a_batching_model_declared_minus_one(server: LocalServer) -> None:
-    assert _v1(server, "doubler", [1, 2]) == {"predictions": [[2.0], [4.0]]}
-    assert _v1(server, "doubler", [[1, 2]]) == {"predictions": [[2.0, 4.0]]}  # as before
+    assert _v1_at(server.http_url, "doubler", [1, 2]) == {"predictions": [2.0, 4.0]}
+    assert _v1_at(server.http_url, "doubler", [[1, 2]]) == {"predictions": [[2.0, 4.0]]}
     with nbinfer.Client(server.http_url) as client:
-        assert client.predict("doubler", [3.0]) == [[6.0]]
+        assert client.predict("doubler", [3.0]) == [6.0]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def kserve_url() -> Iterator[str]:
+    """KServe's own ModelServer (tests/client/kserve_server.py) in a subprocess, on loopback."""
+    if not HAS_KSERVE:
+        pytest.skip("the KServe SDK is not installed")
+    http_port, grpc_port = _free_port(), _free_port()
+    cmd = [sys.executable, str(KSERVE_SCRIPT), "--http-port", str(http_port)]
+    proc = subprocess.Popen(
+        [*cmd, "--grpc-port", str(grpc_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    url = f"http://127.0.0.1:{http_port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=1):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "KServe did not start"
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_v1_scalar_instances_answer_as_kserve_answers_them(
+    server: LocalServer, kserve_url: str
+) -> None:
+    # KServe's times_two ([-1]) doubles whatever instances it is given; nbinfer's doubler is a
+    # batching model declared [-1]: the same instances, the same predictions
+    for instances in ([1, 2], [[1, 2]], [[1], [2]]):
+        theirs = _v1_at(kserve_url, "times_two", instances)
+        assert _v1_at(server.http_url, "doubler", instances) == theirs, instances
 
 
 def test_v1_instances_missing_a_fixed_dim_are_still_refused(server: LocalServer) -> None:
     with pytest.raises(RemoteInvalidInputError, match=r"\[-1,4\]|\[-1, 4\]"):
-        _v1(server, "iris", [1.0, 2.0])
+        _v1_at(server.http_url, "iris", [1.0, 2.0])
