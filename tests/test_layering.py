@@ -242,7 +242,8 @@ def _stub_uses(path: Path, stubs: set[str]) -> list[str]:
 #: Modules still reaching the stubs through ``protocol.grpc``'s ``pb``, each with why. Any
 #: other user fails the test, and so does a listed one that no longer does (delete it here).
 KNOWN_STUB_USERS: dict[str, str] = {
-    "nbinfer.compat.tritonclient.grpc": "only service_pb2 remains (tritonclient's public module)",
+    "nbinfer.compat.tritonclient.grpc.service_pb2": "tritonclient's public module of the messages",
+    "nbinfer.compat.tritonclient.grpc.model_config_pb2": "tritonclient's public module of configs",
 }
 
 

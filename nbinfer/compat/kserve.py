@@ -24,21 +24,23 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import ssl
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
 from nbinfer.client import AsyncClient
+from nbinfer.compat._codec import serialize_byte_tensor as _serialize
 from nbinfer.config import ClientConfig
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, ServerError
 from nbinfer.protocol import grpc as _grpc
 from nbinfer.protocol import jsonvalues as _json
 from nbinfer.protocol import rest as _rest
 from nbinfer.protocol import types as _t
-from nbinfer.protocol.tensors import as_array
+from nbinfer.protocol.tensors import as_array, decode_bytes_tensor
 
 __all__ = [
     "InferInput",
@@ -47,11 +49,121 @@ __all__ = [
     "InferResponse",
     "InferenceGRPCClient",
     "InferenceRESTClient",
+    "InvalidInput",
     "RESTConfig",
     "RequestedOutput",
+    "deserialize_bytes_tensor",
+    "serialize_byte_tensor",
+    "to_grpc_parameters",
+    "to_http_parameters",
 ]
 
 _BINARY = "binary_data"
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class InvalidInput(InvalidInputError, ValueError):
+    """KServe's ``InvalidInput``: bad arguments or a malformed request, also a ``ValueError``.
+
+    Everything this module finds wrong locally (a dtype that does not fit, a body that does not
+    decode, a parameter value it cannot carry) is raised as this class, so ported ``except
+    ValueError:`` / ``except InvalidInput:`` code catches it, and it stays an
+    :class:`~nbinfer.InvalidInputError` for nbinfer code. A server's refusal is
+    :class:`~nbinfer.RemoteInvalidInputError`, as from every nbinfer client.
+    """
+
+    @property
+    def reason(self) -> str:
+        """The message (KServe's attribute name)."""
+        return self.message
+
+
+def _kserve_errors(fn: Callable[P, T]) -> Callable[P, T]:
+    """Raise nbinfer's local :class:`InvalidInputError` from ``fn`` as :class:`InvalidInput`."""
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (InvalidInput, ServerError):
+            raise
+        except InvalidInputError as exc:
+            raise InvalidInput(exc.message, **exc.context) from exc
+
+    return call
+
+
+@_kserve_errors
+def serialize_byte_tensor(input_tensor: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A BYTES tensor's wire form (4-byte little-endian lengths), as a 0-d object array.
+
+    Row-major order; non-bytes, non-str elements are written as ``str(element)``; an empty
+    tensor gives an empty object array, as KServe.
+
+    Raises:
+        InvalidInput: Not an object or ``S`` / ``U`` array.
+    """
+    return _serialize(input_tensor)
+
+
+@_kserve_errors
+def deserialize_bytes_tensor(encoded_tensor: bytes) -> np.ndarray[Any, Any]:
+    """The elements of a serialized BYTES tensor, as a 1-D object array of ``bytes``.
+
+    Raises:
+        InvalidInput: The lengths do not add up to the data.
+    """
+    return decode_bytes_tensor(encoded_tensor)
+
+
+def _is_infer_parameter(value: Any) -> bool:
+    """A v2 ``InferParameter`` message (nbinfer's, KServe's or tritonclient's class)."""
+    descriptor = getattr(value, "DESCRIPTOR", None)
+    return getattr(descriptor, "full_name", None) == "inference.InferParameter"
+
+
+@_kserve_errors
+def to_grpc_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """REST parameters as gRPC ``InferParameter`` messages (KServe's helper).
+
+    ``str`` -> ``string_param``, ``bool`` -> ``bool_param``, ``int`` -> ``int64_param``
+    (``uint64_param`` above the int64 range), ``float`` -> ``double_param`` (KServe refuses
+    floats); an ``InferParameter`` is kept as it is.
+
+    Raises:
+        InvalidInput: A value of another type, or an int out of the uint64 range.
+    """
+    plain: dict[str, Any] = {}
+    for key, value in parameters.items():
+        if not _is_infer_parameter(value) and not isinstance(value, str | bool | int | float):
+            raise InvalidInput(
+                f"to_grpc: invalid parameter value: {value!r} for {key!r} (a str, bool, int, "
+                "float or InferParameter is needed)"
+            )
+        plain[key] = value
+    holder: Any = _grpc.request_message("ModelInfer")
+    _grpc.params_to_proto(
+        {k: v for k, v in plain.items() if not _is_infer_parameter(v)}, holder.parameters
+    )
+    return {k: v if _is_infer_parameter(v) else holder.parameters[k] for k, v in plain.items()}
+
+
+def to_http_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The REST values of gRPC ``InferParameter`` messages (other values are kept as they are).
+
+    A message with no value set is left out, as KServe does.
+    """
+    out: dict[str, Any] = {}
+    for key, value in parameters.items():
+        if _is_infer_parameter(value):
+            which = value.WhichOneof("parameter_choice")
+            if which is not None:
+                out[key] = getattr(value, which)
+        else:
+            out[key] = value
+    return out
 
 
 def _rest_body(body: bytes, header_length: int | None) -> tuple[bytes | dict[str, Any], int | None]:
@@ -78,17 +190,18 @@ class _Tensor:
         self.data = data
         self.parameters: dict[str, Any] = dict(parameters or {})
 
+    @_kserve_errors
     def set_data_from_numpy(self, tensor: np.ndarray[Any, Any], binary_data: bool = True) -> None:
         """Attach a numpy array (its shape becomes the tensor's).
 
         Raises:
-            InvalidInputError: Not an array, or its dtype does not fit the datatype.
+            InvalidInput: Not an array, or its dtype does not fit the datatype.
         """
         if not isinstance(tensor, np.ndarray):
-            raise InvalidInputError(f"{self.name!r}: data must be a numpy array")
+            raise InvalidInput(f"{self.name!r}: data must be a numpy array")
         arr, datatype = as_array(tensor)
         if datatype != self.datatype:
-            raise InvalidInputError(
+            raise InvalidInput(
                 f"{self.name!r}: numpy {tensor.dtype} is {datatype}, expected {self.datatype}",
                 tensor=self.name,
             )
@@ -96,17 +209,19 @@ class _Tensor:
         self.data = arr
         self.parameters[_BINARY] = binary_data
 
+    @_kserve_errors
     def as_numpy(self) -> np.ndarray[Any, Any]:
         """The data as a numpy array of the tensor's shape (BYTES: an object array of bytes).
 
         Raises:
-            InvalidInputError: No data, or it does not fit the shape / datatype.
+            InvalidInput: No data, or it does not fit the shape / datatype.
         """
         if self.data is None:
-            raise InvalidInputError(f"{self.name!r} has no data", tensor=self.name)
+            raise InvalidInput(f"{self.name!r} has no data", tensor=self.name)
         arr, _ = as_array(self.data, self.datatype)  # no copy when the dtype already fits
         return arr.reshape(self.shape)
 
+    @_kserve_errors
     def to_dict(self) -> dict[str, Any]:
         """The v2 JSON object of the tensor (data as JSON)."""
         doc: dict[str, Any] = {"name": self.name, "shape": self.shape, "datatype": self.datatype}
@@ -148,6 +263,7 @@ class _Tensor:
 class InferInput(_Tensor):
     """An input tensor: ``InferInput(name, shape, datatype, data=None, parameters=None)``."""
 
+    @_kserve_errors
     def as_string(self) -> list[str]:
         """A BYTES input's elements decoded as UTF-8."""
         return [bytes(b).decode("utf-8") for b in self.as_numpy().ravel()]
@@ -266,6 +382,7 @@ class InferRequest:
     # -- codecs --------------------------------------------------------------------------
 
     @classmethod
+    @_kserve_errors
     def from_bytes(cls, req_bytes: bytes, json_length: int | None, model_name: str) -> InferRequest:
         """Decode a REST body (JSON header + binary tensors) as a server receives it."""
         request = _rest.decode_request(req_bytes, json_length)
@@ -273,15 +390,18 @@ class InferRequest:
         return cls.from_nbinfer(request)
 
     @classmethod
+    @_kserve_errors
     def from_rest(cls, request: Mapping[str, Any], model_name: str = "") -> InferRequest:
         """Decode a v2 JSON request (a dict)."""
         return cls.from_bytes(_json.dumps(dict(request)), None, model_name)
 
     @classmethod
+    @_kserve_errors
     def from_grpc(cls, request: Any) -> InferRequest:
         """Decode a ``ModelInferRequest`` message."""
         return cls.from_nbinfer(_grpc.request_from_proto(request), from_grpc=True)
 
+    @_kserve_errors
     def to_rest(self) -> tuple[bytes | dict[str, Any], int | None]:
         """The REST body: ``(dict, None)``, or ``(bytes, json_length)`` with binary inputs.
 
@@ -295,10 +415,12 @@ class InferRequest:
             )
         )
 
+    @_kserve_errors
     def to_grpc(self) -> Any:
         """The ``ModelInferRequest`` message."""
         return _grpc.request_to_proto(self.to_nbinfer())
 
+    @_kserve_errors
     def to_dict(self) -> dict[str, Any]:
         """The v2 JSON request (data as JSON)."""
         doc: dict[str, Any] = {"id": self.id, "inputs": [i.to_dict() for i in self.inputs]}
@@ -310,6 +432,7 @@ class InferRequest:
             ]
         return doc
 
+    @_kserve_errors
     def as_dataframe(self) -> Any:
         """One column per input (``[n, k]`` inputs: a column of rows); BYTES as text."""
         import pandas as pd
@@ -395,29 +518,35 @@ class InferResponse:
         )
 
     @classmethod
+    @_kserve_errors
     def from_bytes(cls, res_bytes: bytes, json_length: int | None) -> InferResponse:
         """Decode a REST response body (JSON header + binary tensors)."""
         return cls.from_nbinfer(_rest.decode_response(res_bytes, json_length))
 
     @classmethod
+    @_kserve_errors
     def from_rest(cls, response: Mapping[str, Any]) -> InferResponse:
         """Decode a v2 JSON response (a dict)."""
         return cls.from_bytes(_json.dumps(dict(response)), None)
 
     @classmethod
+    @_kserve_errors
     def from_grpc(cls, response: Any) -> InferResponse:
         """Decode a ``ModelInferResponse`` message."""
         return cls.from_nbinfer(_grpc.response_from_proto(response), from_grpc=True)
 
+    @_kserve_errors
     def to_rest(self) -> tuple[bytes | dict[str, Any], int | None]:
         """The REST body: ``(dict, None)``, or ``(bytes, json_length)`` with binary outputs."""
         binary = self.use_binary_outputs or [o.name for o in self.outputs if o._binary()]
         return _rest_body(*_rest.encode_response(self.to_nbinfer(), binary_outputs=binary))
 
+    @_kserve_errors
     def to_grpc(self) -> Any:
         """The ``ModelInferResponse`` message."""
         return _grpc.response_to_proto(self.to_nbinfer())
 
+    @_kserve_errors
     def to_dict(self) -> dict[str, Any]:
         """The v2 JSON response (data as JSON)."""
         doc: dict[str, Any] = {
@@ -571,7 +700,7 @@ class InferenceRESTClient:
             request = InferRequest.from_rest(data, model_name or "").to_nbinfer()
             name = model_name or ""
         if not name:
-            raise InvalidInputError("infer needs a model_name (or an InferRequest naming one)")
+            raise InvalidInput("infer needs a model_name (or an InferRequest naming one)")
         result = await client.infer(name, request, headers=headers, timeout=seconds)
         if response_headers is not None:
             response_headers.update(result.headers)

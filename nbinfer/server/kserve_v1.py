@@ -78,11 +78,11 @@ class KServeV1:
             InferenceError: the model raised.
         """
         served = self.dp.models.get(name)
-        request = _request(served.model, payload)
+        request, added = _request_of(served.model, payload)
         response = await self.dp.infer(request, headers=headers, response_headers=response_headers)
         if not response.outputs:
             return {"predictions": []}
-        return {"predictions": jsonable(response.outputs[0].data)}
+        return {"predictions": jsonable(_drop_axes(response.outputs[0].data, added))}
 
     async def explain(
         self,
@@ -130,6 +130,11 @@ class KServeV1:
 
 def _request(model: Model, payload: Any) -> InferRequest:
     """A v2 request feeding the v1 ``instances`` to the model's first input."""
+    return _request_of(model, payload)[0]
+
+
+def _request_of(model: Model, payload: Any) -> tuple[InferRequest, int]:
+    """:func:`_request`, and how many trailing axes :func:`_fit_rank` gave the instances."""
     if isinstance(payload, Mapping):
         if "instances" in payload:
             instances = payload["instances"]
@@ -146,11 +151,39 @@ def _request(model: Model, payload: Any) -> InferRequest:
     if not defs:
         raise InvalidInputError(f"model {model.name!r} declares no inputs")
     spec = defs[0]
-    arr = _instances_tensor(model.name, spec.name, spec.datatype, instances)
-    return InferRequest(
+    given = _instances_tensor(model.name, spec.name, spec.datatype, instances)
+    arr = _fit_rank(given, spec.spec(int(model.max_batch_size)).shape)
+    request = InferRequest(
         inputs=[InferInput(spec.name, spec.datatype, list(arr.shape), arr)],
         model_name=model.name,
     )
+    return request, arr.ndim - given.ndim
+
+
+def _fit_rank(arr: np.ndarray[Any, Any], declared: list[int]) -> np.ndarray[Any, Any]:
+    """Instances of a lower rank than the input, given one trailing axis per missing dim.
+
+    KServe hands ``instances`` to the model as they come: ``[1, 2]`` for a batching model whose
+    input is declared ``[-1]`` (shape ``[-1, -1]``) are two instances of one value each, so they
+    become ``[[1], [2]]`` (and the predictions lose those axes again: :func:`_drop_axes`). Only
+    missing dims declared ``-1`` or ``1`` are added; anything else is left for the input check
+    to refuse.
+    """
+    missing = len(declared) - arr.ndim
+    if arr.ndim >= 1 and missing > 0 and all(d in (-1, 1) for d in declared[arr.ndim :]):
+        return arr.reshape(arr.shape + (1,) * missing)
+    return arr
+
+
+def _drop_axes(data: Any, added: int) -> Any:
+    """The predictions without the trailing size-1 axes :func:`_fit_rank` added to the instances.
+
+    ``[1, 2]`` in, ``[2, 4]`` out (not ``[[2], [4]]``), as KServe answers scalar instances.
+    """
+    trailing = data.shape[-added:] if added and isinstance(data, np.ndarray) else ()
+    if trailing and data.ndim > added and all(d == 1 for d in trailing):
+        return data.reshape(data.shape[:-added])
+    return data
 
 
 def _nested_shape(value: Any) -> list[int]:

@@ -1,7 +1,8 @@
 """One embedded server for the compatibility tests, with the models tritonclient's examples use.
 
 ``simple`` adds and subtracts two INT32 ``[-1, 16]`` tensors (as Triton's example model does);
-``simple_string`` does the same on numbers carried as BYTES strings.
+``simple_string`` does the same on numbers carried as BYTES strings; ``doubler`` batches
+(``max_batch_size`` 8) one FP32 input declared ``[-1]`` and doubles it (KServe v1 instances).
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ class SimpleString(Model):
 """
 
 
+_DOUBLER = """
+from nbinfer.server.model import Model
+
+
+class Doubler(Model):
+    name = "doubler"
+    max_batch_size = 8
+    inputs = [("x", "FP32", [-1])]
+    outputs = [("y", "FP32", [-1])]
+    run_in_thread = False
+
+    def predict(self, inputs, context):
+        return {"y": inputs["x"] * 2}
+"""
+
+
 def _write(repo: Path, name: str, source: str) -> None:
     version = repo / name / "1"
     version.mkdir(parents=True)
@@ -62,6 +79,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     repo = tmp_path_factory.mktemp("compat-repo")
     _write(repo, "simple", _SIMPLE)
     _write(repo, "simple_string", _SIMPLE_STRING)
+    _write(repo, "doubler", _DOUBLER)
     # the real tritonclient / KServe packages talk to it too: the no-token kind (nbinfer serve)
     srv = LocalServer(model_repository=repo, demo=True, device="cpu", auth_token=None)
     srv.start()

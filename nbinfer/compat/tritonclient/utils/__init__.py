@@ -10,15 +10,21 @@ from typing import Any
 
 import numpy as np
 
+from nbinfer.compat._codec import serialize_byte_tensor as _serialize
 from nbinfer.compat._triton import (
+    TRITON_RESERVED_REQUEST_PARAMS,
+    TRITON_RESERVED_REQUEST_PARAMS_PREFIX,
     InferenceServerException,
     np_to_triton_dtype,
     raise_error,
     triton_to_np_dtype,
 )
-from nbinfer.protocol.tensors import decode_bytes_tensor, encode_bytes_tensor
+from nbinfer.errors import NbinferError
+from nbinfer.protocol.tensors import decode_bytes_tensor
 
 __all__ = [
+    "TRITON_RESERVED_REQUEST_PARAMS",
+    "TRITON_RESERVED_REQUEST_PARAMS_PREFIX",
     "InferenceServerException",
     "deserialize_bytes_tensor",
     "np_to_triton_dtype",
@@ -29,14 +35,19 @@ __all__ = [
 ]
 
 
-def serialize_byte_tensor(input_tensor: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
+def serialize_byte_tensor(input_tensor: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """A BYTES tensor's wire form (4-byte little-endian lengths), as a 0-d object array.
 
-    Row-major order; ``None`` for an empty tensor, as tritonclient.
+    Row-major order; non-bytes, non-str elements are written as ``str(element)``; an empty
+    tensor gives an empty object array, as tritonclient.
+
+    Raises:
+        InferenceServerException: Not an object or ``S`` / ``U`` array.
     """
-    if input_tensor.size == 0:
-        return None
-    return np.array(encode_bytes_tensor(input_tensor), dtype=np.object_)
+    try:
+        return _serialize(input_tensor)
+    except NbinferError as exc:
+        raise InferenceServerException(exc.message, error=exc) from exc
 
 
 def deserialize_bytes_tensor(encoded_tensor: bytes) -> np.ndarray[Any, Any]:

@@ -83,6 +83,20 @@ def create_shared_memory_region(
 
 
 def _payload(value: np.ndarray[Any, Any]) -> bytes | memoryview:
+    """The bytes to write for one array.
+
+    A 0-d object array holds bytes already in their wire form (what ``utils.
+    serialize_byte_tensor`` returns): written as given, as tritonclient does. Other BYTES arrays
+    (object, ``S`` or ``U`` dtype, any shape) are serialized here (4-byte lengths).
+    """
+    if value.dtype == np.object_ and value.ndim == 0:
+        item = value.item()
+        if not isinstance(item, bytes | bytearray | memoryview):
+            raise SharedMemoryException(
+                "a 0-d object array must hold serialized bytes (utils.serialize_byte_tensor), "
+                f"not {type(item).__name__}"
+            )
+        return bytes(item)
     if value.dtype == np.object_ or value.dtype.kind in "SU":
         return encode_bytes_tensor(value)
     return np.ascontiguousarray(value).view(np.uint8).reshape(-1).data
@@ -91,7 +105,10 @@ def _payload(value: np.ndarray[Any, Any]) -> bytes | memoryview:
 def set_shared_memory_region(
     shm_handle: SharedMemoryRegion, input_values: Sequence[np.ndarray[Any, Any]], offset: int = 0
 ) -> None:
-    """Write the arrays back to back from ``offset`` (BYTES arrays in their wire form).
+    """Write the arrays back to back from ``offset``.
+
+    Output of ``utils.serialize_byte_tensor`` (a 0-d object array) is written as given; other
+    BYTES arrays are serialized first (4-byte lengths), numeric ones copied as they are.
 
     Raises:
         SharedMemoryException: Not a list of arrays, or they do not fit.

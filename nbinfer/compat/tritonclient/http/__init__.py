@@ -24,28 +24,48 @@ from typing import Any
 
 from nbinfer.client import Client
 from nbinfer.compat._triton import (
+    TRITON_RESERVED_REQUEST_PARAMS,
+    TRITON_RESERVED_REQUEST_PARAMS_PREFIX,
     InferAsyncRequest,
+    InferenceServerClientPlugin,
     InferenceServerException,
     InferInput,
     InferRequestedOutput,
     InferResult,
+    Request,
     TritonClient,
+    generate_request_body,
     np_to_triton_dtype,
+    parse_response_body,
     raise_error,
     triton_to_np_dtype,
+)
+from nbinfer.compat.tritonclient.utils import (
+    deserialize_bytes_tensor,
+    serialize_byte_tensor,
+    serialized_byte_size,
 )
 from nbinfer.config import Timeouts, TLSConfig
 from nbinfer.protocol import rest as _rest
 
 __all__ = [
+    "TRITON_RESERVED_REQUEST_PARAMS",
+    "TRITON_RESERVED_REQUEST_PARAMS_PREFIX",
     "InferAsyncRequest",
     "InferInput",
     "InferRequestedOutput",
     "InferResult",
     "InferenceServerClient",
+    "InferenceServerClientPlugin",
     "InferenceServerException",
+    "Request",
+    "deserialize_bytes_tensor",
+    "generate_request_body",
     "np_to_triton_dtype",
+    "parse_response_body",
     "raise_error",
+    "serialize_byte_tensor",
+    "serialized_byte_size",
     "triton_to_np_dtype",
 ]
 
@@ -56,7 +76,18 @@ _TO_JSON: dict[str, Callable[[Any], Any]] = {
 }
 
 
-class InferenceServerClient(TritonClient):
+class _HttpAnswers:
+    """HTTP answers: the v2 JSON documents, as dicts."""
+
+    generate_request_body = staticmethod(generate_request_body)
+    parse_response_body = staticmethod(parse_response_body)
+
+    def _render(self, method: str, value: Any, as_json: bool) -> Any:
+        to_json = _TO_JSON.get(method)
+        return to_json(value) if to_json is not None else value
+
+
+class InferenceServerClient(_HttpAnswers, TritonClient):
     """tritonclient's HTTP ``InferenceServerClient`` (blocking; ``async_infer`` on threads).
 
     Args:
@@ -104,10 +135,6 @@ class InferenceServerClient(TritonClient):
         )
         super().__init__(client)
 
-    def _render(self, method: str, value: Any, as_json: bool) -> Any:
-        to_json = _TO_JSON.get(method)
-        return to_json(value) if to_json is not None else value
-
     def async_infer(
         self,
         model_name: str,
@@ -125,4 +152,6 @@ class InferenceServerClient(TritonClient):
         **_: Any,
     ) -> InferAsyncRequest:
         """Start an inference; ``.get_result()`` on the handle waits for it."""
-        return InferAsyncRequest(self._submit(self.client.async_infer, locals()), self._protocol)
+        args = locals()
+        future = self._submit(self.client.async_infer, args)
+        return InferAsyncRequest(future, self._protocol, self._wrapper(args))

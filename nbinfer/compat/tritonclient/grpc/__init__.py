@@ -18,6 +18,7 @@ See docs/compat.md for what differs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,9 +26,14 @@ from nbinfer.client import Client
 from nbinfer.client import InferResult as _Result
 from nbinfer.compat import _triton
 from nbinfer.compat._triton import (
+    MAX_GRPC_MESSAGE_SIZE,
+    TRITON_RESERVED_REQUEST_PARAMS,
+    TRITON_RESERVED_REQUEST_PARAMS_PREFIX,
+    InferenceServerClientPlugin,
     InferenceServerException,
     InferInput,
     InferResult,
+    Request,
     TritonClient,
     _as_dict,
     _mapped,
@@ -35,27 +41,99 @@ from nbinfer.compat._triton import (
     raise_error,
     triton_to_np_dtype,
 )
-from nbinfer.config import Timeouts, TLSConfig
+from nbinfer.compat.tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
+from nbinfer.compat.tritonclient.utils import (
+    deserialize_bytes_tensor,
+    serialize_byte_tensor,
+    serialized_byte_size,
+)
+from nbinfer.config import ClientConfig, Timeouts, TLSConfig
 from nbinfer.errors import NbinferError
 from nbinfer.protocol import grpc as _grpc
 
 __all__ = [
+    "MAX_GRPC_MESSAGE_SIZE",
+    "TRITON_RESERVED_REQUEST_PARAMS",
+    "TRITON_RESERVED_REQUEST_PARAMS_PREFIX",
     "InferInput",
     "InferRequestedOutput",
     "InferResult",
     "InferenceServerClient",
+    "InferenceServerClientPlugin",
     "InferenceServerException",
+    "KeepAliveOptions",
+    "Request",
+    "deserialize_bytes_tensor",
+    "model_config_pb2",
     "np_to_triton_dtype",
     "raise_error",
+    "raise_error_grpc",
+    "serialize_byte_tensor",
+    "serialized_byte_size",
     "service_pb2",
+    "service_pb2_grpc",
     "triton_to_np_dtype",
 ]
 
-#: The v2 messages (``service_pb2.ModelInferRequest``, ...), as tritonclient exposes them.
-service_pb2 = _grpc.pb
+
+def raise_error_grpc(rpc_error: Any) -> None:
+    """Raise a ``grpc.RpcError`` as :class:`InferenceServerException` (tritonclient's helper)."""
+    code = rpc_error.code()
+    raise InferenceServerException(
+        str(rpc_error.details()),
+        f"StatusCode.{code.name}" if code is not None else None,
+        rpc_error.debug_error_string() if hasattr(rpc_error, "debug_error_string") else None,
+    ) from rpc_error
+
 
 #: ``callback(result, error)`` as tritonclient calls it.
 Callback = Callable[[InferResult | None, InferenceServerException | None], None]
+
+#: tritonclient's "keepalive off" period (INT32_MAX milliseconds).
+_NEVER_MS = 2**31 - 1
+
+
+@dataclasses.dataclass
+class KeepAliveOptions:
+    """gRPC keepalive settings, as tritonclient's ``KeepAliveOptions``.
+
+    Passed to ``InferenceServerClient``, ``keepalive_time_ms`` sets the channel's ping period
+    (INT32_MAX, the default: no pings). The other fields are kept for ported code; nbinfer's
+    channel uses its own values for them (a 20 s ping timeout, pings allowed without calls).
+    Without ``keepalive_options`` the client keeps nbinfer's default (a ping every 30 s).
+    """
+
+    keepalive_time_ms: int = _NEVER_MS
+    keepalive_timeout_ms: int = 20000
+    keepalive_permit_without_calls: bool = False
+    http2_max_pings_without_data: int = 2
+
+
+def _client_args(
+    url: str,
+    ssl: bool,
+    root_certificates: str | None,
+    private_key: str | None,
+    certificate_chain: str | None,
+    keepalive_options: KeepAliveOptions | None,
+) -> dict[str, Any]:
+    """The nbinfer client arguments of tritonclient's gRPC ``InferenceServerClient`` ones."""
+    tls = (
+        TLSConfig(ca_file=root_certificates, cert_file=certificate_chain, key_file=private_key)
+        if ssl
+        else None
+    )
+    args: dict[str, Any] = {
+        "url": url if "://" in url else ("grpcs://" if ssl else "grpc://") + url,
+        "ssl": tls,
+        "timeout": Timeouts(total=None),
+    }
+    if keepalive_options is not None:
+        ms = int(keepalive_options.keepalive_time_ms)
+        args["config"] = dataclasses.replace(
+            ClientConfig.from_env(), keepalive_seconds=ms / 1000 if 0 < ms < _NEVER_MS else None
+        )
+    return args
 
 
 class InferRequestedOutput(_triton.InferRequestedOutput):
@@ -80,14 +158,18 @@ _TO_PROTO: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _read(path: str | None) -> bytes | None:
-    if path is None:
-        return None
-    with open(path, "rb") as fh:
-        return fh.read()
+class _GrpcAnswers:
+    """gRPC answers: the v2 protobuf messages (dicts with ``as_json=True``)."""
+
+    def _render(self, method: str, value: Any, as_json: bool) -> Any:
+        to_proto = _TO_PROTO.get(method)
+        if to_proto is None:
+            return value
+        message = to_proto(value)
+        return _as_dict(message) if as_json else message
 
 
-class InferenceServerClient(TritonClient):
+class InferenceServerClient(_GrpcAnswers, TritonClient):
     """tritonclient's gRPC ``InferenceServerClient``: unary calls, ``async_infer``, streams.
 
     Args:
@@ -97,6 +179,7 @@ class InferenceServerClient(TritonClient):
         root_certificates: PEM file of trusted CAs.
         private_key: PEM file of the client key (mutual TLS).
         certificate_chain: PEM file of the client certificate (mutual TLS).
+        keepalive_options: :class:`KeepAliveOptions` (its ping period is used).
     """
 
     _protocol = "grpc"
@@ -110,27 +193,13 @@ class InferenceServerClient(TritonClient):
         private_key: str | None = None,
         certificate_chain: str | None = None,
         creds: Any = None,
-        keepalive_options: Any = None,
+        keepalive_options: KeepAliveOptions | None = None,
         channel_args: Any = None,
     ) -> None:
-        tls = (
-            TLSConfig(ca_file=root_certificates, cert_file=certificate_chain, key_file=private_key)
-            if ssl
-            else None
+        args = _client_args(
+            url, ssl, root_certificates, private_key, certificate_chain, keepalive_options
         )
-        client = Client(
-            url if "://" in url else ("grpcs://" if ssl else "grpc://") + url,
-            ssl=tls,
-            timeout=Timeouts(total=None),
-        )
-        super().__init__(client)
-
-    def _render(self, method: str, value: Any, as_json: bool) -> Any:
-        to_proto = _TO_PROTO.get(method)
-        if to_proto is None:
-            return value
-        message = to_proto(value)
-        return _as_dict(message) if as_json else message
+        super().__init__(Client(args.pop("url"), **args))
 
     def _deliver(self, callback: Callback) -> Callable[[Any, Any], None]:
         def deliver(result: _Result | None, error: NbinferError | None) -> None:
@@ -196,8 +265,8 @@ class InferenceServerClient(TritonClient):
         parameters: Mapping[str, Any] | None = None,
         **_: Any,
     ) -> None:
-        """Send one request on the open stream."""
-        self._submit(self.client.stream_infer, locals())
+        """Send one request on the open stream (its headers went with ``start_stream``)."""
+        self._submit(self.client.stream_infer, locals(), _plug=False)
 
     def stop_stream(self, cancel_requests: bool = False) -> None:
         """Close the stream (waiting for outstanding replies unless ``cancel_requests``)."""
