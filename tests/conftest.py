@@ -10,10 +10,14 @@ green:
   second pass must really run them).
 * ``@pytest.mark.torch``: a test whose behaviour differs with and without torch (not only a
   skip); it runs in both passes (``-m torch`` in the second).
+
+And one guard: no test starts with an asyncio loop left running in the main thread by an earlier
+one (Playwright's sync API runs one while a browser is open; see tests/browser/conftest.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Generator
 from typing import Any
@@ -56,3 +60,13 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
     outcome = yield
     _record(outcome.get_result(), item.nodeid)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail fast, naming the cause, when an earlier test left an event loop running here."""
+    if asyncio._get_running_loop() is not None and "tests/browser/" not in item.nodeid:
+        pytest.fail(
+            "an asyncio loop is running in the main thread before this test: an earlier test "
+            "(or fixture: a Playwright sync browser outliving its module?) left it running",
+            pytrace=False,
+        )

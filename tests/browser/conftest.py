@@ -125,8 +125,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
+    """Headless Chromium, per module: Playwright's sync API keeps an asyncio loop running in the
+    main thread while it is open, which must end before any other module's tests run."""
     executable = _chromium()
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
