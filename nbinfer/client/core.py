@@ -54,8 +54,8 @@ from nbinfer.transports.base import DefaultTransport, Transport
 if TYPE_CHECKING:
     import httpx
 
-    from nbinfer.transports.grpc import GrpcBinding
-    from nbinfer.transports.http import HttpBinding
+    from nbinfer.protocol.grpc_binding import GrpcBinding
+    from nbinfer.protocol.http_binding import HttpBinding
 
 logger = logging.getLogger("nbinfer")
 
@@ -250,11 +250,11 @@ class _Core:
                 self.config = dataclasses.replace(self.config, headers=bearer)
         self._binding: HttpBinding | GrpcBinding
         if self.protocol == "http":
-            from nbinfer.transports.http import HttpBinding
+            from nbinfer.protocol.http_binding import HttpBinding
 
             self._binding = HttpBinding(binary=self.config.binary)
         else:
-            from nbinfer.transports.grpc import GrpcBinding
+            from nbinfer.protocol.grpc_binding import GrpcBinding
 
             self._binding = GrpcBinding()
         self._metadata: dict[tuple[str, str], ModelMetadata] = {}
