@@ -8,7 +8,7 @@ classes onto HTTP statuses and gRPC codes, which each class declares once (``htt
     NbinferError
     ├── TransportError                   the request did not complete
     │   ├── ConnectError                 could not reach the server
-    │   └── TimeoutError                 connect / read / per-call deadline passed
+    │   └── RequestTimeoutError          connect / read / per-call deadline passed
     ├── InvalidInputError  (400)         bad tensors, shapes, datatypes, sizes, malformed messages
     │   └── DataTypeError                unknown or unsupported v2 datatype / numpy dtype
     ├── UnsupportedError                 the server lacks the extension / route a call needs
@@ -57,8 +57,9 @@ import builtins
 import difflib
 import linecache
 import re
+import warnings
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 __all__ = [
     "GRPC_CODE",
@@ -81,7 +82,7 @@ __all__ = [
     "ServerError",
     "ServerStartError",
     "ServerUnavailableError",
-    "TimeoutError",
+    "RequestTimeoutError",
     "TransportError",
     "UnauthenticatedError",
     "UnsupportedError",
@@ -161,8 +162,12 @@ class ConnectError(TransportError):
     )
 
 
-class TimeoutError(TransportError, builtins.TimeoutError):
-    """A connect, read or per-call deadline passed (also a builtin ``TimeoutError``)."""
+class RequestTimeoutError(TransportError, builtins.TimeoutError):
+    """A connect, read or per-call deadline passed (also a builtin ``TimeoutError``).
+
+    Named so that it does not shadow the builtin; ``nbinfer.TimeoutError`` is a deprecated alias
+    (it warns, and goes away in the next release).
+    """
 
     default_hints: ClassVar[tuple[str, ...]] = (
         "Raise the deadline: `timeout=` on the call or `Timeouts(...)` in the client config.",
@@ -621,3 +626,35 @@ def error_for_grpc_code(
     )
     _fitting_hints(error)
     return error
+
+
+#: Deprecated names -> (the name to use, the class).
+_DEPRECATED: dict[str, tuple[str, type[NbinferError]]] = {
+    "TimeoutError": ("RequestTimeoutError", RequestTimeoutError),
+}
+
+
+def deprecated_name(module: str, name: str) -> type[NbinferError]:
+    """The class behind a deprecated error name, with a ``DeprecationWarning`` at the caller.
+
+    Raises:
+        AttributeError: ``name`` is not a deprecated name.
+    """
+    if name not in _DEPRECATED:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    new, cls = _DEPRECATED[name]
+    warnings.warn(
+        f"{module}.{name} is deprecated and will be removed in the next release; use "
+        f"{module}.{new} (it no longer shadows the builtin {name})",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return cls
+
+
+if TYPE_CHECKING:
+    TimeoutError = RequestTimeoutError  # deprecated alias, see deprecated_name
+else:
+
+    def __getattr__(name: str) -> type[NbinferError]:
+        return deprecated_name(__name__, name)

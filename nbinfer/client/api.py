@@ -202,7 +202,7 @@ def infer(  # noqa: D417 - ``core`` is the face's ``self``
             server).
         ModelNotFoundError: Unknown model or version.
         ServerError: Any other server error (most specific subclass).
-        TransportError: ``ConnectError`` / ``TimeoutError`` / other transport failures.
+        TransportError: ``ConnectError`` / ``RequestTimeoutError`` / other transport failures.
     """
     if (
         type(inputs) is dict

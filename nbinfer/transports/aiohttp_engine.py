@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbinfer.config import ClientConfig
-from nbinfer.errors import ConnectError, TimeoutError, TransportError
+from nbinfer.errors import ConnectError, RequestTimeoutError, TransportError
 from nbinfer.protocol.calls import HttpReply
 from nbinfer.transports.http_common import base_url, compress, default_headers, ssl_context
 from nbinfer.transports.loops import PerLoop
@@ -99,7 +99,7 @@ class AiohttpEngine:
         except aiohttp.ClientConnectorError as exc:
             raise ConnectError(f"cannot connect to {url}: {exc}", url=url) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise TimeoutError(f"request to {url} timed out", url=url) from exc
+            raise RequestTimeoutError(f"request to {url} timed out", url=url) from exc
         except aiohttp.ClientError as exc:
             raise TransportError(f"HTTP request to {url} failed: {exc}", url=url) from exc
 

@@ -42,8 +42,9 @@ WireProtocol = Literal["http", "grpc"]
 class SyncHttpEngine(Protocol):
     """A blocking HTTP engine: one request in, one :class:`~nbinfer.transports.HttpReply` out.
 
-    ``request`` raises :mod:`nbinfer.errors` classes only (``ConnectError``, ``TimeoutError``,
-    ``TransportError``); statuses are the binding's business, not the engine's.
+    ``request`` raises :mod:`nbinfer.errors` classes only (``ConnectError``,
+    ``RequestTimeoutError``, ``TransportError``); statuses are the binding's business, not the
+    engine's.
     """
 
     def request(

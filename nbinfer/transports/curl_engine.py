@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbinfer.config import ClientConfig
-from nbinfer.errors import ConnectError, TimeoutError, TransportError
+from nbinfer.errors import ConnectError, RequestTimeoutError, TransportError
 from nbinfer.protocol.calls import HttpReply
 from nbinfer.transports.http_common import base_url, compress, default_headers
 
@@ -127,7 +127,7 @@ class CurlEngine:
 
         Raises:
             ConnectError: The server could not be reached (refused, DNS, TLS handshake).
-            TimeoutError: The connect or total timeout passed.
+            RequestTimeoutError: The connect or total timeout passed.
             TransportError: Any other transfer failure, or the engine is closed.
         """
         if self._closed:
@@ -239,7 +239,7 @@ def _curl_error(exc: Any, url: str, pc: Any) -> TransportError:
     code = exc.args[0] if exc.args else -1
     msg = exc.args[1] if len(exc.args) > 1 else str(exc)
     if code == pc.E_OPERATION_TIMEDOUT:
-        return TimeoutError(f"request to {url} timed out: {msg}", url=url)
+        return RequestTimeoutError(f"request to {url} timed out: {msg}", url=url)
     if code == pc.E_ABORTED_BY_CALLBACK:
         return TransportError(f"request to {url} was aborted (interrupted): {msg}", url=url)
     if code in (

@@ -25,7 +25,7 @@ from nbinfer.config import ClientConfig
 from nbinfer.errors import (
     ConnectError,
     NbinferError,
-    TimeoutError,
+    RequestTimeoutError,
     TransportError,
     error_for_grpc_code,
 )
@@ -78,7 +78,7 @@ def map_rpc_error(exc: Any, target: str, request_id: str | None = None) -> Nbinf
     name = getattr(code, "name", "UNKNOWN")
     details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
     if name == "DEADLINE_EXCEEDED":
-        return TimeoutError(f"gRPC call to {target} timed out: {details}", url=target)
+        return RequestTimeoutError(f"gRPC call to {target} timed out: {details}", url=target)
     if name == "UNAVAILABLE" and any(h in details.lower() for h in _CONNECT_HINTS):
         return ConnectError(f"cannot connect to {target}: {details}", url=target)
     if name == "CANCELLED":
@@ -290,7 +290,7 @@ class GrpcEngine:
 
         Raises:
             ConnectError: The server could not be reached.
-            TimeoutError: The deadline passed.
+            RequestTimeoutError: The deadline passed.
             TransportError: The call was cancelled by :meth:`abort_in_flight` or the engine is
                 closed.
             ServerError: The server answered with an error status (most specific subclass).

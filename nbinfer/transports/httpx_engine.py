@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from nbinfer.config import ClientConfig
-from nbinfer.errors import ConnectError, InvalidInputError, TimeoutError, TransportError
+from nbinfer.errors import ConnectError, InvalidInputError, RequestTimeoutError, TransportError
 from nbinfer.transports import HttpReply
 from nbinfer.transports.base import AsyncEngine, SyncEngine
 from nbinfer.transports.http_common import base_url, compress, default_headers, ssl_context
@@ -110,7 +110,7 @@ class _Requests:
         """The :mod:`nbinfer.errors` class for an httpx failure."""
         hx = self._httpx
         if isinstance(exc, hx.TimeoutException):
-            return TimeoutError(f"request to {url} timed out: {exc!r}", url=url)
+            return RequestTimeoutError(f"request to {url} timed out: {exc!r}", url=url)
         if isinstance(exc, (hx.ConnectError, hx.ProxyError)):
             return ConnectError(f"cannot connect to {url}: {exc}", url=url)
         if isinstance(exc, RuntimeError):  # httpx: the client is closed, or its loop is
@@ -166,7 +166,7 @@ class HttpxEngine(_Requests):
 
         Raises:
             ConnectError: The server could not be reached (refused, DNS, TLS handshake, proxy).
-            TimeoutError: A connect, read, write or pool timeout passed.
+            RequestTimeoutError: A connect, read, write or pool timeout passed.
             TransportError: Any other transfer failure, or the engine is closed.
         """
         url, body, merged, limits = self._prepare(path, body, headers, timeout)

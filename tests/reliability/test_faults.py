@@ -30,7 +30,7 @@ from nbinfer.errors import (
     InferenceError,
     ModelNotReadyError,
     NbinferError,
-    TimeoutError,
+    RequestTimeoutError,
     TransportError,
 )
 from nbinfer.server.launcher import LocalServer
@@ -101,10 +101,10 @@ def test_raising_model_is_an_error_on_both_transports_and_the_server_serves_on(
 def test_hanging_model_times_the_client_out_and_other_models_are_served(
     server: LocalServer, assert_healthy: Callable[[], None]
 ) -> None:
-    """A model hangs: the client's `timeout` raises `nbinfer.TimeoutError`; other models are
+    """A model hangs: the client's `timeout` raises `nbinfer.RequestTimeoutError`; other models are
     served meanwhile.
     """
-    with Client(server.http_url) as client, pytest.raises(TimeoutError):
+    with Client(server.http_url) as client, pytest.raises(RequestTimeoutError):
         client.infer("hanging", {"X": np.array([3.0], np.float32)}, timeout=0.5)
     assert_healthy()
 
