@@ -15,7 +15,7 @@ import typing as _typing
 from nbinfer import errors as _errors
 from nbinfer._lazy import lazy_attributes as _lazy_attributes
 from nbinfer.capabilities import Capabilities
-from nbinfer.client import AsyncClient, Client, InferResult, Sequence
+from nbinfer.client import AsyncClient, Client, InferResult, InferSequence, Sequence
 from nbinfer.config import (
     BasicAuth,
     BearerAuth,
@@ -123,6 +123,7 @@ __all__ = [
     "Client",
     "FunctionModel",
     "InferResult",
+    "InferSequence",
     "LocalServer",
     "Model",
     "ModelHandle",

@@ -14,13 +14,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from collections.abc import Sequence as SequenceABC
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import numpy as np
 
-from nbinfer.client.results import InferResult, Sequence
+from nbinfer.client.results import InferResult, InferSequence
 from nbinfer.client.shm import SharedMemoryMode, SharedMemoryPool, is_loopback
 from nbinfer.config import (
     Auth,
@@ -65,9 +64,9 @@ T = TypeVar("T")
 _UNSUPPORTED_KEYS = ("server", "version", "extension", "call")
 
 #: What ``infer`` accepts as inputs.
-Inputs = Mapping[str, Any] | SequenceABC[InferInput] | InferRequest
+Inputs = Mapping[str, Any] | Sequence[InferInput] | InferRequest
 #: What ``infer`` accepts as ``outputs=``.
-Outputs = SequenceABC[str | RequestedOutput] | str | None
+Outputs = Sequence[str | RequestedOutput] | str | None
 #: ``callback(result, error)`` of ``async_infer`` / ``start_stream``.
 Callback = Callable[[InferResult | None, NbinferError | None], None]
 
@@ -372,7 +371,7 @@ class _Core:
     def _request_from_inputs(
         self,
         model_name: str,
-        inputs: Mapping[str, Any] | SequenceABC[InferInput],
+        inputs: Mapping[str, Any] | Sequence[InferInput],
         outputs: Outputs,
         model_version: str,
         request_id: str,
@@ -430,7 +429,7 @@ class _Core:
         sequence_id: int | str | None = None,
         sequence_start: bool | None = None,
         sequence_end: bool = False,
-        sequence: Sequence | None = None,
+        sequence: InferSequence | None = None,
         opts: CallOptions | None = None,
     ) -> Op[InferRequest]:
         if not model_name and not isinstance(inputs, InferRequest):
@@ -456,7 +455,7 @@ class _Core:
             params["priority"] = int(priority)
         if sequence is not None:
             if sequence.ended:
-                raise InvalidInputError(f"{sequence!r} has ended; start a new Sequence")
+                raise InvalidInputError(f"{sequence!r} has ended; start a new nbinfer.Sequence")
             sequence_id = sequence.id
             if sequence_start is None:
                 sequence_start = not sequence.started
@@ -486,7 +485,7 @@ class _Core:
         elif type(outputs) is str:
             names = (outputs,)
         elif type(outputs) in (list, tuple) and all(type(o) is str for o in outputs):
-            names = tuple(cast("SequenceABC[str]", outputs))
+            names = tuple(cast("Sequence[str]", outputs))
         else:
             return None
         if not model_name or type(model_name) is not str or type(model_version) is not str:
@@ -517,7 +516,7 @@ class _Core:
         timeout: float | None,
         binary: bool | None,
         retry: bool | None,
-        sequence: Sequence | None,
+        sequence: InferSequence | None,
         sequence_end: bool,
         **kwargs: Any,
     ) -> Op[InferResult]:
