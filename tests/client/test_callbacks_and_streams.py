@@ -53,8 +53,7 @@ def served() -> Iterator[LocalServer]:
 
 @pytest.fixture
 def grpc(served: LocalServer) -> str:
-    address = served.grpc_url
-    return address if "://" in address else "grpc://" + address
+    return served.grpc_url
 
 
 class Replies:

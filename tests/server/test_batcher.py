@@ -766,7 +766,7 @@ dynamic_batching {
             full = http.post(url, json=body)
             assert full.status_code == 503
             assert "queue of model 'slow' is full" in full.json()["error"]
-            grpc_client = tg.InferenceServerClient(server.grpc_url)
+            grpc_client = tg.InferenceServerClient(server.grpc_address)
             inp = tg.InferInput("X", [1, 2], "FP32")
             inp.set_data_from_numpy(np.ones((1, 2), np.float32))
             with pytest.raises(InferenceServerException) as info:
