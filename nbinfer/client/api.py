@@ -16,7 +16,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from nbinfer.client.core import Inputs, Outputs, _Core
+from nbinfer.client.core import Inputs, Outputs, _Core, check_timeout
 from nbinfer.client.results import InferResult, InferSequence
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.types import (
@@ -215,6 +215,8 @@ def infer(  # noqa: D417 - ``core`` is the face's ``self``
         and sequence_start is None
         and not sequence_end
     ):
+        if timeout is not None:
+            timeout = check_timeout(timeout)
         call = core._fast_call(
             model_name, inputs, outputs, model_version, request_id, timeout, binary, retry
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -69,6 +70,25 @@ Inputs = Mapping[str, Any] | Sequence[InferInput] | InferRequest
 Outputs = Sequence[str | RequestedOutput] | str | None
 #: ``callback(result, error)`` of ``async_infer`` / ``start_stream``.
 Callback = Callable[[InferResult | None, NbinferError | None], None]
+
+
+def check_timeout(timeout: object) -> float:
+    """A per-call ``timeout`` as seconds: a positive finite number.
+
+    Raises:
+        InvalidInputError: Anything else (``None`` means "the client's default" and is never
+            passed here).
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise InvalidInputError(
+            f"timeout must be a number of seconds (or None for the client's default), "
+            f"got {timeout!r:.60}"
+        )
+    if not (0 < timeout < math.inf):
+        raise InvalidInputError(
+            f"timeout must be a positive, finite number of seconds, got {timeout}"
+        )
+    return float(timeout)
 
 
 def _parse_url(url: str, protocol: str | None) -> tuple[str, str]:
@@ -304,6 +324,8 @@ class _Core:
     def _opts(
         headers: Mapping[str, str] | None, timeout: float | None, request_id: str = ""
     ) -> CallOptions:
+        if timeout is not None:
+            timeout = check_timeout(timeout)
         return CallOptions(dict(headers) if headers else {}, timeout, request_id or None)
 
     def _attempts(self, call: HttpCall | GrpcCall) -> int:
