@@ -17,6 +17,7 @@ from nbinfer.errors import InferenceError, NbinferError, UnsupportedError
 from nbinfer.protocol import grpc as pgrpc
 from nbinfer.protocol.calls import CallOptions, GrpcCall, GrpcReply, Op
 from nbinfer.protocol.dtypes import datatype_of
+from nbinfer.protocol.grpc_json import config_proto_to_json, statistics_proto_to_json
 from nbinfer.protocol.grpc_settings import (
     log_settings_from_proto,
     log_settings_to_proto,
@@ -124,7 +125,7 @@ class GrpcBinding:
         """``ModelConfig`` (returned as Triton-shaped JSON)."""
         msg = pgrpc.request_message("ModelConfig", name=name, version=version)
         reply = yield self._call("ModelConfig", msg, opts)
-        return dict(pgrpc.config_proto_to_json(reply.config))
+        return dict(config_proto_to_json(reply.config))
 
     def infer(
         self,
@@ -186,7 +187,7 @@ class GrpcBinding:
         """``ModelStatistics`` (returned as Triton-shaped JSON)."""
         msg = pgrpc.request_message("ModelStatistics", name=name, version=version)
         reply = yield self._call("ModelStatistics", msg, opts)
-        return dict(pgrpc.statistics_proto_to_json(reply))
+        return dict(statistics_proto_to_json(reply))
 
     def trace_settings(
         self, name: str, settings: Mapping[str, Any] | None, opts: CallOptions

@@ -26,7 +26,7 @@ from nbinfer.errors import (
     TransportError,
     error_for_status,
 )
-from nbinfer.protocol import rest, v1
+from nbinfer.protocol import rest, rest_metadata, v1
 from nbinfer.protocol.calls import CallOptions, HttpCall, HttpReply, Op
 from nbinfer.protocol.dtypes import datatype_of
 from nbinfer.protocol.types import (
@@ -228,14 +228,14 @@ class HttpBinding:
     def server_metadata(self, opts: CallOptions) -> Op[ServerMetadataT]:
         """``GET v2``."""
         data = yield from self._get_json("v2", opts)
-        meta = rest.server_metadata_from_json(data)
+        meta = rest_metadata.server_metadata_from_json(data)
         self._extensions = list(meta.extensions)
         return meta
 
     def model_metadata(self, name: str, version: str, opts: CallOptions) -> Op[ModelMetadata]:
         """``GET v2/models/{m}[/versions/{v}]``."""
         data = yield from self._get_json(_model_path(name, version), opts, model=name)
-        return rest.model_metadata_from_json(data)
+        return rest_metadata.model_metadata_from_json(data)
 
     def model_config(self, name: str, version: str, opts: CallOptions) -> Op[dict[str, Any]]:
         """``GET v2/models/{m}[/versions/{v}]/config``."""
@@ -292,7 +292,7 @@ class HttpBinding:
     def repository_index(self, ready_only: bool, opts: CallOptions) -> Op[list[RepositoryModel]]:
         """``POST v2/repository/index``."""
         data = yield from self._post_json("v2/repository/index", {"ready": ready_only}, opts)
-        return rest.repository_index_from_json(data)
+        return rest_metadata.repository_index_from_json(data)
 
     def load_model(
         self,

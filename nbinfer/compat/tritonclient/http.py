@@ -35,7 +35,7 @@ from nbinfer.compat._triton import (
     triton_to_np_dtype,
 )
 from nbinfer.config import Timeouts, TLSConfig
-from nbinfer.protocol import rest as _rest
+from nbinfer.protocol import rest_metadata as _rest_metadata
 
 __all__ = [
     "InferAsyncRequest",
@@ -50,9 +50,9 @@ __all__ = [
 ]
 
 _TO_JSON: dict[str, Callable[[Any], Any]] = {
-    "get_server_metadata": _rest.server_metadata_to_json,
-    "get_model_metadata": _rest.model_metadata_to_json,
-    "get_model_repository_index": _rest.repository_index_to_json,
+    "get_server_metadata": _rest_metadata.server_metadata_to_json,
+    "get_model_metadata": _rest_metadata.model_metadata_to_json,
+    "get_model_repository_index": _rest_metadata.repository_index_to_json,
 }
 
 
