@@ -62,6 +62,7 @@ __all__ = [
     "RequestTemplate",
     "ResponseReader",
     "Rpc",
+    "config_message",
     "load_request_from_proto",
     "load_request_to_proto",
     "method_path",
@@ -209,6 +210,11 @@ def response_message(rpc: str, **fields: Any) -> Message:
         InvalidInputError: a field the message does not have, or a value of the wrong type.
     """
     return _message(rpc, "response", fields)
+
+
+def config_message() -> pb.ModelConfig:
+    """An empty ``ModelConfig``: the message a model configuration travels in."""
+    return pb.ModelConfig()
 
 
 def _message(rpc: str, kind: Literal["request", "response"], fields: dict[str, Any]) -> Message:

@@ -16,7 +16,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from nbinfer.errors import InvalidInputError
-from nbinfer.protocol.grpc import pb
+from nbinfer.protocol.grpc import config_message, response_message
 
 __all__ = [
     "config_json_to_proto",
@@ -83,7 +83,7 @@ def _from_json(doc: Mapping[str, Any], msg: _M, what: str, ignore_unknown: bool)
 
 def config_json_to_proto(
     config: Mapping[str, Any], *, ignore_unknown_fields: bool = False
-) -> pb.ModelConfig:
+) -> Message:
     """Triton-shaped model configuration JSON -> ``ModelConfig``.
 
     The JSON uses Triton's names: snake_case fields, enum names (``"data_type": "TYPE_FP32"``,
@@ -92,10 +92,10 @@ def config_json_to_proto(
     Raises:
         InvalidInputError: an unknown field (unless ``ignore_unknown_fields``) or a bad value.
     """
-    return _from_json(config, pb.ModelConfig(), "model configuration", ignore_unknown_fields)
+    return _from_json(config, config_message(), "model configuration", ignore_unknown_fields)
 
 
-def config_proto_to_json(msg: pb.ModelConfig, *, include_defaults: bool = True) -> dict[str, Any]:
+def config_proto_to_json(msg: Message, *, include_defaults: bool = True) -> dict[str, Any]:
     """``ModelConfig`` -> Triton-shaped JSON dict (what ``GET v2/models/{m}/config`` returns).
 
     Args:
@@ -107,19 +107,17 @@ def config_proto_to_json(msg: pb.ModelConfig, *, include_defaults: bool = True) 
 
 def statistics_json_to_proto(
     stats: Mapping[str, Any], *, ignore_unknown_fields: bool = False
-) -> pb.ModelStatisticsResponse:
+) -> Message:
     """Triton-shaped statistics JSON (``{"model_stats": [...]}``) -> ``ModelStatisticsResponse``.
 
     Raises:
         InvalidInputError: an unknown field (unless ``ignore_unknown_fields``) or a bad value.
     """
     return _from_json(
-        stats, pb.ModelStatisticsResponse(), "model statistics", ignore_unknown_fields
+        stats, response_message("ModelStatistics"), "model statistics", ignore_unknown_fields
     )
 
 
-def statistics_proto_to_json(
-    msg: pb.ModelStatisticsResponse, *, include_defaults: bool = True
-) -> dict[str, Any]:
+def statistics_proto_to_json(msg: Message, *, include_defaults: bool = True) -> dict[str, Any]:
     """``ModelStatisticsResponse`` -> Triton-shaped statistics JSON (integers as numbers)."""
     return _to_json(msg, include_defaults)
