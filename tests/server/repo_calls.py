@@ -139,7 +139,7 @@ def answers_add_sub(server: LocalServer) -> list[str]:
 
     for who, mod, url in (
         ("tritonclient http", httpclient, server.http_url.removeprefix("http://")),
-        ("tritonclient grpc", grpcclient, server.grpc_url),
+        ("tritonclient grpc", grpcclient, server.grpc_address),
     ):
         client: Any = mod.InferenceServerClient(url)
         inputs = [
