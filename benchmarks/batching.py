@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             with LocalServer(
                 model_repository=root, demo=False, device="cpu", env=env, auth_token=None
             ) as server:
-                net_rates, net_checks = asyncio.run(_network(server.grpc_url, args))
+                net_rates, net_checks = asyncio.run(_network(server.grpc_address, args))
             report("gRPC", net_rates, {})
             for m in MODELS:
                 np.testing.assert_allclose(net_checks[m], checks["mlp"], rtol=1e-4, atol=1e-4)

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         import psutil
 
         bench.SERVER[:] = [psutil.Process(server.pid)]
-        address = server.grpc_url.split("://", 1)[-1]
+        address = server.grpc_address
         client = nbc.Client(f"grpc://{address}", shared_memory=False)  # the wire, not shm
 
         def nb_make() -> Any:

@@ -149,7 +149,7 @@ def main() -> None:
     with Session(device="cpu") as http:
         assert http.server is not None
         urls = {"http": http.server.http_url, "grpc": http.server.grpc_url}
-        grpc = Session(f"grpc://{urls['grpc'].split('://')[-1]}", token=http.token)
+        grpc = Session(urls["grpc"], token=http.token)
         try:
             for size in (int(s) for s in args.sizes.split(",")):
                 with tempfile.TemporaryDirectory(prefix="nbinfer-images-") as tmp:

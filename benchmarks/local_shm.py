@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     # tritonclient drives it too: no token, as `nbinfer serve` (and the same headers for both)
     with LocalServer(demo=True, auth_token=None) as server:
         address = server.http_url.split("://", 1)[-1]
-        grpc = "grpc://" + server.grpc_url.split("://", 1)[-1]
+        grpc = server.grpc_address
         clients: dict[str, Callable[[], Any]] = {
             "nbinfer shm (http)": lambda: nbinfer_client(server.http_url, "auto"),
             "nbinfer shm (grpc)": lambda: nbinfer_client(grpc, "auto"),

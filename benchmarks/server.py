@@ -268,7 +268,7 @@ def start_nbinfer(tmp: Path) -> tuple[Any, str, str]:
     server = LocalServer(
         model_repository=repo, demo=False, device="cpu", log_level="warning", auth_token=None
     ).start()
-    return server, server.http_url, server.grpc_url
+    return server, server.http_url, server.grpc_address
 
 
 _FLOOR_SCRIPT = r"""

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import typing as _typing
 
+from nbinfer import errors as _errors
 from nbinfer._lazy import lazy_attributes as _lazy_attributes
 from nbinfer.capabilities import Capabilities
-from nbinfer.client import AsyncClient, Client, InferResult, Sequence
+from nbinfer.client import AsyncClient, Client, InferResult, InferSequence, Sequence
 from nbinfer.config import (
     BasicAuth,
     BearerAuth,
@@ -39,10 +40,10 @@ from nbinfer.errors import (
     QueueFullError,
     RemoteInvalidInputError,
     RemoteUnsupportedError,
+    RequestTimeoutError,
     ServerError,
     ServerStartError,
     ServerUnavailableError,
-    TimeoutError,
     TransportError,
     UnauthenticatedError,
     UnsupportedError,
@@ -80,7 +81,12 @@ _LAZY = {
 
 
 if not _typing.TYPE_CHECKING:  # mypy reads the imports above, and still flags unknown names
-    __getattr__, __dir__ = _lazy_attributes(__name__, _LAZY)
+    _lazy_getattr, __dir__ = _lazy_attributes(__name__, _LAZY)
+
+    def __getattr__(name: str) -> object:
+        if name in _errors._DEPRECATED:
+            return _errors.deprecated_name(__name__, name)  # warns at the caller
+        return _lazy_getattr(name)
 
 
 def load_ipython_extension(ipython: object) -> None:
@@ -117,6 +123,7 @@ __all__ = [
     "Client",
     "FunctionModel",
     "InferResult",
+    "InferSequence",
     "LocalServer",
     "Model",
     "ModelHandle",
@@ -151,7 +158,7 @@ __all__ = [
     "ServerStartError",
     "ServerUnavailableError",
     "TensorSpec",
-    "TimeoutError",
+    "RequestTimeoutError",
     "TransportError",
     "UnauthenticatedError",
     "UnsupportedError",

@@ -2,12 +2,13 @@
 
 Every error nbinfer raises is an :class:`NbinferError`. Transports translate engine errors (HTTP
 engine, grpc) into the most specific class with ``raise ... from exc``; the server maps the same
-classes onto HTTP statuses and gRPC codes (see :data:`HTTP_STATUS` / :data:`GRPC_CODE`)::
+classes onto HTTP statuses and gRPC codes, which each class declares once (``http_status`` /
+``grpc_code``; :data:`HTTP_STATUS` / :data:`GRPC_CODE` are views of them)::
 
     NbinferError
     ├── TransportError                   the request did not complete
     │   ├── ConnectError                 could not reach the server
-    │   └── TimeoutError                 connect / read / per-call deadline passed
+    │   └── RequestTimeoutError          connect / read / per-call deadline passed
     ├── InvalidInputError  (400)         bad tensors, shapes, datatypes, sizes, malformed messages
     │   └── DataTypeError                unknown or unsupported v2 datatype / numpy dtype
     ├── UnsupportedError                 the server lacks the extension / route a call needs
@@ -56,8 +57,9 @@ import builtins
 import difflib
 import linecache
 import re
+import warnings
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 __all__ = [
     "GRPC_CODE",
@@ -80,7 +82,7 @@ __all__ = [
     "ServerError",
     "ServerStartError",
     "ServerUnavailableError",
-    "TimeoutError",
+    "RequestTimeoutError",
     "TransportError",
     "UnauthenticatedError",
     "UnsupportedError",
@@ -106,6 +108,11 @@ class NbinferError(Exception):
         raise DataTypeError("input 'x' is FP64, the model wants FP32",
                             hint="Cast it: `x.astype(np.float32)`.", model="iris")
     """
+
+    #: The HTTP status and gRPC code name a server answers this class with (declared once per
+    #: class, here and on each subclass; 500 / ``INTERNAL`` unless a class says otherwise).
+    http_status: ClassVar[int] = 500
+    grpc_code: ClassVar[str] = "INTERNAL"
 
     #: What to try for errors of this class, when an error carries no ``hint`` of its own.
     #: ``{model}`` stands for the model the error names (``'iris'``), else ``name``.
@@ -155,8 +162,12 @@ class ConnectError(TransportError):
     )
 
 
-class TimeoutError(TransportError, builtins.TimeoutError):
-    """A connect, read or per-call deadline passed (also a builtin ``TimeoutError``)."""
+class RequestTimeoutError(TransportError, builtins.TimeoutError):
+    """A connect, read or per-call deadline passed (also a builtin ``TimeoutError``).
+
+    Named so that it does not shadow the builtin; ``nbinfer.TimeoutError`` is a deprecated alias
+    (it warns, and goes away in the next release).
+    """
 
     default_hints: ClassVar[tuple[str, ...]] = (
         "Raise the deadline: `timeout=` on the call or `Timeouts(...)` in the client config.",
@@ -166,6 +177,9 @@ class TimeoutError(TransportError, builtins.TimeoutError):
 
 class InvalidInputError(NbinferError):
     """The request is malformed: unknown tensor, wrong shape, datatype or size."""
+
+    http_status: ClassVar[int] = 400
+    grpc_code: ClassVar[str] = "INVALID_ARGUMENT"
 
     default_hints: ClassVar[tuple[str, ...]] = (
         "Compare your inputs with `session.model({model}).metadata` (names, datatypes, shapes).",
@@ -194,6 +208,9 @@ class UnsupportedError(NbinferError):
         extension: The missing extension or feature (``"statistics"``, ``"model_repository"``).
     """
 
+    http_status: ClassVar[int] = 501
+    grpc_code: ClassVar[str] = "UNIMPLEMENTED"
+
     def __init__(
         self,
         message: str,
@@ -219,8 +236,6 @@ class ServerError(NbinferError):
             of the model's own code, last call last), else None. Part of ``str(error)``.
     """
 
-    default_status = 500
-
     def __init__(
         self,
         message: str,
@@ -231,7 +246,7 @@ class ServerError(NbinferError):
         **context: Any,
     ) -> None:
         super().__init__(message, **context)
-        self.status: int = self.default_status if status is None else status
+        self.status: int = self.http_status if status is None else status
         self.request_id = request_id
         self.model_traceback = model_traceback
 
@@ -244,23 +259,25 @@ class ServerError(NbinferError):
 class ModelNotFoundError(ServerError):
     """Unknown model, model version or route."""
 
+    http_status: ClassVar[int] = 404
+    grpc_code: ClassVar[str] = "NOT_FOUND"
+
     default_hints: ClassVar[tuple[str, ...]] = (
         "List the served models: `session.models` or `%nbinfer models`.",
         "Check the name and version; load it with `session.load(name)` if it is in the repository.",
     )
 
-    default_status = 404
-
 
 class ModelNotReadyError(ServerError):
     """The model exists but is not ready (loading, unloaded or failed to load)."""
+
+    http_status: ClassVar[int] = 503
+    grpc_code: ClassVar[str] = "UNAVAILABLE"
 
     default_hints: ClassVar[tuple[str, ...]] = (
         "Load the model: `session.load({model})`; the `reason` column of `session.models` "
         "says why it is not ready.",
     )
-
-    default_status = 503
 
 
 class ModelLoadError(ModelNotReadyError):
@@ -271,42 +288,46 @@ class ModelLoadError(ModelNotReadyError):
     server keeps the previous versions serving, if any.
     """
 
+    http_status: ClassVar[int] = 400
+    grpc_code: ClassVar[str] = "INVALID_ARGUMENT"
+
     default_hints: ClassVar[tuple[str, ...]] = (
         "The model's own error is in the message: fix its `load()` or its files, then "
         "`session.load({model})` again.",
     )
 
-    default_status = 400
-
 
 class ServerUnavailableError(ServerError):
     """The server is not ready or is overloaded."""
+
+    http_status: ClassVar[int] = 503
+    grpc_code: ClassVar[str] = "UNAVAILABLE"
 
     default_hints: ClassVar[tuple[str, ...]] = (
         "The server is not ready or is overloaded: retry, or check its log.",
     )
 
-    default_status = 503
-
 
 class QueueFullError(ServerUnavailableError):
     """A model's request queue is full; the request was rejected without waiting."""
+
+    http_status: ClassVar[int] = 503
+    grpc_code: ClassVar[str] = "RESOURCE_EXHAUSTED"
 
     default_hints: ClassVar[tuple[str, ...]] = (
         "Retry later, or lower the concurrency of your requests.",
     )
 
-    default_status = 503
-
 
 class PayloadTooLargeError(ServerError):
     """The request body is larger than the server accepts."""
 
+    http_status: ClassVar[int] = 413
+    grpc_code: ClassVar[str] = "RESOURCE_EXHAUSTED"
+
     default_hints: ClassVar[tuple[str, ...]] = (
         "Send the data in smaller batches (e.g. `batch_size=`), or raise the server's limit.",
     )
-
-    default_status = 413
 
 
 class LimitExceededError(ServerError):
@@ -318,18 +339,20 @@ class LimitExceededError(ServerError):
     ask the operator to raise the limit.
     """
 
-    default_status = 429
+    http_status: ClassVar[int] = 429
+    grpc_code: ClassVar[str] = "RESOURCE_EXHAUSTED"
 
 
 class UnauthenticatedError(ServerError):
     """Missing or wrong credentials."""
 
+    http_status: ClassVar[int] = 401
+    grpc_code: ClassVar[str] = "UNAUTHENTICATED"
+
     default_hints: ClassVar[tuple[str, ...]] = (
         "Pass credentials: `auth=` (a token or BearerAuth / BasicAuth) or `%nbinfer connect "
         "URL --token T`.",
     )
-
-    default_status = 401
 
 
 class PermissionDeniedError(UnauthenticatedError):
@@ -339,24 +362,27 @@ class PermissionDeniedError(UnauthenticatedError):
     message names the model, the mode and the option that would allow it.
     """
 
-    default_status = 403
+    http_status: ClassVar[int] = 403
+    grpc_code: ClassVar[str] = "PERMISSION_DENIED"
 
 
 class InferenceError(ServerError):
     """The model raised an error while running."""
+
+    http_status: ClassVar[int] = 500
+    grpc_code: ClassVar[str] = "INTERNAL"
 
     default_hints: ClassVar[tuple[str, ...]] = (
         "The model raised while running: its traceback (above, on an nbinfer server) points "
         "at the line; `error.model_traceback` has it as text; the server log has the rest.",
     )
 
-    default_status = 500
-
 
 class RemoteInvalidInputError(ServerError, InvalidInputError):
     """The server rejected the request as invalid input (HTTP 400 / INVALID_ARGUMENT)."""
 
-    default_status = 400
+    http_status: ClassVar[int] = 400
+    grpc_code: ClassVar[str] = "INVALID_ARGUMENT"
 
 
 class RemoteUnsupportedError(ServerError, UnsupportedError):
@@ -367,7 +393,8 @@ class RemoteUnsupportedError(ServerError, UnsupportedError):
     ``context["call"]`` the call, and ``__cause__`` the error as the server sent it.
     """
 
-    default_status = 501
+    http_status: ClassVar[int] = 501
+    grpc_code: ClassVar[str] = "UNIMPLEMENTED"
 
 
 class ServerStartError(NbinferError):
@@ -378,93 +405,72 @@ class ServerStartError(NbinferError):
     )
 
 
-#: Error class -> HTTP status, most specific first (used by the server's REST adapter).
-HTTP_STATUS: dict[type[NbinferError], int] = {
-    DataTypeError: 400,
-    InvalidInputError: 400,
-    ModelNotFoundError: 404,
-    ModelLoadError: 400,
-    ModelNotReadyError: 503,
-    QueueFullError: 503,
-    ServerUnavailableError: 503,
-    PayloadTooLargeError: 413,
-    LimitExceededError: 429,
-    PermissionDeniedError: 403,
-    UnauthenticatedError: 401,
-    InferenceError: 500,
-    UnsupportedError: 501,
-}
+#: The classes a server maps exceptions onto; each declares its ``http_status`` / ``grpc_code``.
+_MAPPED: tuple[type[NbinferError], ...] = (
+    DataTypeError,
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelLoadError,
+    ModelNotReadyError,
+    QueueFullError,
+    ServerUnavailableError,
+    PayloadTooLargeError,
+    LimitExceededError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+    InferenceError,
+    UnsupportedError,
+)
 
-#: Error class -> gRPC status code name (``grpc.StatusCode[name]``), kept as strings so this
-#: module stays a leaf with no grpc import.
-GRPC_CODE: dict[type[NbinferError], str] = {
-    DataTypeError: "INVALID_ARGUMENT",
-    InvalidInputError: "INVALID_ARGUMENT",
-    ModelNotFoundError: "NOT_FOUND",
-    ModelLoadError: "INVALID_ARGUMENT",
-    ModelNotReadyError: "UNAVAILABLE",
-    QueueFullError: "RESOURCE_EXHAUSTED",
-    ServerUnavailableError: "UNAVAILABLE",
-    PayloadTooLargeError: "RESOURCE_EXHAUSTED",
-    LimitExceededError: "RESOURCE_EXHAUSTED",
-    PermissionDeniedError: "PERMISSION_DENIED",
-    UnauthenticatedError: "UNAUTHENTICATED",
-    InferenceError: "INTERNAL",
-    UnsupportedError: "UNIMPLEMENTED",
-}
+#: Error class -> HTTP status: a read-only view of the classes' ``http_status``.
+HTTP_STATUS: dict[type[NbinferError], int] = {cls: cls.http_status for cls in _MAPPED}
+
+#: Error class -> gRPC status code name (``grpc.StatusCode[name]``): a view of the classes'
+#: ``grpc_code``, kept as strings so this module stays a leaf with no grpc import.
+GRPC_CODE: dict[type[NbinferError], str] = {cls: cls.grpc_code for cls in _MAPPED}
 
 
 def status_of(exc: BaseException) -> int:
-    """Return the HTTP status for an exception (500 for anything unknown)."""
-    for cls in type(exc).__mro__:
-        if cls in HTTP_STATUS:
-            return HTTP_STATUS[cls]
-    return 500
+    """Return the HTTP status for an exception (500 for anything not an :class:`NbinferError`)."""
+    return exc.http_status if isinstance(exc, NbinferError) else 500
 
 
 def grpc_code_of(exc: BaseException) -> str:
-    """Return the gRPC status code name for an exception (``INTERNAL`` for anything unknown)."""
-    for cls in type(exc).__mro__:
-        if cls in GRPC_CODE:
-            return GRPC_CODE[cls]
-    return "INTERNAL"
+    """Return the gRPC status code name for an exception (``INTERNAL`` for anything else)."""
+    return exc.grpc_code if isinstance(exc, NbinferError) else "INTERNAL"
 
 
+#: HTTP status -> the class a client raises for it (before :func:`_refine` reads the message).
 _BY_STATUS: dict[int, type[ServerError]] = {
-    400: RemoteInvalidInputError,
-    401: UnauthenticatedError,
-    403: PermissionDeniedError,
-    404: ModelNotFoundError,
-    413: PayloadTooLargeError,
-    422: RemoteInvalidInputError,
-    429: LimitExceededError,
-    501: RemoteUnsupportedError,
-    503: ServerUnavailableError,
+    cls.http_status: cls
+    for cls in (
+        RemoteInvalidInputError,
+        UnauthenticatedError,
+        PermissionDeniedError,
+        ModelNotFoundError,
+        PayloadTooLargeError,
+        LimitExceededError,
+        RemoteUnsupportedError,
+        ServerUnavailableError,
+    )
 }
+_BY_STATUS[422] = RemoteInvalidInputError  # FastAPI's validation errors (KServe)
 
+#: gRPC code name -> the class a client raises for it; its status is the class's ``http_status``.
 _BY_GRPC_CODE: dict[str, type[ServerError]] = {
-    "INVALID_ARGUMENT": RemoteInvalidInputError,
-    "NOT_FOUND": ModelNotFoundError,
-    "UNAVAILABLE": ServerUnavailableError,
-    "RESOURCE_EXHAUSTED": QueueFullError,
-    "UNAUTHENTICATED": UnauthenticatedError,
-    "PERMISSION_DENIED": PermissionDeniedError,
-    "UNIMPLEMENTED": RemoteUnsupportedError,
-    "INTERNAL": InferenceError,
-    "UNKNOWN": InferenceError,
+    cls.grpc_code: cls
+    for cls in (
+        RemoteInvalidInputError,
+        ModelNotFoundError,
+        ServerUnavailableError,
+        QueueFullError,
+        UnauthenticatedError,
+        PermissionDeniedError,
+        RemoteUnsupportedError,
+        InferenceError,
+    )
 }
-
-_GRPC_TO_HTTP: dict[str, int] = {
-    "INVALID_ARGUMENT": 400,
-    "NOT_FOUND": 404,
-    "UNAVAILABLE": 503,
-    "RESOURCE_EXHAUSTED": 503,
-    "UNAUTHENTICATED": 401,
-    "PERMISSION_DENIED": 403,
-    "INTERNAL": 500,
-    "UNKNOWN": 500,
-    "UNIMPLEMENTED": 501,
-}
+_BY_GRPC_CODE["UNKNOWN"] = InferenceError
 
 
 #: A model (not the server) that is not ready, in the words of nbinfer ("model 'm' is not
@@ -607,15 +613,13 @@ def error_for_grpc_code(
     load is :class:`ModelLoadError`.
     """
     cls = _refine(_BY_GRPC_CODE.get(code, ServerError), code, message)
-    status = _GRPC_TO_HTTP.get(code, 500)
-    if cls is ModelNotReadyError:
-        status = 503
+    status = None  # the class's http_status
     if code == "UNAVAILABLE" and "is restricted" in message:
-        cls, status = UnauthenticatedError, 403
+        cls, status = UnauthenticatedError, 403  # as Triton's REST side answers the same refusal
     if code == "RESOURCE_EXHAUSTED" and ("larger than max" in message or "exceeds" in message):
-        cls, status = PayloadTooLargeError, 413
+        cls = PayloadTooLargeError
     elif code == "RESOURCE_EXHAUSTED" and _LIMIT_REACHED.search(message):
-        cls, status = LimitExceededError, 429
+        cls = LimitExceededError
     message, model_tb = split_model_traceback(message)
     error = cls(
         message,
@@ -627,3 +631,35 @@ def error_for_grpc_code(
     )
     _fitting_hints(error)
     return error
+
+
+#: Deprecated names -> (the name to use, the class).
+_DEPRECATED: dict[str, tuple[str, type[NbinferError]]] = {
+    "TimeoutError": ("RequestTimeoutError", RequestTimeoutError),
+}
+
+
+def deprecated_name(module: str, name: str) -> type[NbinferError]:
+    """The class behind a deprecated error name, with a ``DeprecationWarning`` at the caller.
+
+    Raises:
+        AttributeError: ``name`` is not a deprecated name.
+    """
+    if name not in _DEPRECATED:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    new, cls = _DEPRECATED[name]
+    warnings.warn(
+        f"{module}.{name} is deprecated and will be removed in the next release; use "
+        f"{module}.{new} (it no longer shadows the builtin {name})",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return cls
+
+
+if TYPE_CHECKING:
+    TimeoutError = RequestTimeoutError  # deprecated alias, see deprecated_name
+else:
+
+    def __getattr__(name: str) -> type[NbinferError]:
+        return deprecated_name(__name__, name)

@@ -21,8 +21,9 @@ message (gRPC: a protobuf message of :data:`nbinfer.protocol.grpc.RPCS`, or a di
 fields). Status codes and gRPC replies go through the client's real codecs, so a 404 becomes a
 ``ModelNotFoundError`` exactly as from a server. A handler that raises an
 :class:`~nbinfer.errors.NbinferError` has it raised to the caller; ``OSError`` becomes a
-``ConnectError``, ``TimeoutError`` a ``nbinfer.TimeoutError``, anything else a ``TransportError``
-(``from`` your exception). For an :class:`~nbinfer.AsyncClient` the handler may be ``async``.
+``ConnectError``, the builtin ``TimeoutError`` a :class:`~nbinfer.RequestTimeoutError`, anything
+else a ``TransportError`` (``from`` your exception). For an :class:`~nbinfer.AsyncClient` the
+handler may be ``async``.
 
 Imports config, errors, protocol and transports (never the client, the server or IPython).
 """
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbinfer.config import ClientConfig
-from nbinfer.errors import ConnectError, NbinferError, TimeoutError, TransportError
+from nbinfer.errors import ConnectError, NbinferError, RequestTimeoutError, TransportError
 from nbinfer.transports import GrpcCall, HttpReply
 from nbinfer.transports.base import AsyncEngine, SyncEngine, WireProtocol
 
@@ -156,7 +157,7 @@ def _fail(exc: Exception, where: str) -> NbinferError:
     if isinstance(exc, NbinferError):
         return exc
     if isinstance(exc, builtins.TimeoutError):
-        return TimeoutError(f"{where}: the mock handler timed out: {exc}")
+        return RequestTimeoutError(f"{where}: the mock handler timed out: {exc}")
     if isinstance(exc, OSError):
         return ConnectError(f"{where}: the mock handler could not connect: {exc}")
     return TransportError(f"{where}: the mock handler raised {exc!r}")

@@ -181,7 +181,7 @@ def test_a_failing_served_function_raises_with_its_own_traceback(
         outputs=[("y", "FP32", [-1])],
     )
     assert session.server is not None
-    url = session.server.http_url if protocol == "http" else f"grpc://{session.server.grpc_url}"
+    url = session.server.http_url if protocol == "http" else session.server.grpc_url
     client = nbinfer.Client(url, auth=session.token)
     with client, pytest.raises(nbinfer.InferenceError) as info:
         client.infer("fails", {"x": np.ones(3, dtype=np.float32)})

@@ -105,7 +105,7 @@ def test_sigint_interrupts_blocking_infer_at_once_and_client_stays_usable(
     session: Session, protocol: str, code: str
 ) -> None:
     assert session.server is not None
-    url = session.server.http_url if protocol == "http" else f"grpc://{session.server.grpc_url}"
+    url = session.server.http_url if protocol == "http" else session.server.grpc_url
     child = subprocess.Popen(
         [sys.executable, "-c", code, url, str(SLOW)],
         stdout=subprocess.PIPE,
@@ -137,7 +137,7 @@ def test_abort_in_flight_cancels_grpc_calls_on_worker_threads(session: Session) 
     assert session.server is not None
     x = {"x": np.ones(2, dtype=np.float32)}
     replies: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
-    with Client(f"grpc://{session.server.grpc_url}", auth=session.token) as client:
+    with Client(session.server.grpc_url, auth=session.token) as client:
         client.start_stream(lambda result, error: replies.put((result, error)))
         slow = client.async_infer("pause", x, parameters={"seconds": SLOW})
         time.sleep(0.3)  # the call is running on the server
@@ -155,7 +155,7 @@ def test_abort_in_flight_cancels_grpc_calls_on_worker_threads(session: Session) 
 
 def test_an_unclosed_grpc_client_that_is_dropped_stops_its_caller_thread(session: Session) -> None:
     assert session.server is not None
-    client = Client(f"grpc://{session.server.grpc_url}", auth=session.token)
+    client = Client(session.server.grpc_url, auth=session.token)
     client.is_server_live()  # from the main thread: through the caller thread
     assert "nbinfer-grpc-caller" in {t.name for t in threading.enumerate()}
     del client

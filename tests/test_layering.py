@@ -410,3 +410,27 @@ def test_display_edge_only_inside_repr_hooks(path: Path) -> None:
         and id(node) not in inside_hooks
     ]
     assert stray == [], f"{path.name}: {DISPLAY_EDGE} imported outside a repr hook at {stray}"
+
+
+#: The 800-line cap on a module (issue 30). Modules still over it, each to be split by the
+#: change that owns it; a listed one back under the cap fails too (delete it here).
+MAX_LINES = 800
+KNOWN_LONG: frozenset[str] = frozenset(
+    {
+        "nbinfer.interop.images",
+        "nbinfer.notebook.display",
+        "nbinfer.notebook.widgets",
+        "nbinfer.server.dataplane",
+        "nbinfer.server.repository",
+        "nbinfer.server.rest",
+        "nbinfer.session.core",
+    }
+)
+
+
+def test_no_module_is_over_800_lines() -> None:
+    lines = {_module_name(p): len(p.read_text().splitlines()) for p in SOURCES}
+    long = {name for name, n in lines.items() if n > MAX_LINES}
+    assert sorted(long - KNOWN_LONG) == [], f"over {MAX_LINES} lines: split them"
+    gone = sorted(KNOWN_LONG - long)
+    assert gone == [], f"now within {MAX_LINES} lines, delete them from KNOWN_LONG: {gone}"

@@ -154,7 +154,7 @@ def _tritonclient_rate(session: Session, protocol: str, concurrency: int, second
         import tritonclient.http as tc
     else:
         import tritonclient.grpc as tc  # type: ignore[no-redef]
-    url = server.http_url.removeprefix("http://") if protocol == "http" else server.grpc_url
+    url = server.http_url.removeprefix("http://") if protocol == "http" else server.grpc_address
     counts = [0] * concurrency
     deadline = time.perf_counter() + seconds
     auth = {"authorization": f"Bearer {session.token}"}  # the session server's token

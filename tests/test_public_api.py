@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import builtins
 import subprocess
 import sys
 
+import pytest
+
 import nbinfer
+import nbinfer.errors
 
 
 def test_all_names_resolve_and_are_sorted_unique() -> None:
@@ -60,3 +64,21 @@ def test_capability_errors_are_public_and_in_the_tree() -> None:
     assert isinstance(err, nbinfer.UnsupportedError)
     assert (err.server, err.version, err.extension) == ("kserve", "0.21.0", "statistics")
     assert "server 'kserve' 0.21.0 does not offer the statistics extension" in str(err)
+
+
+def test_request_timeout_error_is_the_builtin_kind_and_shadows_nothing() -> None:
+    assert issubclass(nbinfer.RequestTimeoutError, builtins.TimeoutError)
+    assert issubclass(nbinfer.RequestTimeoutError, nbinfer.TransportError)
+    assert "TimeoutError" not in nbinfer.__all__ and "TimeoutError" not in nbinfer.errors.__all__
+    namespace: dict[str, object] = {}
+    exec("from nbinfer import *; from nbinfer.errors import *", namespace)
+    assert "TimeoutError" not in namespace  # a star import leaves the builtin alone
+
+
+@pytest.mark.parametrize("module", [nbinfer, nbinfer.errors], ids=["nbinfer", "nbinfer.errors"])
+def test_timeout_error_is_a_deprecated_alias_for_one_release(module: object) -> None:
+    with pytest.warns(DeprecationWarning, match=r"TimeoutError is deprecated.*RequestTimeoutError"):
+        alias = module.TimeoutError  # type: ignore[attr-defined]
+    assert alias is nbinfer.RequestTimeoutError
+    with pytest.raises(builtins.TimeoutError):  # old handlers still catch what is raised
+        raise alias("slow")

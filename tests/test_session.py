@@ -132,7 +132,7 @@ def test_serve_reports_load_failure_and_server_keeps_serving(session: Session) -
 
 def test_remote_session_over_grpc_and_serve_refused(session: Session) -> None:
     assert session.server is not None
-    with Session(f"grpc://{session.server.grpc_url}", token=session.token) as remote:
+    with Session(session.server.grpc_url, token=session.token) as remote:
         assert remote.protocol == "grpc"
         frame = remote.infer("iris", IRIS_ROWS)
         assert frame.shape == (2, 3)

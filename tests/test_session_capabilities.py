@@ -53,7 +53,7 @@ def _metadata_reads(lines: list[str]) -> int:
 def test_a_session_reads_the_server_metadata_once_whatever_it_does(
     server: LocalServer, protocol: str
 ) -> None:
-    url = f"grpc://{server.grpc_url}" if protocol == "grpc" else server.http_url
+    url = server.grpc_url if protocol == "grpc" else server.http_url
     with Client(server.http_url) as other:
         before = _metadata_reads(_access_lines(server, other))
     iris = pd.DataFrame(np.random.default_rng(3).random((40, 4)), columns=list("abcd"))

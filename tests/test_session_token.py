@@ -343,7 +343,7 @@ def test_the_session_card_shows_how_to_connect_without_the_token_value(session: 
     assert "Connect" in html and "session.token" in html
     assert session.token not in html  # a saved notebook carries no live credential
     snippet = connect_snippet(session)
-    assert session.server.http_url in snippet and session.server.grpc_url in snippet
+    assert session.server.http_url in snippet and session.server.grpc_address in snippet
     assert "Authorization: Bearer {session.token}" in snippet
     assert "headers=auth" in snippet
 

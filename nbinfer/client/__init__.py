@@ -19,7 +19,7 @@ Example::
 The sync client is thread-safe and works inside a running event loop (a Jupyter cell): it does
 no asyncio at all.
 
-Layout: ``results`` (InferResult, Sequence), ``core`` (configuration, binding, ops), ``api``
+Layout: ``results`` (InferResult, InferSequence), ``core`` (configuration, binding, ops), ``api``
 (each public call declared once), ``sync`` / ``aio`` (the two thin faces), ``callbacks`` (where
 user callbacks run). The package imports errors, config, protocol and transports only.
 """
@@ -27,7 +27,11 @@ user callbacks run). The package imports errors, config, protocol and transports
 from __future__ import annotations
 
 from nbinfer.client.aio import AsyncClient
-from nbinfer.client.results import InferResult, Sequence
+from nbinfer.client.results import InferResult, InferSequence
 from nbinfer.client.sync import Client
 
-__all__ = ["AsyncClient", "Client", "InferResult", "Sequence"]
+#: The public short name of :class:`InferSequence` (inside nbinfer, ``Sequence`` is
+#: :class:`collections.abc.Sequence`).
+Sequence = InferSequence
+
+__all__ = ["AsyncClient", "Client", "InferResult", "InferSequence", "Sequence"]

@@ -181,7 +181,7 @@ class AsyncClient(_Core):
 
         Raises:
             InferenceError: A reply carried an error message (ends the iteration).
-            TimeoutError: The stream's deadline passed.
+            RequestTimeoutError: The stream's deadline passed.
         """
         binding = self._require_grpc("stream_infer")
         from nbinfer.transports.grpc import aiter_replies

@@ -16,8 +16,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from nbinfer.client.core import Inputs, Outputs, _Core
-from nbinfer.client.results import InferResult, Sequence
+from nbinfer.client.core import Inputs, Outputs, _Core, check_timeout
+from nbinfer.client.results import InferResult, InferSequence
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.types import (
     InferRequest,
@@ -168,7 +168,7 @@ def infer(  # noqa: D417 - ``core`` is the face's ``self``
     sequence_id: int | str | None = None,
     sequence_start: bool | None = None,
     sequence_end: bool = False,
-    sequence: Sequence | None = None,
+    sequence: InferSequence | None = None,
     binary: bool | None = None,
     retry: bool | None = None,
 ) -> Op[InferResult]:
@@ -190,7 +190,7 @@ def infer(  # noqa: D417 - ``core`` is the face's ``self``
         sequence_id: Correlation id of a stateful sequence (int or str).
         sequence_start: Marks the first request of the sequence.
         sequence_end: Marks the last request of the sequence.
-        sequence: A :class:`Sequence` carrying the id and start flag across calls.
+        sequence: A :class:`~nbinfer.Sequence` carrying the id and start flag across calls.
         binary: HTTP only: force binary tensor data on or off for this call.
         retry: Retry on connection errors / 503 (default: ``config.retries.infer``).
 
@@ -202,7 +202,7 @@ def infer(  # noqa: D417 - ``core`` is the face's ``self``
             server).
         ModelNotFoundError: Unknown model or version.
         ServerError: Any other server error (most specific subclass).
-        TransportError: ``ConnectError`` / ``TimeoutError`` / other transport failures.
+        TransportError: ``ConnectError`` / ``RequestTimeoutError`` / other transport failures.
     """
     if (
         type(inputs) is dict
@@ -215,6 +215,8 @@ def infer(  # noqa: D417 - ``core`` is the face's ``self``
         and sequence_start is None
         and not sequence_end
     ):
+        if timeout is not None:
+            timeout = check_timeout(timeout)
         call = core._fast_call(
             model_name, inputs, outputs, model_version, request_id, timeout, binary, retry
         )
@@ -288,7 +290,7 @@ def stream_request(
     if refused:
         raise InvalidInputError("stream_infer(model_name, inputs): " + "; ".join(refused))
     kwargs = {k: v for k, v in options.items() if k in STREAM_REQUEST_OPTIONS}
-    sequence: Sequence | None = kwargs.pop("sequence", None)
+    sequence: InferSequence | None = kwargs.pop("sequence", None)
     sequence_end = bool(kwargs.pop("sequence_end", False))
     request = yield from core._build_request_op(
         model_name, inputs, sequence=sequence, sequence_end=sequence_end, **kwargs

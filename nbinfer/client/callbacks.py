@@ -22,7 +22,7 @@ from nbinfer.errors import NbinferError, TransportError
 from nbinfer.transports.base import SyncGrpcEngine
 
 if TYPE_CHECKING:
-    from nbinfer.transports.grpc import GrpcBinding
+    from nbinfer.protocol.grpc_binding import GrpcBinding
 
 __all__ = ["SyncStream", "infer_then_call_back", "read_stream", "stream_metadata"]
 

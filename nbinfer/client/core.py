@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from collections.abc import Sequence as SequenceABC
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import numpy as np
 
-from nbinfer.client.results import InferResult, Sequence
+from nbinfer.client.results import InferResult, InferSequence
 from nbinfer.client.shm import SharedMemoryMode, SharedMemoryPool, is_loopback
 from nbinfer.config import (
     Auth,
@@ -54,8 +54,8 @@ from nbinfer.transports.base import DefaultTransport, Transport
 if TYPE_CHECKING:
     import httpx
 
-    from nbinfer.transports.grpc import GrpcBinding
-    from nbinfer.transports.http import HttpBinding
+    from nbinfer.protocol.grpc_binding import GrpcBinding
+    from nbinfer.protocol.http_binding import HttpBinding
 
 logger = logging.getLogger("nbinfer")
 
@@ -65,11 +65,30 @@ T = TypeVar("T")
 _UNSUPPORTED_KEYS = ("server", "version", "extension", "call")
 
 #: What ``infer`` accepts as inputs.
-Inputs = Mapping[str, Any] | SequenceABC[InferInput] | InferRequest
+Inputs = Mapping[str, Any] | Sequence[InferInput] | InferRequest
 #: What ``infer`` accepts as ``outputs=``.
-Outputs = SequenceABC[str | RequestedOutput] | str | None
+Outputs = Sequence[str | RequestedOutput] | str | None
 #: ``callback(result, error)`` of ``async_infer`` / ``start_stream``.
 Callback = Callable[[InferResult | None, NbinferError | None], None]
+
+
+def check_timeout(timeout: object) -> float:
+    """A per-call ``timeout`` as seconds: a positive finite number.
+
+    Raises:
+        InvalidInputError: Anything else (``None`` means "the client's default" and is never
+            passed here).
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise InvalidInputError(
+            f"timeout must be a number of seconds (or None for the client's default), "
+            f"got {timeout!r:.60}"
+        )
+    if not (0 < timeout < math.inf):
+        raise InvalidInputError(
+            f"timeout must be a positive, finite number of seconds, got {timeout}"
+        )
+    return float(timeout)
 
 
 def _parse_url(url: str, protocol: str | None) -> tuple[str, str]:
@@ -269,11 +288,11 @@ class _Core:
                 self.config = dataclasses.replace(self.config, headers=bearer)
         self._binding: HttpBinding | GrpcBinding
         if self.protocol == "http":
-            from nbinfer.transports.http import HttpBinding
+            from nbinfer.protocol.http_binding import HttpBinding
 
             self._binding = HttpBinding(binary=self.config.binary)
         else:
-            from nbinfer.transports.grpc import GrpcBinding
+            from nbinfer.protocol.grpc_binding import GrpcBinding
 
             self._binding = GrpcBinding()
         self._metadata: dict[tuple[str, str], ModelMetadata] = {}
@@ -328,6 +347,8 @@ class _Core:
     def _opts(
         headers: Mapping[str, str] | None, timeout: float | None, request_id: str = ""
     ) -> CallOptions:
+        if timeout is not None:
+            timeout = check_timeout(timeout)
         return CallOptions(dict(headers) if headers else {}, timeout, request_id or None)
 
     def _attempts(self, call: HttpCall | GrpcCall) -> int:
@@ -400,7 +421,7 @@ class _Core:
     def _request_from_inputs(
         self,
         model_name: str,
-        inputs: Mapping[str, Any] | SequenceABC[InferInput],
+        inputs: Mapping[str, Any] | Sequence[InferInput],
         outputs: Outputs,
         model_version: str,
         request_id: str,
@@ -465,7 +486,7 @@ class _Core:
         sequence_id: int | str | None = None,
         sequence_start: bool | None = None,
         sequence_end: bool = False,
-        sequence: Sequence | None = None,
+        sequence: InferSequence | None = None,
         opts: CallOptions | None = None,
     ) -> Op[InferRequest]:
         if not model_name and not isinstance(inputs, InferRequest):
@@ -491,7 +512,7 @@ class _Core:
             params["priority"] = int(priority)
         if sequence is not None:
             if sequence.ended:
-                raise InvalidInputError(f"{sequence!r} has ended; start a new Sequence")
+                raise InvalidInputError(f"{sequence!r} has ended; start a new nbinfer.Sequence")
             sequence_id = sequence.id
             if sequence_start is None:
                 sequence_start = not sequence.started
@@ -521,7 +542,7 @@ class _Core:
         elif type(outputs) is str:
             names = (outputs,)
         elif type(outputs) in (list, tuple) and all(type(o) is str for o in outputs):
-            names = tuple(cast("SequenceABC[str]", outputs))
+            names = tuple(cast("Sequence[str]", outputs))
         else:
             return None
         if not model_name or type(model_name) is not str or type(model_version) is not str:
@@ -559,7 +580,7 @@ class _Core:
         timeout: float | None,
         binary: bool | None,
         retry: bool | None,
-        sequence: Sequence | None,
+        sequence: InferSequence | None,
         sequence_end: bool,
         **kwargs: Any,
     ) -> Op[InferResult]:

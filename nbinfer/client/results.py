@@ -1,6 +1,6 @@
 """The answer types of the client.
 
-:class:`InferResult` (lazy, zero-copy outputs) and :class:`Sequence` (a stateful-model
+:class:`InferResult` (lazy, zero-copy outputs) and :class:`InferSequence` (a stateful-model
 correlation id carried across calls).
 
 Owns how a reply is read, not how it is fetched: imports protocol types and errors only, never a
@@ -10,8 +10,7 @@ transport, an engine, pandas (lazily, in ``to_dataframe``) or IPython.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
-from collections.abc import Sequence as SequenceABC
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -19,7 +18,7 @@ import numpy as np
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.types import ClassificationResult, InferOutput, InferResponse, Parameters
 
-__all__ = ["InferResult", "Sequence"]
+__all__ = ["InferResult", "InferSequence"]
 
 _UINT63 = 2**63 - 1
 
@@ -210,10 +209,10 @@ class InferResult:
     def to_dataframe(
         self,
         *,
-        labels: Mapping[str, SequenceABC[str]] | None = None,
+        labels: Mapping[str, Sequence[str]] | None = None,
         index: Any = None,
         expand: bool = True,
-        classified: SequenceABC[str] = (),
+        classified: Sequence[str] = (),
     ) -> Any:
         """The outputs as a pandas DataFrame, one row per batch element.
 
@@ -261,12 +260,15 @@ class InferResult:
         return mimebundle(self)
 
 
-class Sequence:
+class InferSequence:
     """A stateful-model sequence: carries the correlation id (and start flag) across calls.
 
     Example::
 
         seq = nbinfer.Sequence()            # a random id; or Sequence(42) / Sequence("abc")
+
+    ``nbinfer.Sequence`` is the short public name of this class; inside nbinfer it is always
+    ``InferSequence``, so ``Sequence`` keeps meaning :class:`collections.abc.Sequence`.
         client.infer("acc", x1, sequence=seq)                     # sends sequence_start
         client.infer("acc", x2, sequence=seq, sequence_end=True)  # sends sequence_end
     """
@@ -279,4 +281,4 @@ class Sequence:
         self.ended = False
 
     def __repr__(self) -> str:
-        return f"Sequence(id={self.id!r}, started={self.started}, ended={self.ended})"
+        return f"InferSequence(id={self.id!r}, started={self.started}, ended={self.ended})"

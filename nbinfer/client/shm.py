@@ -64,8 +64,8 @@ from nbinfer.transports import CallOptions, Op
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-    from nbinfer.transports.grpc import GrpcBinding
-    from nbinfer.transports.http import HttpBinding
+    from nbinfer.protocol.grpc_binding import GrpcBinding
+    from nbinfer.protocol.http_binding import HttpBinding
 
     Binding: TypeAlias = HttpBinding | GrpcBinding
 

@@ -256,7 +256,7 @@ class Client(_Core):
                 previous call for this reply).
             headers: gRPC metadata sent once, for the whole stream.
             timeout: Seconds the whole stream may stay open (default: ``Timeouts.stream``);
-                when it passes, the callback gets a ``TimeoutError``.
+                when it passes, the callback gets a ``RequestTimeoutError``.
 
         Raises:
             NbinferError: Not a gRPC client, or a stream is already open.

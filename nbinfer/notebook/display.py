@@ -642,20 +642,20 @@ def connect_snippet(session: Session) -> str:
     server = session.server
     if server is None or not server.running:
         return ""
-    http_url, grpc_url = server.http_url, server.grpc_url
+    http_url, grpc_address = server.http_url, server.grpc_address
     http_hostport = http_url.split("://", 1)[-1]
     if session.token is None:
         return (
             "# no token (auth_token=None): any local user can call this server\n"
             f"curl {http_url}/v2/models/add_sub\n"
             f'httpclient.InferenceServerClient("{http_hostport}")  # tritonclient.http\n'
-            f'grpcclient.InferenceServerClient("{grpc_url}")  # tritonclient.grpc'
+            f'grpcclient.InferenceServerClient("{grpc_address}")  # tritonclient.grpc'
         )
     return (
         "# the server requires its token; read it from session.token (not printed here)\n"
         "auth = {'authorization': f'Bearer {session.token}'}  # lower case for gRPC\n"
         f'httpclient.InferenceServerClient("{http_hostport}").infer(..., headers=auth)\n'
-        f'grpcclient.InferenceServerClient("{grpc_url}").infer(..., headers=auth)\n'
+        f'grpcclient.InferenceServerClient("{grpc_address}").infer(..., headers=auth)\n'
         f'nbinfer.Client("{http_url}", auth=session.token)\n'
         "# curl from a notebook cell (IPython puts the value of {session.token} in):\n"
         f'!curl -H "Authorization: Bearer {{session.token}}" {http_url}/v2/models/add_sub'

@@ -385,7 +385,7 @@ class NbinferMagics(Magics):
             )
         face = self._faces.get(session)
         if face is None or face not in sessions():
-            face = Session(f"grpc://{session.server.grpc_url}", token=session.token)
+            face = Session(session.server.grpc_url, token=session.token)
             self._faces[session] = face
             _FACES.add(face)
         return face

@@ -1,8 +1,10 @@
-"""The one two-way table between v2 datatypes and numpy dtypes.
+"""The one two-way table between v2 datatypes and numpy dtypes, and Triton's ``TYPE_*`` names.
 
 BYTES tensors are numpy ``object`` arrays whose elements are ``bytes`` (``str`` is accepted on
 input and encoded as UTF-8). BF16 tensors use ``ml_dtypes.bfloat16``. Wire byte order is little
-endian; :func:`numpy_dtype` returns the little-endian dtype for each datatype.
+endian; :func:`numpy_dtype` returns the little-endian dtype for each datatype. Triton's model
+configs name datatypes ``TYPE_FP32`` (``BYTES`` is ``TYPE_STRING``) and number them in
+``model_config.proto``: :data:`TRITON_TYPES`, :func:`triton_type` and :func:`datatype_of_triton`.
 
 A leaf of the protocol layer: imports numpy, ml_dtypes and :mod:`nbinfer.errors` only.
 """
@@ -18,10 +20,13 @@ from nbinfer.errors import DataTypeError
 
 __all__ = [
     "DATATYPES",
+    "TRITON_TYPES",
     "bfloat16",
     "datatype_of",
+    "datatype_of_triton",
     "element_size",
     "numpy_dtype",
+    "triton_type",
 ]
 
 #: numpy dtype of bfloat16 (from ml_dtypes).
@@ -46,6 +51,32 @@ _TO_NUMPY: Final[dict[str, np.dtype[Any]]] = {
 
 #: All v2 datatypes nbinfer knows, in the order of the specification.
 DATATYPES: Final[tuple[str, ...]] = tuple(_TO_NUMPY)
+
+#: Triton's ``DataType`` enum (``model_config.proto``): ``TYPE_*`` name -> number.
+TRITON_TYPES: Final[dict[str, int]] = {
+    "TYPE_INVALID": 0,
+    "TYPE_BOOL": 1,
+    "TYPE_UINT8": 2,
+    "TYPE_UINT16": 3,
+    "TYPE_UINT32": 4,
+    "TYPE_UINT64": 5,
+    "TYPE_INT8": 6,
+    "TYPE_INT16": 7,
+    "TYPE_INT32": 8,
+    "TYPE_INT64": 9,
+    "TYPE_FP16": 10,
+    "TYPE_FP32": 11,
+    "TYPE_FP64": 12,
+    "TYPE_STRING": 13,
+    "TYPE_BF16": 14,
+}
+
+#: ``TYPE_*`` name -> v2 datatype (every name but ``TYPE_INVALID``).
+_FROM_TRITON: Final[dict[str, str]] = {
+    name: "BYTES" if name == "TYPE_STRING" else name[5:]
+    for name in TRITON_TYPES
+    if name != "TYPE_INVALID"
+}
 
 _FROM_KIND: Final[dict[tuple[str, int], str]] = {
     ("b", 1): "BOOL",
@@ -108,3 +139,28 @@ def element_size(datatype: str) -> int:
     """
     dt = numpy_dtype(datatype)
     return 0 if datatype == "BYTES" else dt.itemsize
+
+
+def triton_type(datatype: str) -> str:
+    """The Triton ``TYPE_*`` name of a v2 datatype (``BYTES`` is ``TYPE_STRING``).
+
+    Raises:
+        DataTypeError: ``datatype`` is not a v2 datatype.
+    """
+    if datatype not in _TO_NUMPY:
+        numpy_dtype(datatype)  # raises with the known names
+    return "TYPE_STRING" if datatype == "BYTES" else "TYPE_" + datatype
+
+
+def datatype_of_triton(name: str) -> str:
+    """The v2 datatype of a Triton ``TYPE_*`` name (``TYPE_STRING`` is ``BYTES``).
+
+    Raises:
+        DataTypeError: ``name`` is not a Triton datatype name.
+    """
+    try:
+        return _FROM_TRITON[name]
+    except KeyError as exc:
+        raise DataTypeError(
+            f"unknown Triton datatype {name!r}; known: {', '.join(_FROM_TRITON)}", datatype=name
+        ) from exc

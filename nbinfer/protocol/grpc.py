@@ -17,6 +17,7 @@ private descriptor pool, so nbinfer coexists with tritonclient and kserve in one
 Tensor data travels in ``raw_input_contents`` / ``raw_output_contents`` by default; typed
 ``contents`` are decoded too, and produced with ``raw=False`` (FP16 / BF16 have no typed form
 and always go raw). The gRPC service, its method paths and streaming kinds are in :data:`RPCS`.
+Model configuration and statistics as Triton-shaped JSON are :mod:`nbinfer.protocol.grpc_json`'s.
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, Literal, cast
 
-from google.protobuf import json_format
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from nbinfer.errors import InvalidInputError, UnsupportedError
@@ -63,8 +62,7 @@ __all__ = [
     "RequestTemplate",
     "ResponseReader",
     "Rpc",
-    "config_json_to_proto",
-    "config_proto_to_json",
+    "config_message",
     "load_request_from_proto",
     "load_request_to_proto",
     "method_path",
@@ -89,8 +87,6 @@ __all__ = [
     "response_to_proto",
     "server_metadata_from_proto",
     "server_metadata_to_proto",
-    "statistics_json_to_proto",
-    "statistics_proto_to_json",
     "stream_response_to_bytes",
 ]
 
@@ -214,6 +210,11 @@ def response_message(rpc: str, **fields: Any) -> Message:
         InvalidInputError: a field the message does not have, or a value of the wrong type.
     """
     return _message(rpc, "response", fields)
+
+
+def config_message() -> pb.ModelConfig:
+    """An empty ``ModelConfig``: the message a model configuration travels in."""
+    return pb.ModelConfig()
 
 
 def _message(rpc: str, kind: Literal["request", "response"], fields: dict[str, Any]) -> Message:
@@ -698,106 +699,3 @@ def shm_status_from_proto(kind: str, msg: Message) -> list[dict[str, Any]]:
     fields = _shm_fields(kind)
     regions = cast(Any, msg).regions
     return [{f: getattr(region, f) for f in fields} for region in regions.values()]
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON-shaped documents: model configuration and statistics
-
-_INT64_TYPES: Final = frozenset(
-    {
-        FieldDescriptor.TYPE_INT64,
-        FieldDescriptor.TYPE_UINT64,
-        FieldDescriptor.TYPE_SINT64,
-        FieldDescriptor.TYPE_FIXED64,
-        FieldDescriptor.TYPE_SFIXED64,
-    }
-)
-
-
-def _ints_as_numbers(doc: dict[str, Any], descriptor: Descriptor) -> dict[str, Any]:
-    """Turn the 64-bit integers that protobuf's JSON writes as strings back into numbers.
-
-    Triton's JSON (REST config and statistics) writes ``"dims": [16]``, not ``["16"]``.
-    """
-    for field in descriptor.fields:
-        if field.name not in doc:
-            continue
-        value = doc[field.name]
-        sub = field.message_type
-        if sub is not None and sub.GetOptions().map_entry:
-            value_field = sub.fields_by_name["value"]
-            if value_field.message_type is not None:
-                for item in value.values():
-                    _ints_as_numbers(item, value_field.message_type)
-            elif value_field.type in _INT64_TYPES:
-                doc[field.name] = {k: int(v) for k, v in value.items()}
-        elif sub is not None:
-            for item in value if isinstance(value, list) else [value]:
-                _ints_as_numbers(item, sub)
-        elif field.type in _INT64_TYPES:
-            doc[field.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
-    return doc
-
-
-def _to_json(msg: Message, include_defaults: bool) -> dict[str, Any]:
-    doc = json_format.MessageToDict(
-        msg,
-        preserving_proto_field_name=True,
-        always_print_fields_with_no_presence=include_defaults,
-    )
-    return _ints_as_numbers(doc, cast(Descriptor, msg.DESCRIPTOR))
-
-
-_M = TypeVar("_M", bound=Message)
-
-
-def _from_json(doc: Mapping[str, Any], msg: _M, what: str, ignore_unknown: bool) -> _M:
-    try:
-        json_format.ParseDict(dict(doc), msg, ignore_unknown_fields=ignore_unknown)
-    except json_format.ParseError as exc:
-        raise InvalidInputError(f"invalid {what}: {exc}") from exc
-    return msg
-
-
-def config_json_to_proto(
-    config: Mapping[str, Any], *, ignore_unknown_fields: bool = False
-) -> pb.ModelConfig:
-    """Triton-shaped model configuration JSON -> ``ModelConfig``.
-
-    The JSON uses Triton's names: snake_case fields, enum names (``"data_type": "TYPE_FP32"``,
-    ``"kind": "KIND_CPU"``), integers as numbers or strings.
-
-    Raises:
-        InvalidInputError: an unknown field (unless ``ignore_unknown_fields``) or a bad value.
-    """
-    return _from_json(config, pb.ModelConfig(), "model configuration", ignore_unknown_fields)
-
-
-def config_proto_to_json(msg: pb.ModelConfig, *, include_defaults: bool = True) -> dict[str, Any]:
-    """``ModelConfig`` -> Triton-shaped JSON dict (what ``GET v2/models/{m}/config`` returns).
-
-    Args:
-        msg: The configuration.
-        include_defaults: Also write fields left at their default (as Triton does).
-    """
-    return _to_json(msg, include_defaults)
-
-
-def statistics_json_to_proto(
-    stats: Mapping[str, Any], *, ignore_unknown_fields: bool = False
-) -> pb.ModelStatisticsResponse:
-    """Triton-shaped statistics JSON (``{"model_stats": [...]}``) -> ``ModelStatisticsResponse``.
-
-    Raises:
-        InvalidInputError: an unknown field (unless ``ignore_unknown_fields``) or a bad value.
-    """
-    return _from_json(
-        stats, pb.ModelStatisticsResponse(), "model statistics", ignore_unknown_fields
-    )
-
-
-def statistics_proto_to_json(
-    msg: pb.ModelStatisticsResponse, *, include_defaults: bool = True
-) -> dict[str, Any]:
-    """``ModelStatisticsResponse`` -> Triton-shaped statistics JSON (integers as numbers)."""
-    return _to_json(msg, include_defaults)

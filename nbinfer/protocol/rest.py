@@ -29,7 +29,7 @@ HTTP engine, no pandas.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,12 +59,8 @@ from nbinfer.protocol.types import (
     InferOutput,
     InferRequest,
     InferResponse,
-    ModelMetadata,
     Parameters,
-    RepositoryModel,
     RequestedOutput,
-    ServerMetadata,
-    TensorSpec,
 )
 
 __all__ = [
@@ -78,12 +74,8 @@ __all__ = [
     "encode_request_parts",
     "encode_response",
     "encode_response_parts",
-    "model_metadata_from_json",
-    "model_metadata_to_json",
-    "repository_index_from_json",
-    "repository_index_to_json",
-    "server_metadata_from_json",
-    "server_metadata_to_json",
+    "json_field",
+    "json_parameters",
 ]
 
 #: The HTTP header that carries the JSON header length of a binary message.
@@ -127,7 +119,8 @@ def decode_error(body: Buffer) -> str:
 # ---------------------------------------------------------------------------------- parameters
 
 
-def _parameters(obj: Mapping[str, Any], where: str) -> Parameters:
+def json_parameters(obj: Mapping[str, Any], where: str) -> Parameters:
+    """The ``parameters`` object of a JSON document (``{}`` when absent), checked."""
     params = obj.get("parameters")
     if params is None:
         return {}
@@ -138,7 +131,12 @@ def _parameters(obj: Mapping[str, Any], where: str) -> Parameters:
     return params
 
 
-def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+def json_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """Field ``key`` of a JSON document, of type ``kind``; ``where`` names the document.
+
+    Raises:
+        InvalidInputError: The field is missing or of another type.
+    """
     if key not in obj:
         raise InvalidInputError(f"{where}: missing field '{key}'")
     value = obj[key]
@@ -151,7 +149,7 @@ def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], wher
 
 
 def _shape(obj: Mapping[str, Any], where: str) -> list[int]:
-    shape: list[int] = _field(obj, "shape", list, where)
+    shape: list[int] = json_field(obj, "shape", list, where)
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise InvalidInputError(
             f"{where}: invalid shape {shape} (dimensions must be integers >= 0)"
@@ -160,7 +158,7 @@ def _shape(obj: Mapping[str, Any], where: str) -> list[int]:
 
 
 def _datatype(obj: Mapping[str, Any], where: str) -> str:
-    datatype: str = _field(obj, "datatype", str, where)
+    datatype: str = json_field(obj, "datatype", str, where)
     if datatype not in DATATYPES:
         raise DataTypeError(
             f"{where}: unknown datatype {datatype!r}; known: {', '.join(DATATYPES)}"
@@ -423,11 +421,11 @@ def _decode_tensor(
     where = f"{kind} {index}"
     if not isinstance(obj, dict):
         raise InvalidInputError(f"{where} must be an object, got {type(obj).__name__}")
-    name = _field(obj, "name", str, where)
+    name = json_field(obj, "name", str, where)
     where = f"{kind} '{name}'"
     datatype = _datatype(obj, where)
     shape = _shape(obj, where)
-    params = dict(_parameters(obj, where))
+    params = dict(json_parameters(obj, where))
     size = params.pop(_BINARY_SIZE, None)
     data: np.ndarray[Any, Any] | None = None
     if size is not None:
@@ -541,7 +539,7 @@ def decode_request(
     if not isinstance(header, dict):
         raise InvalidInputError(f"request JSON must be an object, got {type(header).__name__}")
     reader = _BinaryReader(binary, "request")
-    raw_inputs = _field(header, "inputs", list, "request")
+    raw_inputs = json_field(header, "inputs", list, "request")
     inputs = []
     for i, obj in enumerate(raw_inputs):
         name, datatype, shape, data, params = _decode_tensor(obj, i, "input", reader)
@@ -552,8 +550,8 @@ def decode_request(
         where = f"requested output {i}"
         if not isinstance(obj, dict):
             raise InvalidInputError(f"{where} must be an object, got {type(obj).__name__}")
-        name = _field(obj, "name", str, where)
-        params = dict(_parameters(obj, f"requested output '{name}'"))
+        name = json_field(obj, "name", str, where)
+        params = dict(json_parameters(obj, f"requested output '{name}'"))
         binary_data = params.pop(_BINARY_DATA, None)
         class_count = params.pop(_CLASSIFICATION, 0)
         if isinstance(class_count, bool) or not isinstance(class_count, int) or class_count < 0:
@@ -574,7 +572,7 @@ def decode_request(
         inputs=inputs,
         outputs=outputs,
         id=request_id if isinstance(request_id, str) else str(request_id),
-        parameters=dict(_parameters(header, "request")),
+        parameters=dict(json_parameters(header, "request")),
     )
 
 
@@ -590,7 +588,7 @@ def _response_header(body: Buffer, header_length: int | None) -> tuple[dict[str,
 def _response_from_header(header: dict[str, Any], binary: memoryview) -> InferResponse:
     reader = _BinaryReader(binary, "response")
     outputs = []
-    for i, obj in enumerate(_field(header, "outputs", list, "response")):
+    for i, obj in enumerate(json_field(header, "outputs", list, "response")):
         name, datatype, shape, data, params = _decode_tensor(obj, i, "output", reader)
         outputs.append(InferOutput(name, datatype, shape, data, params))
     reader.finish()
@@ -601,7 +599,7 @@ def _response_from_header(header: dict[str, Any], binary: memoryview) -> InferRe
         outputs=outputs,
         model_version=version if isinstance(version, str) else str(version),
         id=response_id if isinstance(response_id, str) else str(response_id),
-        parameters=dict(_parameters(header, "response")),
+        parameters=dict(json_parameters(header, "response")),
     )
 
 
@@ -683,123 +681,3 @@ def _plain_layout(header: dict[str, Any], body: bytes, start: int) -> list[Plain
         plain.append((name, str(datatype), dtype, tuple(shape), body, offset, count))
         offset += size
     return plain if offset == len(body) else None
-
-
-# ------------------------------------------------------------------------------- metadata JSON
-
-
-def server_metadata_to_json(meta: ServerMetadata) -> dict[str, Any]:
-    """``GET /v2`` answer."""
-    return {"name": meta.name, "version": meta.version, "extensions": list(meta.extensions)}
-
-
-def server_metadata_from_json(obj: Any) -> ServerMetadata:
-    """Parse a ``GET /v2`` answer (missing version / extensions tolerated).
-
-    Raises:
-        InvalidInputError: not an object or no ``name``.
-    """
-    if not isinstance(obj, dict):
-        raise InvalidInputError(f"server metadata must be an object, got {type(obj).__name__}")
-    return ServerMetadata(
-        name=str(_field(obj, "name", str, "server metadata")),
-        version=str(obj.get("version", "")),
-        extensions=[str(e) for e in obj.get("extensions") or []],
-    )
-
-
-def _spec_to_json(spec: TensorSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "name": spec.name,
-        "datatype": spec.datatype,
-        "shape": [int(d) for d in spec.shape],
-    }
-    if spec.parameters:
-        out["parameters"] = dict(spec.parameters)
-    return out
-
-
-def _spec_from_json(obj: Any, where: str) -> TensorSpec:
-    if not isinstance(obj, dict):
-        raise InvalidInputError(f"{where} must be an object, got {type(obj).__name__}")
-    name = _field(obj, "name", str, where)
-    shape = _field(obj, "shape", list, f"{where} '{name}'")
-    if not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
-        raise InvalidInputError(f"{where} '{name}': invalid shape {shape}")
-    return TensorSpec(
-        name=name,
-        datatype=str(_field(obj, "datatype", str, f"{where} '{name}'")),
-        shape=list(shape),
-        parameters=dict(_parameters(obj, where)),
-    )
-
-
-def model_metadata_to_json(meta: ModelMetadata) -> dict[str, Any]:
-    """``GET /v2/models/{m}`` answer."""
-    out: dict[str, Any] = {
-        "name": meta.name,
-        "versions": list(meta.versions),
-        "platform": meta.platform,
-        "inputs": [_spec_to_json(s) for s in meta.inputs],
-        "outputs": [_spec_to_json(s) for s in meta.outputs],
-    }
-    if meta.parameters:
-        out["parameters"] = dict(meta.parameters)
-    return out
-
-
-def model_metadata_from_json(obj: Any) -> ModelMetadata:
-    """Parse a ``GET /v2/models/{m}`` answer.
-
-    Raises:
-        InvalidInputError: not an object, no ``name`` or malformed tensor specs.
-    """
-    if not isinstance(obj, dict):
-        raise InvalidInputError(f"model metadata must be an object, got {type(obj).__name__}")
-    name = _field(obj, "name", str, "model metadata")
-    return ModelMetadata(
-        name=name,
-        versions=[str(v) for v in obj.get("versions") or []],
-        platform=str(obj.get("platform", "")),
-        inputs=[_spec_from_json(s, "model input") for s in obj.get("inputs") or []],
-        outputs=[_spec_from_json(s, "model output") for s in obj.get("outputs") or []],
-        parameters=dict(_parameters(obj, "model metadata")),
-    )
-
-
-def repository_index_to_json(models: Iterable[RepositoryModel]) -> list[dict[str, Any]]:
-    """``POST /v2/repository/index`` answer (empty version / state / reason left out)."""
-    out = []
-    for m in models:
-        row: dict[str, Any] = {"name": m.name}
-        if m.version:
-            row["version"] = m.version
-        if m.state:
-            row["state"] = m.state
-        if m.reason:
-            row["reason"] = m.reason
-        out.append(row)
-    return out
-
-
-def repository_index_from_json(obj: Any) -> list[RepositoryModel]:
-    """Parse a ``POST /v2/repository/index`` answer.
-
-    Raises:
-        InvalidInputError: not a list of objects with a ``name``.
-    """
-    if not isinstance(obj, list):
-        raise InvalidInputError(f"repository index must be a list, got {type(obj).__name__}")
-    rows = []
-    for i, row in enumerate(obj):
-        if not isinstance(row, dict):
-            raise InvalidInputError(f"repository index row {i} must be an object")
-        rows.append(
-            RepositoryModel(
-                name=str(_field(row, "name", str, f"repository index row {i}")),
-                version=str(row.get("version", "")),
-                state=str(row.get("state", "")),
-                reason=str(row.get("reason", "")),
-            )
-        )
-    return rows

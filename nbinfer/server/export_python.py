@@ -57,7 +57,6 @@ RUNTIME_NAMES = frozenset({"FunctionModel", "InferContext", "Model", "TensorDef"
 _RUNTIME_MODULES = ("nbinfer", "nbinfer.server", "nbinfer.server.model")
 #: The definitions of nbinfer.server.model that the vendored runtime carries.
 _VENDORED = (
-    "_TRITON_TO_V2",
     "normalize_datatype",
     "TensorDef",
     "_dims",
@@ -99,7 +98,7 @@ def _bound_names(node: ast.stmt) -> list[str]:
 
 def _vendored_source() -> str:
     """The pieces of nbinfer.server.model (plus a numpy-only dtype table) as one source text."""
-    from nbinfer.protocol.dtypes import DATATYPES
+    from nbinfer.protocol.dtypes import DATATYPES, TRITON_TYPES, datatype_of_triton
 
     model_module = sys.modules[FunctionModel.__module__]  # nbinfer.server.model
     source = Path(model_module.__file__ or "").read_text(encoding="utf-8")
@@ -116,6 +115,7 @@ def _vendored_source() -> str:
             first, last = _top_level_span(node)
             bodies.append("\n".join(lines[first - 1 : last]))
     table = {dt: numpy_dtype(dt).str for dt in DATATYPES if dt != "BF16"}
+    triton = {name: datatype_of_triton(name) for name in TRITON_TYPES if name != "TYPE_INVALID"}
     shims = f"""
 class InvalidInputError(ValueError):
     \"\"\"A declaration or a value a model cannot take.\"\"\"
@@ -129,6 +129,12 @@ Parameters = dict
 logger = logging.getLogger("nbinfer")
 _NUMPY = {table!r}
 DATATYPES = tuple(_NUMPY) + ("BYTES",)
+_FROM_TRITON = {triton!r}
+TRITON_TYPES = {{**_FROM_TRITON, "TYPE_INVALID": 0}}
+
+
+def datatype_of_triton(name):
+    return _FROM_TRITON[name]
 
 
 def numpy_dtype(datatype):

@@ -24,6 +24,7 @@ from google.protobuf.message import DecodeError
 
 from nbinfer.errors import InvalidInputError, ModelNotFoundError, NbinferError, grpc_code_of
 from nbinfer.protocol import grpc as gcodec
+from nbinfer.protocol import grpc_json as gjson
 from nbinfer.protocol.grpc import RPCS, SERVICE_NAME, response_message
 from nbinfer.protocol.grpc_settings import (
     log_settings_from_proto,
@@ -301,13 +302,13 @@ class GrpcFrontend:
         """ModelConfig."""
         config = self.dp.model_config(request.name, request.version)
         return response_message(
-            "ModelConfig", config=gcodec.config_json_to_proto(config, ignore_unknown_fields=True)
+            "ModelConfig", config=gjson.config_json_to_proto(config, ignore_unknown_fields=True)
         )
 
     async def model_statistics(self, request: Any, context: Any) -> Any:
         """ModelStatistics."""
         stats = self.dp.statistics(request.name, request.version)
-        return gcodec.statistics_json_to_proto(stats, ignore_unknown_fields=True)
+        return gjson.statistics_json_to_proto(stats, ignore_unknown_fields=True)
 
     # -- inference -------------------------------------------------------------------------
 

@@ -246,7 +246,7 @@ class LocalServer:
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
         self._http_url: str | None = None
-        self._grpc_url: str | None = None
+        self._grpc_address: str | None = None
         self._lock = threading.RLock()
         #: Seconds from spawn to the ready line of the last successful start().
         self.startup_seconds: float | None = None
@@ -266,14 +266,23 @@ class LocalServer:
 
     @property
     def grpc_url(self) -> str:
-        """``host:port`` of the running server's gRPC endpoint.
+        """``grpc://host:port`` of the running server's gRPC endpoint: ``Client(grpc_url)``.
 
         Raises:
             ServerStartError: The server has not been started.
         """
-        if self._grpc_url is None:
+        return "grpc://" + self.grpc_address
+
+    @property
+    def grpc_address(self) -> str:
+        """``host:port`` of the gRPC endpoint, as grpcio channels and tritonclient take it.
+
+        Raises:
+            ServerStartError: The server has not been started.
+        """
+        if self._grpc_address is None:
             raise ServerStartError("the local server is not running; call start() first")
-        return self._grpc_url
+        return self._grpc_address
 
     @property
     def pid(self) -> int | None:
@@ -498,7 +507,7 @@ class LocalServer:
                 "nbinfer local server ready in %.2f s: %s (gRPC %s)",
                 self.startup_seconds,
                 self._http_url,
-                self._grpc_url,
+                self._grpc_address,
             )
             return self
 
@@ -508,7 +517,7 @@ class LocalServer:
         The registry (:func:`nbinfer.config.register_local_server`) holds the server weakly and
         asks it whether it still runs on every lookup; :meth:`stop` removes the entries.
         """
-        if self.auth_token is None or self._http_url is None or self._grpc_url is None:
+        if self.auth_token is None or self._http_url is None or self._grpc_address is None:
             return
         ref = weakref.ref(self)
 
@@ -516,7 +525,7 @@ class LocalServer:
             server = ref()
             return server is not None and server.running
 
-        register_local_server((self._http_url, self._grpc_url), self.auth_token, alive, self)
+        register_local_server((self._http_url, self._grpc_address), self.auth_token, alive, self)
 
     def _drain(self, proc: subprocess.Popen[bytes]) -> None:
         stream = proc.stdout
@@ -529,7 +538,7 @@ class LocalServer:
             if not self._ready.is_set():
                 urls = parse_ready_line(line)
                 if urls is not None:
-                    self._http_url, self._grpc_url = urls
+                    self._http_url, self._grpc_address = urls
                     self._ready.set()
         stream.close()
 
@@ -571,7 +580,7 @@ class LocalServer:
                 logger.warning("local server %d: %s", proc.pid, line.split(": ", 2)[-1])
             self._ready.clear()
             self._http_url = None
-            self._grpc_url = None
+            self._grpc_address = None
             if self._control is not None:
                 self._control.close()
                 self._control = None
@@ -660,5 +669,5 @@ class LocalServer:
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
-        where = f" http={self._http_url} grpc={self._grpc_url}" if self._http_url else ""
+        where = f" http={self._http_url} grpc={self._grpc_address}" if self._http_url else ""
         return f"<LocalServer {state} pid={self.pid}{where}>"

@@ -33,7 +33,13 @@ from typing import Any
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
-from nbinfer.protocol.dtypes import DATATYPES, datatype_of, numpy_dtype
+from nbinfer.protocol.dtypes import (
+    DATATYPES,
+    TRITON_TYPES,
+    datatype_of,
+    datatype_of_triton,
+    numpy_dtype,
+)
 from nbinfer.protocol.tensors import as_array
 from nbinfer.protocol.types import Parameters, TensorSpec
 from nbinfer.server.devices import resolve_device
@@ -55,9 +61,6 @@ __all__ = [
 
 logger = logging.getLogger("nbinfer")
 
-_TRITON_TO_V2 = {f"TYPE_{dt}": dt for dt in DATATYPES if dt != "BYTES"}
-_TRITON_TO_V2["TYPE_STRING"] = "BYTES"
-
 
 def normalize_datatype(datatype: Any) -> str:
     """Return the v2 datatype for ``"FP32"``, ``"TYPE_FP32"``, ``np.float32`` or a numpy dtype.
@@ -69,8 +72,8 @@ def normalize_datatype(datatype: Any) -> str:
         upper = datatype.upper()
         if upper in DATATYPES:
             return upper
-        if upper in _TRITON_TO_V2:
-            return _TRITON_TO_V2[upper]
+        if upper in TRITON_TYPES and upper != "TYPE_INVALID":
+            return datatype_of_triton(upper)
         if upper in ("STRING", "STR", "OBJECT"):
             return "BYTES"
         try:

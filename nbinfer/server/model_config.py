@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nbinfer.errors import InvalidInputError
+from nbinfer.protocol.dtypes import triton_type
 from nbinfer.server.batcher import non_negative_int
 from nbinfer.server.model import MODEL_OPTIONS, Model, TensorDef, normalize_datatype
 from nbinfer.server.paths import ModelFiles
@@ -40,11 +41,6 @@ __all__ = [
 _SCALAR_OPTIONS = tuple(
     o for o in MODEL_OPTIONS if o.config_key in ("name", "platform", "backend", "max_batch_size")
 )
-
-
-def triton_type(datatype: str) -> str:
-    """The Triton ``TYPE_*`` name of a v2 datatype (``BYTES`` is ``TYPE_STRING``)."""
-    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
 
 
 def server_fed_tensors(config: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str]]:

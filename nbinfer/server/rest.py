@@ -35,6 +35,7 @@ from nbinfer.errors import (
     status_of,
 )
 from nbinfer.protocol import rest as codec
+from nbinfer.protocol import rest_metadata as metadata_json
 from nbinfer.protocol.types import InferRequest
 from nbinfer.server.auth import PUBLIC_HTTP_PATHS, authorized
 from nbinfer.server.kserve_v1 import KServeV1, parse_body
@@ -467,14 +468,14 @@ class RestApp:
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
         """Server metadata: name, version, extensions."""
-        return _json_response(codec.server_metadata_to_json(self.dp.server_metadata()))
+        return _json_response(metadata_json.server_metadata_to_json(self.dp.server_metadata()))
 
     async def _model_metadata(
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
         """Model metadata: inputs, outputs, versions, platform."""
         meta = self.dp.model_metadata(model, version)
-        return _json_response(codec.model_metadata_to_json(meta))
+        return _json_response(metadata_json.model_metadata_to_json(meta))
 
     async def _config(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Model configuration (Triton's model_config as JSON)."""
@@ -491,7 +492,7 @@ class RestApp:
         req = await _parse_off_loop(_json_body, body)
         ready_only = bool(req.get("ready", False)) if isinstance(req, dict) else False
         index = self.dp.repository_index(ready_only=ready_only)
-        return _json_response(codec.repository_index_to_json(index))
+        return _json_response(metadata_json.repository_index_to_json(index))
 
     async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Load or reload a model (optional config and file overrides)."""

@@ -288,7 +288,7 @@ class SessionCore:
 
     def _local_url(self, protocol: str | None) -> str:
         assert self._server is not None
-        return f"grpc://{self._server.grpc_url}" if protocol == "grpc" else self._server.http_url
+        return self._server.grpc_url if protocol == "grpc" else self._server.http_url
 
     @classmethod
     def local(

@@ -6,11 +6,12 @@ take.
 An *engine* performs calls for one protocol and one face: :class:`SyncHttpEngine` (pycurl),
 :class:`AsyncHttpEngine` (aiohttp), :class:`SyncGrpcEngine` (grpcio), :class:`AsyncGrpcEngine`
 (grpc.aio). They are structural (``typing.Protocol``): the engines of
-:mod:`nbinfer.transports.http` / :mod:`nbinfer.transports.grpc` satisfy them without inheriting,
+:mod:`nbinfer.transports.curl_engine`, :mod:`nbinfer.transports.aiohttp_engine` and
+:mod:`nbinfer.transports.grpc` satisfy them without inheriting,
 and so does the offline :class:`nbinfer.testing.MockTransport`. A :class:`Transport` builds the
 engine a client needs; :class:`DefaultTransport` builds the real ones.
 
-Imports config, errors and the call types of :mod:`nbinfer.transports` only; the engine modules
+Imports config, errors and the call types of :mod:`nbinfer.protocol.calls` only; the engine modules
 (and with them pycurl, aiohttp, grpc) are imported lazily by :class:`DefaultTransport`. Never
 imports the client, the server or IPython.
 """
@@ -21,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from nbinfer.config import ClientConfig
-from nbinfer.transports import GrpcCall, HttpReply
+from nbinfer.protocol.calls import GrpcCall, HttpReply
 
 __all__ = [
     "AsyncEngine",
@@ -41,8 +42,9 @@ WireProtocol = Literal["http", "grpc"]
 class SyncHttpEngine(Protocol):
     """A blocking HTTP engine: one request in, one :class:`~nbinfer.transports.HttpReply` out.
 
-    ``request`` raises :mod:`nbinfer.errors` classes only (``ConnectError``, ``TimeoutError``,
-    ``TransportError``); statuses are the binding's business, not the engine's.
+    ``request`` raises :mod:`nbinfer.errors` classes only (``ConnectError``,
+    ``RequestTimeoutError``, ``TransportError``); statuses are the binding's business, not the
+    engine's.
     """
 
     def request(
@@ -156,9 +158,9 @@ class DefaultTransport:
     """The engines chosen by measurement: pycurl, aiohttp, grpcio and grpc.aio."""
 
     def engine(self, protocol: WireProtocol, url: str, config: ClientConfig) -> SyncEngine:
-        """A :class:`~nbinfer.transports.http.CurlEngine` or a gRPC channel engine."""
+        """A :class:`~nbinfer.transports.curl_engine.CurlEngine` or a gRPC channel engine."""
         if protocol == "http":
-            from nbinfer.transports.http import CurlEngine
+            from nbinfer.transports.curl_engine import CurlEngine
 
             http: SyncHttpEngine = CurlEngine(url, config)
             return http
@@ -168,9 +170,9 @@ class DefaultTransport:
         return grpc
 
     def async_engine(self, protocol: WireProtocol, url: str, config: ClientConfig) -> AsyncEngine:
-        """An :class:`~nbinfer.transports.http.AiohttpEngine` or a grpc.aio engine."""
+        """An :class:`~nbinfer.transports.aiohttp_engine.AiohttpEngine` or a grpc.aio engine."""
         if protocol == "http":
-            from nbinfer.transports.http import AiohttpEngine
+            from nbinfer.transports.aiohttp_engine import AiohttpEngine
 
             http: AsyncHttpEngine = AiohttpEngine(url, config)
             return http

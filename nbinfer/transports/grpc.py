@@ -1,53 +1,41 @@
-"""v2 gRPC: the message binding (no I/O) and two engines (grpcio sync, grpc.aio async).
+"""v2 gRPC engines (grpcio sync, grpc.aio async): I/O only.
 
 Method callables are built from nbinfer's own (private descriptor pool) message classes, so
 nbinfer, tritonclient and kserve can live in one process. Engines map ``grpc.RpcError`` onto
 :mod:`nbinfer.errors` with ``raise ... from exc``, keeping the server's message, the status and the
 request id.
 
-Messages, RPC paths and the lazy response reader are :mod:`nbinfer.protocol.grpc`'s (this module
-never touches the generated stubs); the binding only maps API calls onto RPCs. Imports the
-protocol layer, errors and config; never the client, session or server (grpcio only lazily).
+The engines perform the :class:`~nbinfer.protocol.calls.GrpcCall` objects that
+:class:`~nbinfer.protocol.grpc_binding.GrpcBinding` yields; messages, RPC paths and the lazy
+response reader are :mod:`nbinfer.protocol.grpc`'s (this module never touches the generated
+stubs). Imports the protocol layer, errors and config; never the client, session or server
+(grpcio only lazily).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import queue
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Literal, cast
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Literal
 
 from nbinfer.config import ClientConfig
 from nbinfer.errors import (
     ConnectError,
-    InferenceError,
     NbinferError,
-    TimeoutError,
+    RequestTimeoutError,
     TransportError,
-    UnsupportedError,
     error_for_grpc_code,
 )
 from nbinfer.protocol import grpc as pgrpc
-from nbinfer.protocol.dtypes import datatype_of
-from nbinfer.protocol.grpc_settings import (
-    log_settings_from_proto,
-    log_settings_to_proto,
-    trace_settings_from_proto,
-    trace_settings_to_proto,
-)
-from nbinfer.protocol.types import InferRequest, InferResponse, ModelMetadata, RepositoryModel
-from nbinfer.protocol.types import ServerMetadata as ServerMetadataT
-from nbinfer.transports import CallOptions, GrpcCall, Op
+from nbinfer.protocol.calls import GrpcCall, GrpcReply
 from nbinfer.transports.loops import PerLoop
 
 __all__ = [
     "AsyncGrpcEngine",
-    "GrpcBinding",
     "GrpcEngine",
-    "GrpcReply",
     "grpc_target",
     "map_rpc_error",
 ]
@@ -56,9 +44,6 @@ logger = logging.getLogger("nbinfer")
 
 #: Seconds the main thread waits at a time for its call (a signal wakes it sooner on POSIX).
 _SLICE = 0.05
-
-#: Request templates kept per binding (one per model / input signature).
-_TEMPLATES = 256
 
 _CONNECT_HINTS = (
     "failed to connect",
@@ -93,7 +78,7 @@ def map_rpc_error(exc: Any, target: str, request_id: str | None = None) -> Nbinf
     name = getattr(code, "name", "UNKNOWN")
     details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
     if name == "DEADLINE_EXCEEDED":
-        return TimeoutError(f"gRPC call to {target} timed out: {details}", url=target)
+        return RequestTimeoutError(f"gRPC call to {target} timed out: {details}", url=target)
     if name == "UNAVAILABLE" and any(h in details.lower() for h in _CONNECT_HINTS):
         return ConnectError(f"cannot connect to {target}: {details}", url=target)
     if name == "CANCELLED":
@@ -154,20 +139,6 @@ def _channel_parts(
     return creds, metadata, compression
 
 
-class GrpcReply:
-    """A ``ModelInfer`` reply and the response metadata that came with it.
-
-    Engines return it for ``ModelInfer`` only (the one call whose result shows headers); the
-    binding also takes a bare message, as :class:`nbinfer.testing.MockTransport` answers.
-    """
-
-    __slots__ = ("headers", "message")
-
-    def __init__(self, message: Any, headers: dict[str, str]) -> None:
-        self.message = message
-        self.headers = headers
-
-
 def _headers(*metadata: Any) -> dict[str, str]:
     """Initial then trailing metadata as one dict (lower-cased keys; ``-bin`` values latin-1)."""
     out: dict[str, str] = {}
@@ -175,12 +146,6 @@ def _headers(*metadata: Any) -> dict[str, str]:
         for key, value in part or ():
             out[key.lower()] = value if type(value) is str else bytes(value).decode("latin-1")
     return out
-
-
-def _unwrap(reply: Any) -> tuple[Any, dict[str, str]]:
-    if type(reply) is GrpcReply:
-        return reply.message, reply.headers
-    return reply, {}
 
 
 def _serialize(message: Any) -> bytes:
@@ -325,7 +290,7 @@ class GrpcEngine:
 
         Raises:
             ConnectError: The server could not be reached.
-            TimeoutError: The deadline passed.
+            RequestTimeoutError: The deadline passed.
             TransportError: The call was cancelled by :meth:`abort_in_flight` or the engine is
                 closed.
             ServerError: The server answered with an error status (most specific subclass).
@@ -509,226 +474,6 @@ class AsyncGrpcEngine:
         """Close the channels (idempotent): this loop's now, other running loops' in their loop."""
         self._closed = True
         await self._channels.aclose()
-
-
-# ---------------------------------------------------------------------------------------------
-# The v2 gRPC binding (no I/O)
-
-
-def _metadata(opts: CallOptions) -> tuple[tuple[str, str], ...]:
-    return tuple((k.lower(), str(v)) for k, v in opts.headers.items())
-
-
-class GrpcBinding:
-    """The v2 gRPC RPCs and messages, as ops (generators of :class:`GrpcCall`)."""
-
-    protocol = "grpc"
-
-    def __init__(self) -> None:
-        self._templates: dict[Any, pgrpc.RequestTemplate] = {}
-
-    def fast_infer_call(
-        self,
-        key: tuple[Any, ...],
-        arrays: list[Any],
-        request_id: str,
-        timeout: float | None,
-        retry: bool,
-        binary: bool | None = None,
-    ) -> GrpcCall | None:
-        """The ``ModelInfer`` call for plain arrays, serialized from a cached template.
-
-        The same contract as :meth:`nbinfer.transports.http.HttpBinding.fast_infer_call`
-        (``binary`` is HTTP's and ignored here); None when the inputs need the general path.
-        """
-        template = self._templates.get(key)
-        if template is None:
-            try:
-                specs = [
-                    (name, datatype_of(dtype), shape, math.prod(shape) * dtype.itemsize)
-                    for name, dtype, shape in key[3:]
-                ]
-            except NbinferError:
-                return None
-            template = pgrpc.RequestTemplate(key[0], key[1], specs, key[2])
-            if len(self._templates) >= _TEMPLATES:
-                self._templates.clear()
-            self._templates[key] = template
-        message = template.encode(arrays, request_id)
-        return GrpcCall("ModelInfer", message, (), timeout, retry, request_id or None)
-
-    @staticmethod
-    def fast_infer_reply(
-        model_name: str, reply: Any
-    ) -> tuple[pgrpc.ResponseReader, dict[str, str]]:
-        """Decode the reply to a :meth:`fast_infer_call` lazily, with its response metadata."""
-        message, headers = _unwrap(reply)
-        return pgrpc.ResponseReader(message), headers
-
-    def _call(self, rpc: str, message: Any, opts: CallOptions, *, idempotent: bool = True) -> Any:
-        return GrpcCall(
-            rpc, message, _metadata(opts), opts.timeout, idempotent, request_id=opts.request_id
-        )
-
-    def server_live(self, opts: CallOptions) -> Op[bool]:
-        """``ServerLive``."""
-        reply = yield self._call("ServerLive", pgrpc.request_message("ServerLive"), opts)
-        return bool(reply.live)
-
-    def server_ready(self, opts: CallOptions) -> Op[bool]:
-        """``ServerReady``."""
-        reply = yield self._call("ServerReady", pgrpc.request_message("ServerReady"), opts)
-        return bool(reply.ready)
-
-    def model_ready(self, name: str, version: str, opts: CallOptions) -> Op[bool]:
-        """``ModelReady``."""
-        msg = pgrpc.request_message("ModelReady", name=name, version=version)
-        reply = yield self._call("ModelReady", msg, opts)
-        return bool(reply.ready)
-
-    def server_metadata(self, opts: CallOptions) -> Op[ServerMetadataT]:
-        """``ServerMetadata``."""
-        reply = yield self._call("ServerMetadata", pgrpc.request_message("ServerMetadata"), opts)
-        return pgrpc.server_metadata_from_proto(reply)
-
-    def model_metadata(self, name: str, version: str, opts: CallOptions) -> Op[ModelMetadata]:
-        """``ModelMetadata``."""
-        msg = pgrpc.request_message("ModelMetadata", name=name, version=version)
-        reply = yield self._call("ModelMetadata", msg, opts)
-        return pgrpc.model_metadata_from_proto(reply)
-
-    def model_config(self, name: str, version: str, opts: CallOptions) -> Op[dict[str, Any]]:
-        """``ModelConfig`` (returned as Triton-shaped JSON)."""
-        msg = pgrpc.request_message("ModelConfig", name=name, version=version)
-        reply = yield self._call("ModelConfig", msg, opts)
-        return dict(pgrpc.config_proto_to_json(reply.config))
-
-    def infer(
-        self,
-        request: InferRequest,
-        opts: CallOptions,
-        *,
-        binary: bool | None = None,
-        retry: bool = False,
-    ) -> Op[tuple[pgrpc.ResponseReader, dict[str, str]]]:
-        """``ModelInfer`` with raw tensor contents; outputs are decoded on access."""
-        msg = pgrpc.request_to_proto(request, raw=True)
-        call = GrpcCall(
-            "ModelInfer", msg, _metadata(opts), opts.timeout, retry, request_id=request.id or None
-        )
-        message, headers = _unwrap((yield call))
-        return pgrpc.ResponseReader(message), headers
-
-    def stream_request(self, request: InferRequest) -> Any:
-        """The ``ModelInferRequest`` sent on a stream."""
-        return pgrpc.request_to_proto(request, raw=True)
-
-    def stream_reply(self, reply: Any) -> InferResponse:
-        """Decode one ``ModelStreamInferResponse``.
-
-        Raises:
-            InferenceError: The reply carries an error message.
-        """
-        if reply.error_message:
-            request_id = reply.infer_response.id if reply.HasField("infer_response") else None
-            raise InferenceError(reply.error_message, request_id=request_id or None)
-        return pgrpc.response_from_proto(reply.infer_response)
-
-    def repository_index(self, ready_only: bool, opts: CallOptions) -> Op[list[RepositoryModel]]:
-        """``RepositoryIndex``."""
-        msg = pgrpc.request_message("RepositoryIndex", ready=ready_only)
-        reply = yield self._call("RepositoryIndex", msg, opts)
-        return list(pgrpc.repository_index_from_proto(reply))
-
-    def load_model(
-        self,
-        name: str,
-        config: str | None,
-        files: Mapping[str, bytes] | None,
-        opts: CallOptions,
-    ) -> Op[None]:
-        """``RepositoryModelLoad`` with an optional config and file overrides."""
-        msg = pgrpc.load_request_to_proto(name, config=config, files=files)
-        yield self._call("RepositoryModelLoad", msg, opts, idempotent=False)
-        return None
-
-    def unload_model(self, name: str, unload_dependents: bool, opts: CallOptions) -> Op[None]:
-        """``RepositoryModelUnload``."""
-        msg = pgrpc.request_message("RepositoryModelUnload", model_name=name)
-        pgrpc.params_to_proto({"unload_dependents": unload_dependents}, cast(Any, msg).parameters)
-        yield self._call("RepositoryModelUnload", msg, opts, idempotent=False)
-        return None
-
-    def statistics(self, name: str, version: str, opts: CallOptions) -> Op[dict[str, Any]]:
-        """``ModelStatistics`` (returned as Triton-shaped JSON)."""
-        msg = pgrpc.request_message("ModelStatistics", name=name, version=version)
-        reply = yield self._call("ModelStatistics", msg, opts)
-        return dict(pgrpc.statistics_proto_to_json(reply))
-
-    def trace_settings(
-        self, name: str, settings: Mapping[str, Any] | None, opts: CallOptions
-    ) -> Op[dict[str, Any]]:
-        """``TraceSetting`` (get when ``settings`` is None)."""
-        msg: Any = pgrpc.request_message("TraceSetting", model_name=name)
-        trace_settings_to_proto(settings or {}, msg.settings)
-        reply = yield self._call("TraceSetting", msg, opts, idempotent=settings is None)
-        return trace_settings_from_proto(reply.settings)
-
-    def log_settings(
-        self, settings: Mapping[str, Any] | None, opts: CallOptions
-    ) -> Op[dict[str, Any]]:
-        """``LogSettings`` (get when ``settings`` is None)."""
-        msg: Any = pgrpc.request_message("LogSettings")
-        log_settings_to_proto(settings or {}, msg.settings)
-        reply = yield self._call("LogSettings", msg, opts, idempotent=settings is None)
-        return log_settings_from_proto(reply.settings)
-
-    def shm_status(self, kind: str, name: str, opts: CallOptions) -> Op[list[dict[str, Any]]]:
-        """``{System,Cuda}SharedMemoryStatus`` as a list of region dicts."""
-        rpc = "SystemSharedMemoryStatus" if kind == "system" else "CudaSharedMemoryStatus"
-        msg = pgrpc.request_message(rpc, name=name)
-        reply = yield self._call(rpc, msg, opts)
-        return pgrpc.shm_status_from_proto(kind, reply)
-
-    def shm_register(
-        self, kind: str, name: str, body: Mapping[str, Any], opts: CallOptions
-    ) -> Op[None]:
-        """``{System,Cuda}SharedMemoryRegister``."""
-        rpc = "SystemSharedMemoryRegister" if kind == "system" else "CudaSharedMemoryRegister"
-        msg = pgrpc.request_message(rpc, name=name, **dict(body))
-        yield self._call(rpc, msg, opts, idempotent=False)
-        return None
-
-    def shm_unregister(self, kind: str, name: str, opts: CallOptions) -> Op[None]:
-        """``{System,Cuda}SharedMemoryUnregister`` (empty name: all regions)."""
-        rpc = "SystemSharedMemoryUnregister" if kind == "system" else "CudaSharedMemoryUnregister"
-        msg = pgrpc.request_message(rpc, name=name)
-        yield self._call(rpc, msg, opts, idempotent=False)
-        return None
-
-    def model_list(self, opts: CallOptions) -> Op[list[str]]:
-        """KServe's model list is REST only (``GET v2/models``).
-
-        Raises:
-            UnsupportedError: always.
-        """
-        raise UnsupportedError(
-            "the v2 gRPC protocol has no model list besides the repository index "
-            "(KServe lists its models over REST: GET v2/models)",
-            extension="model_repository",
-        )
-        yield  # pragma: no cover - makes this a generator
-
-    def v1_call(self, name: str, verb: str, instances: Any, opts: CallOptions) -> Op[Any]:
-        """KServe v1 has no gRPC binding.
-
-        Raises:
-            NbinferError: always.
-        """
-        raise NbinferError(
-            f"KServe v1 {verb} is REST only; use an http:// client for model {name!r}"
-        )
-        yield  # pragma: no cover - makes this a generator
 
 
 async def aiter_replies(call: Any) -> AsyncIterator[Any]:

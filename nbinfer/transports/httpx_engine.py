@@ -4,9 +4,10 @@ KServe's Python SDK (``InferenceRESTClient`` + ``RESTConfig``) is built on httpx
 configure transports, auth flows, proxies, event hooks and TLS as httpx objects. These engines
 let them keep those: :class:`HttpxEngine` (sync, over ``httpx.Client``) and
 :class:`AsyncHttpxEngine` (asyncio, over ``httpx.AsyncClient``) satisfy the same seam as
-:class:`~nbinfer.transports.http.CurlEngine` / :class:`~nbinfer.transports.http.AiohttpEngine`
-(``request(method, path, body, headers) -> HttpReply``, only :mod:`nbinfer.errors` raised), and
-:class:`HttpxTransport` builds them for ``Client(http_engine="httpx", httpx_client=...)``.
+:class:`~nbinfer.transports.curl_engine.CurlEngine` /
+:class:`~nbinfer.transports.aiohttp_engine.AiohttpEngine` (``request(method, path, body,
+headers) -> HttpReply``, only :mod:`nbinfer.errors` raised), and :class:`HttpxTransport` builds
+them for ``Client(http_engine="httpx", httpx_client=...)``.
 
 Ownership: a client the user passes in is used as given (its transport, auth, headers, proxies,
 ``verify``, event hooks) and never closed here: its owner closes it. A client an engine creates
@@ -28,10 +29,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from nbinfer.config import ClientConfig
-from nbinfer.errors import ConnectError, InvalidInputError, TimeoutError, TransportError
+from nbinfer.errors import ConnectError, InvalidInputError, RequestTimeoutError, TransportError
 from nbinfer.transports import HttpReply
 from nbinfer.transports.base import AsyncEngine, SyncEngine
-from nbinfer.transports.http import _compress, _default_headers, _ssl_context, base_url
+from nbinfer.transports.http_common import base_url, compress, default_headers, ssl_context
 from nbinfer.transports.loops import PerLoop
 
 if TYPE_CHECKING:
@@ -64,9 +65,9 @@ def _client_options(httpx: Any, url: str, config: ClientConfig) -> dict[str, Any
         )
     keepalive = config.keepalive_seconds or 15.0
     return {
-        "headers": _default_headers(config),
+        "headers": default_headers(config),
         "timeout": _timeout(httpx, config, None),
-        "verify": _ssl_context(config),
+        "verify": ssl_context(config),
         # TLS: h2 by ALPN; cleartext h2 only by prior knowledge (as the curl engine does)
         "http2": config.http2,
         "http1": not (config.http2 and not url.startswith("https://")),
@@ -88,7 +89,7 @@ class _Requests:
         # user-agent, and gets nbinfer's config headers / auth with each request.
         self._headers: dict[str, str] = {}
         if not owned:
-            self._headers = {k: v for k, v in _default_headers(config).items() if k != "user-agent"}
+            self._headers = {k: v for k, v in default_headers(config).items() if k != "user-agent"}
 
     @property
     def url(self) -> str:
@@ -102,14 +103,14 @@ class _Requests:
         if self._closed:
             raise TransportError("the client is closed")
         merged = {**self._headers, **headers}
-        body = _compress(body, merged, self._config)
+        body = compress(body, merged, self._config)
         return self._base + path, body, merged, _timeout(self._httpx, self._config, timeout)
 
     def _error(self, exc: Exception, url: str) -> TransportError:
         """The :mod:`nbinfer.errors` class for an httpx failure."""
         hx = self._httpx
         if isinstance(exc, hx.TimeoutException):
-            return TimeoutError(f"request to {url} timed out: {exc!r}", url=url)
+            return RequestTimeoutError(f"request to {url} timed out: {exc!r}", url=url)
         if isinstance(exc, (hx.ConnectError, hx.ProxyError)):
             return ConnectError(f"cannot connect to {url}: {exc}", url=url)
         if isinstance(exc, RuntimeError):  # httpx: the client is closed, or its loop is
@@ -165,7 +166,7 @@ class HttpxEngine(_Requests):
 
         Raises:
             ConnectError: The server could not be reached (refused, DNS, TLS handshake, proxy).
-            TimeoutError: A connect, read, write or pool timeout passed.
+            RequestTimeoutError: A connect, read, write or pool timeout passed.
             TransportError: Any other transfer failure, or the engine is closed.
         """
         url, body, merged, limits = self._prepare(path, body, headers, timeout)

@@ -24,13 +24,12 @@ def server() -> Iterator[LocalServer]:
 
 
 def _grpc_url(server: LocalServer) -> str:
-    address = server.grpc_url
-    return address if "://" in address else "grpc://" + address
+    return server.grpc_url
 
 
 @pytest.fixture
 def grpc_url(server: LocalServer) -> str:
-    """The server's gRPC address as a ``grpc://`` URL (LocalServer reports a bare host:port)."""
+    """The server's gRPC endpoint as a ``grpc://`` URL."""
     return _grpc_url(server)
 
 

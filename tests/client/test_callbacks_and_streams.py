@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nbinfer.client import Client
-from nbinfer.errors import InvalidInputError, NbinferError, TimeoutError
+from nbinfer.errors import InvalidInputError, NbinferError, RequestTimeoutError
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.model import InferContext, Model
 
@@ -53,8 +53,7 @@ def served() -> Iterator[LocalServer]:
 
 @pytest.fixture
 def grpc(served: LocalServer) -> str:
-    address = served.grpc_url
-    return address if "://" in address else "grpc://" + address
+    return served.grpc_url
 
 
 class Replies:
@@ -138,7 +137,7 @@ def test_start_stream_timeout_fires(grpc: str) -> None:
         assert callback.done.wait(10)
         elapsed = time.monotonic() - t0
         client.stop_stream()
-    assert isinstance(callback.got[0][1], TimeoutError)
+    assert isinstance(callback.got[0][1], RequestTimeoutError)
     assert elapsed < 2.5  # the deadline, not the model's three seconds
 
 
@@ -173,5 +172,5 @@ def test_sync_stream_infer_takes_requests_like_the_async_face(grpc: str) -> None
 def test_sync_stream_infer_of_requests_raises_its_deadline(grpc: str) -> None:
     with Client(grpc) as client:
         requests = [client.build_request("sleeper", X)]
-        with pytest.raises(TimeoutError):
+        with pytest.raises(RequestTimeoutError):
             list(client.stream_infer(requests, timeout=0.5))

@@ -19,8 +19,8 @@ from nbinfer.errors import (
     ModelNotFoundError,
     NbinferError,
     RemoteInvalidInputError,
+    RequestTimeoutError,
     ServerUnavailableError,
-    TimeoutError,
     TransportError,
 )
 from nbinfer.protocol.types import ClassificationResult, InferInput, RequestedOutput
@@ -231,7 +231,7 @@ def test_closed_port_raises_connect_error(scheme: str, closed_port: int) -> None
         with pytest.raises(ConnectError) as info:
             client.is_server_live()
     assert time.monotonic() - started < 4
-    assert not isinstance(info.value, TimeoutError)
+    assert not isinstance(info.value, RequestTimeoutError)
     assert info.value.__cause__ is not None
 
 
@@ -239,7 +239,7 @@ def test_closed_port_raises_connect_error(scheme: str, closed_port: int) -> None
 def test_silent_server_raises_timeout_error(scheme: str, silent_port: int) -> None:
     with Client(f"{scheme}://127.0.0.1:{silent_port}", retries=0) as client:
         started = time.monotonic()
-        with pytest.raises(TimeoutError):
+        with pytest.raises(RequestTimeoutError):
             client.infer("add_sub", add_sub_inputs(9), timeout=0.5)
     assert time.monotonic() - started < 4
 
@@ -526,7 +526,7 @@ def test_async_client_transport_errors(scheme: str, closed_port: int, silent_por
             with pytest.raises(ConnectError):
                 await client.is_server_live()
         async with AsyncClient(f"{scheme}://127.0.0.1:{silent_port}", retries=0) as client:
-            with pytest.raises(TimeoutError):
+            with pytest.raises(RequestTimeoutError):
                 await client.infer("add_sub", add_sub_inputs(1), timeout=0.5)
 
     asyncio.run(main())

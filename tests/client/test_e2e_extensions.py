@@ -32,12 +32,12 @@ def server() -> Iterator[LocalServer]:
 
 @pytest.fixture
 def grpc_url(server: LocalServer) -> str:
-    return "grpc://" + server.grpc_url
+    return server.grpc_url
 
 
 @pytest.fixture(params=["http", "grpc"])
 def url(request: pytest.FixtureRequest, server: LocalServer) -> str:
-    return server.http_url if request.param == "http" else "grpc://" + server.grpc_url
+    return server.http_url if request.param == "http" else server.grpc_url
 
 
 def _pair(i: int) -> dict[str, np.ndarray[Any, Any]]:

@@ -20,7 +20,7 @@ from nbinfer.errors import (
     ConnectError,
     InvalidInputError,
     ModelNotFoundError,
-    TimeoutError,
+    RequestTimeoutError,
     UnauthenticatedError,
 )
 from nbinfer.server.launcher import LocalServer
@@ -95,7 +95,7 @@ def test_a_timeout_from_the_users_transport_is_timeout_error(server: LocalServer
 
     with httpx.Client(transport=httpx.MockTransport(slow)) as user:
         client = nbinfer.Client(server.http_url, httpx_client=user, retries=0)
-        with pytest.raises(TimeoutError) as info:
+        with pytest.raises(RequestTimeoutError) as info:
             client.get_server_metadata()
         assert isinstance(info.value.__cause__, httpx.ReadTimeout)
 

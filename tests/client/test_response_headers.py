@@ -50,7 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
 def url(request: pytest.FixtureRequest, server: LocalServer) -> str:
     if request.param == "http":
         return server.http_url
-    return server.grpc_url if "://" in server.grpc_url else "grpc://" + server.grpc_url
+    return server.grpc_url
 
 
 X = {"X": np.arange(3, dtype=np.float32)}

@@ -16,7 +16,7 @@ from nbinfer.errors import (
     InvalidInputError,
     ModelNotFoundError,
     NbinferError,
-    TimeoutError,
+    RequestTimeoutError,
     TransportError,
 )
 from nbinfer.testing import MockTransport, Request, Response
@@ -87,8 +87,8 @@ def test_async_client_with_an_async_handler() -> None:
     ("raised", "expected"),
     [
         (ConnectionRefusedError("refused"), ConnectError),
-        (TimeoutError("slow", url="x"), TimeoutError),
-        (__import__("builtins").TimeoutError("slow"), TimeoutError),
+        (RequestTimeoutError("slow", url="x"), RequestTimeoutError),
+        (__import__("builtins").TimeoutError("slow"), RequestTimeoutError),
         (InferenceError("model broke", status=500), InferenceError),
         (ValueError("bug in the handler"), TransportError),
     ],

@@ -43,7 +43,7 @@ def _run(program: Path, server: LocalServer) -> subprocess.CompletedProcess[str]
             "--rest-url",
             server.http_url,
             "--grpc-url",
-            server.grpc_url.split("://")[-1],
+            server.grpc_address,
         ],
         capture_output=True,
         text=True,

@@ -70,7 +70,7 @@ PROGRAMS = {
 
 
 def _url(server: LocalServer, kind: str) -> str:
-    url = server.http_url if kind == "http" else server.grpc_url
+    url = server.http_url if kind == "http" else server.grpc_address
     return url.split("://", 1)[-1]  # tritonclient programs take host:port
 
 

@@ -178,7 +178,7 @@ def test_small_frame_matches_reference_and_keeps_string_index(session: Session) 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_chunked_frame_is_reassembled_in_order_and_aligned(session: Session, protocol: str) -> None:
     assert session.server is not None
-    url = session.server.http_url if protocol == "http" else f"grpc://{session.server.grpc_url}"
+    url = session.server.http_url if protocol == "http" else session.server.grpc_url
     frame = iris_frame(1003, seed=1)
     with Session(url, token=session.token) as remote:
         out = remote.infer("iris", frame, batch_size=7, concurrency=5, progress=False)

@@ -126,7 +126,7 @@ def test_library_frames_are_nbinfer_and_installed_code_reached_from_it() -> None
         _frame("/tmp/ipykernel_1/2345.py", "<module>"),  # a notebook cell
         _frame(f"{PACKAGE}/session/core.py", "call"),
         _frame(asyncio_file, "run_until_complete"),  # reached from nbinfer: library
-        _frame(f"{PACKAGE}/transports/http.py", "send"),
+        _frame(f"{PACKAGE}/transports/curl_engine.py", "request"),
         _frame("/home/me/models.py", "predict"),  # user code nbinfer called back
         _frame(f"{PACKAGE}/server/model.py", "check"),
     ]
@@ -265,7 +265,7 @@ def test_shell_shows_the_users_line_then_the_card_with_library_frames_folded(
     [card] = outputs
     assert "<summary>Library frames" in card["text/html"] and "What to try" in card["text/html"]
     assert f"{PACKAGE}/session/core.py" in card["text/plain"]  # every frame in the text
-    assert f"{PACKAGE}/transports/" in card["text/plain"]
+    assert f"{PACKAGE}/protocol/http_binding.py" in card["text/plain"]  # where the 404 is read
     assert "session.model('irs')" in card["text/plain"]
 
 

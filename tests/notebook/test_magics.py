@@ -115,7 +115,7 @@ def test_connect_with_token_reaches_an_authenticated_server() -> None:
     with nbinfer.LocalServer(demo=True, device="cpu", auth_token="s3cret") as server:
         session = own.nbinfer(f"connect {server.http_url} --token s3cret")
         assert session.server is None and "iris" in set(session.models["name"])
-        grpc = own.nbinfer(f"connect grpc://{server.grpc_url} --grpc --token s3cret")
+        grpc = own.nbinfer(f"connect {server.grpc_url} --grpc --token s3cret")
         assert grpc.protocol == "grpc" and session._closed  # connecting again closes the old one
         assert own.session is grpc
         own.nbinfer("stop")

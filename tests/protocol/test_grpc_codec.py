@@ -17,8 +17,6 @@ from nbinfer.protocol.grpc import (
     RPCS,
     SERVICE_NAME,
     ResponseReader,
-    config_json_to_proto,
-    config_proto_to_json,
     load_request_from_proto,
     load_request_to_proto,
     method_path,
@@ -36,6 +34,10 @@ from nbinfer.protocol.grpc import (
     response_to_proto,
     server_metadata_from_proto,
     server_metadata_to_proto,
+)
+from nbinfer.protocol.grpc_json import (
+    config_json_to_proto,
+    config_proto_to_json,
     statistics_json_to_proto,
     statistics_proto_to_json,
 )

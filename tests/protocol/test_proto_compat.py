@@ -15,13 +15,13 @@ from google.protobuf.message import Message
 
 from nbinfer.protocol._generated import grpc_service_pb2, model_config_pb2
 from nbinfer.protocol.grpc import (
-    config_json_to_proto,
     pb,
     request_from_proto,
     request_to_proto,
     response_from_proto,
     response_to_proto,
 )
+from nbinfer.protocol.grpc_json import config_json_to_proto
 from nbinfer.protocol.types import InferInput, InferOutput, InferRequest, InferResponse
 
 tc_service = pytest.importorskip("tritonclient.grpc.service_pb2")
@@ -95,6 +95,7 @@ def test_messages_live_in_a_private_pool_not_the_default_one() -> None:
 _NBINFER_IMPORTS = """
 import nbinfer
 import nbinfer.protocol.grpc as g
+from nbinfer.protocol.grpc_json import config_json_to_proto
 from nbinfer.protocol.types import InferInput, InferRequest
 """
 

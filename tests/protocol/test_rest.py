@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from nbinfer.errors import DataTypeError, InvalidInputError
-from nbinfer.protocol import jsonvalues, rest
+from nbinfer.protocol import jsonvalues, rest, rest_metadata
 from nbinfer.protocol.dtypes import DATATYPES, bfloat16, numpy_dtype
 from nbinfer.protocol.types import (
     InferInput,
@@ -371,7 +371,10 @@ def test_error_bodies() -> None:
 
 def test_metadata_json_round_trips() -> None:
     server = ServerMetadata("nbinfer", "0.1", ["binary_tensor_data", "classification"])
-    assert rest.server_metadata_from_json(rest.server_metadata_to_json(server)) == server
+    assert (
+        rest_metadata.server_metadata_from_json(rest_metadata.server_metadata_to_json(server))
+        == server
+    )
     model = ModelMetadata(
         "m",
         versions=["1", "2"],
@@ -380,8 +383,8 @@ def test_metadata_json_round_trips() -> None:
         outputs=[TensorSpec("y", "BYTES", [-1], {"labels": "l.txt"})],
     )
     assert (
-        rest.model_metadata_from_json(
-            orjson.loads(jsonvalues.dumps(rest.model_metadata_to_json(model)))
+        rest_metadata.model_metadata_from_json(
+            orjson.loads(jsonvalues.dumps(rest_metadata.model_metadata_to_json(model)))
         )
         == model
     )
@@ -389,13 +392,13 @@ def test_metadata_json_round_trips() -> None:
         RepositoryModel("a", "1", "READY"),
         RepositoryModel("b", state="UNAVAILABLE", reason="unloaded"),
     ]
-    as_json = rest.repository_index_to_json(index)
+    as_json = rest_metadata.repository_index_to_json(index)
     assert as_json[1] == {"name": "b", "state": "UNAVAILABLE", "reason": "unloaded"}
-    assert rest.repository_index_from_json(as_json) == index
+    assert rest_metadata.repository_index_from_json(as_json) == index
     with pytest.raises(InvalidInputError, match="missing field 'name'"):
-        rest.model_metadata_from_json({"inputs": []})
+        rest_metadata.model_metadata_from_json({"inputs": []})
     with pytest.raises(InvalidInputError, match="must be a list"):
-        rest.repository_index_from_json({})
+        rest_metadata.repository_index_from_json({})
 
 
 @pytest.mark.parametrize("datatype", DATATYPES)

@@ -116,7 +116,7 @@ def server(repository: Path) -> Iterator[LocalServer]:
 @pytest.fixture(scope="module")
 def assert_healthy(server: LocalServer) -> Iterator[Callable[[], None]]:
     """A check that the server is ready and infers correctly over HTTP and gRPC."""
-    clients = [Client(server.http_url), Client(f"grpc://{server.grpc_url}")]
+    clients = [Client(server.http_url), Client(server.grpc_url)]
     a = np.arange(16, dtype=np.float32).reshape(1, 16)
     b = np.ones((1, 16), np.float32)
 

@@ -79,7 +79,7 @@ def test_every_attack_at_once_does_no_harm_and_honest_clients_stay_fast() -> Non
                 sys.executable,
                 str(Path(__file__).with_name("attackers.py")),
                 server.http_url,
-                server.grpc_url,
+                server.grpc_address,
                 str(WINDOW),
                 *([os.environ["NBINFER_ATTACKS"]] if "NBINFER_ATTACKS" in os.environ else []),
             ],
@@ -90,7 +90,7 @@ def test_every_attack_at_once_does_no_harm_and_honest_clients_stay_fast() -> Non
         )
         assert attackers.stdout is not None
         assert attackers.stdout.readline().strip() == "ATTACKING", attackers.stderr
-        urls = {"http": server.http_url, "grpc": f"grpc://{server.grpc_url}"}
+        urls = {"http": server.http_url, "grpc": server.grpc_url}
         honest = [
             threading.Thread(target=_honest, args=(urls[p], stop, results[p], errors)) for p in urls
         ]

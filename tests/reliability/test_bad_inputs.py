@@ -113,7 +113,7 @@ def send_grpc(channel: grpc.Channel, case: dict[str, Any]) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def channel(server: LocalServer) -> Iterator[grpc.Channel]:
-    with grpc.insecure_channel(server.grpc_url.removeprefix("grpc://")) as chan:
+    with grpc.insecure_channel(server.grpc_address) as chan:
         yield chan
 
 

@@ -30,7 +30,7 @@ from nbinfer.errors import (
     InferenceError,
     ModelNotReadyError,
     NbinferError,
-    TimeoutError,
+    RequestTimeoutError,
     TransportError,
 )
 from nbinfer.server.launcher import LocalServer
@@ -92,7 +92,7 @@ def test_raising_model_is_an_error_on_both_transports_and_the_server_serves_on(
     server: LocalServer, assert_healthy: Callable[[], None]
 ) -> None:
     """A model raises: 500 / INTERNAL with the model's message; the next requests are served."""
-    for url in (server.http_url, f"grpc://{server.grpc_url}"):
+    for url in (server.http_url, server.grpc_url):
         with Client(url) as client, pytest.raises(InferenceError, match="fails on purpose"):
             client.infer("raising", {"X": np.ones(2, np.float32)})
     assert_healthy()
@@ -101,10 +101,10 @@ def test_raising_model_is_an_error_on_both_transports_and_the_server_serves_on(
 def test_hanging_model_times_the_client_out_and_other_models_are_served(
     server: LocalServer, assert_healthy: Callable[[], None]
 ) -> None:
-    """A model hangs: the client's `timeout` raises `nbinfer.TimeoutError`; other models are
+    """A model hangs: the client's `timeout` raises `nbinfer.RequestTimeoutError`; other models are
     served meanwhile.
     """
-    with Client(server.http_url) as client, pytest.raises(TimeoutError):
+    with Client(server.http_url) as client, pytest.raises(RequestTimeoutError):
         client.infer("hanging", {"X": np.array([3.0], np.float32)}, timeout=0.5)
     assert_healthy()
 
@@ -168,7 +168,7 @@ def test_unload_with_requests_in_flight_lets_them_finish_and_refuses_new_ones(
     answers and the unload waits for them; a request sent while it waits and one sent after it
     raise `ModelNotReadyError` (`UNLOADING`, then `unloaded`); a reload serves again.
     """
-    url = own_server.http_url if transport == "http" else f"grpc://{own_server.grpc_url}"
+    url = own_server.http_url if transport == "http" else own_server.grpc_url
     with Client(url) as client:
         x = np.array([1.5], np.float32)
         calls = [_InFlight(lambda: client.infer("hanging", {"X": x})) for _ in range(8)]

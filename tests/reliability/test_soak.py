@@ -45,7 +45,7 @@ def _worker(
     urls = {
         "http-json": (server.http_url, False),
         "http-binary": (server.http_url, True),
-        "grpc": (f"grpc://{server.grpc_url}", None),
+        "grpc": (server.grpc_url, None),
     }
     clients = {kind: Client(url, binary=binary) for kind, (url, binary) in urls.items()}
     try:

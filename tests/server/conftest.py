@@ -190,3 +190,8 @@ def http_host(server: LocalServer) -> str:
 @pytest.fixture(scope="module")
 def grpc_url(server: LocalServer) -> str:
     return server.grpc_url
+
+
+@pytest.fixture(scope="module")
+def grpc_address(server: LocalServer) -> str:
+    return server.grpc_address

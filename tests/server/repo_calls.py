@@ -39,7 +39,7 @@ def http(
 def grpc_call(server: LocalServer, rpc: str, request: Any) -> tuple[grpc.StatusCode, str]:
     """One gRPC call; returns (code, details)."""
     reply_type = getattr(pb, type(request).__name__.replace("Request", "Response"))
-    with grpc.insecure_channel(server.grpc_url) as channel:
+    with grpc.insecure_channel(server.grpc_address) as channel:
         call = channel.unary_unary(
             _SERVICE + rpc,
             request_serializer=type(request).SerializeToString,
@@ -139,7 +139,7 @@ def answers_add_sub(server: LocalServer) -> list[str]:
 
     for who, mod, url in (
         ("tritonclient http", httpclient, server.http_url.removeprefix("http://")),
-        ("tritonclient grpc", grpcclient, server.grpc_url),
+        ("tritonclient grpc", grpcclient, server.grpc_address),
     ):
         client: Any = mod.InferenceServerClient(url)
         inputs = [
@@ -153,7 +153,7 @@ def answers_add_sub(server: LocalServer) -> list[str]:
         client.close()
     for who, url in (
         ("nbinfer http", server.http_url),
-        ("nbinfer grpc", "grpc://" + server.grpc_url),
+        ("nbinfer grpc", server.grpc_url),
     ):
         with Client(url) as nb:
             res = nb.infer("add_sub", {"INPUT0": a, "INPUT1": b})

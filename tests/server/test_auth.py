@@ -79,7 +79,7 @@ def test_http_with_the_token_is_served(server: LocalServer) -> None:
 
 def test_liveness_stays_open_without_a_token(server: LocalServer) -> None:
     assert httpx.get(server.http_url + "/v2/health/live").status_code == 200
-    c = tg.InferenceServerClient(server.grpc_url)
+    c = tg.InferenceServerClient(server.grpc_address)
     try:
         assert c.is_server_live()
     finally:
@@ -98,7 +98,7 @@ def _grpc_inputs() -> list[tg.InferInput]:
 
 
 def test_grpc_without_the_token_is_unauthenticated(server: LocalServer) -> None:
-    c = tg.InferenceServerClient(server.grpc_url)
+    c = tg.InferenceServerClient(server.grpc_address)
     try:
         for call in (
             lambda: c.is_server_ready(),
@@ -114,7 +114,7 @@ def test_grpc_without_the_token_is_unauthenticated(server: LocalServer) -> None:
 
 
 def test_grpc_with_the_token_is_served(server: LocalServer) -> None:
-    c = tg.InferenceServerClient(server.grpc_url)
+    c = tg.InferenceServerClient(server.grpc_address)
     headers = {"authorization": f"Bearer {TOKEN}"}
     try:
         assert c.is_server_ready(headers=headers)
@@ -125,7 +125,7 @@ def test_grpc_with_the_token_is_served(server: LocalServer) -> None:
 
 
 def test_grpc_stream_needs_the_token(server: LocalServer) -> None:
-    with grpc.insecure_channel(server.grpc_url) as channel:
+    with grpc.insecure_channel(server.grpc_address) as channel:
         from nbinfer.protocol.grpc import pb
 
         call = channel.stream_stream(
@@ -152,7 +152,7 @@ def test_grpc_stream_needs_the_token(server: LocalServer) -> None:
 def test_nbinfer_client_with_auth_or_handed_the_token_is_served_and_a_wrong_one_refused(
     server: LocalServer, protocol: str
 ) -> None:
-    url = server.http_url if protocol == "http" else "grpc://" + server.grpc_url
+    url = server.http_url if protocol == "http" else server.grpc_url
     x = {"INPUT0": np.ones((1, 16), np.float32), "INPUT1": np.ones((1, 16), np.float32)}
     with Client(url, auth=TOKEN) as client:
         np.testing.assert_array_equal(client.infer("add_sub", x)["OUTPUT1"], np.zeros((1, 16)))

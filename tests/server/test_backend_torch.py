@@ -189,7 +189,7 @@ def test_server_process_serves_torchscript_from_a_triton_repository(tmp_path: Pa
         LocalServer(
             model_repository=tmp_path / "repo", demo=False, device="cpu", auth_token=None
         ) as server,
-        grpcclient.InferenceServerClient(server.grpc_url) as c,
+        grpcclient.InferenceServerClient(server.grpc_address) as c,
     ):
         inp = grpcclient.InferInput("INPUT__0", [2, 4], "FP32")
         inp.set_data_from_numpy(x)

@@ -471,7 +471,7 @@ def test_server_process_serves_an_unmodified_triton_python_repository(triton_rep
             inputs[1].set_data_from_numpy(b)
             result = c.infer("add_sub_py", inputs)
             np.testing.assert_allclose(result.as_numpy("OUTPUT0"), (a + b) * 2)
-        with grpcclient.InferenceServerClient(server.grpc_url) as g:
+        with grpcclient.InferenceServerClient(server.grpc_address) as g:
             text = grpcclient.InferInput("TEXT", [1], "BYTES")
             text.set_data_from_numpy(np.array([b"abc"], dtype=object))
             assert list(g.infer("upper_py", [text]).as_numpy("UPPER")) == [b"ABC"]

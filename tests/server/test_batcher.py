@@ -297,7 +297,7 @@ def test_statistics_count_executions_batch_sizes_and_per_request_queue_time() ->
 
 
 def test_statistics_fit_the_grpc_schema_and_config_shows_dynamic_batching() -> None:
-    from nbinfer.protocol.grpc import config_json_to_proto, statistics_json_to_proto
+    from nbinfer.protocol.grpc_json import config_json_to_proto, statistics_json_to_proto
 
     m = Recorder(
         dynamic_batching={
@@ -400,7 +400,7 @@ class Mlp(Model):
 def test_config_pbtxt_queue_policies_and_priorities_are_served_in_triton_json(
     tmp_path: Path,
 ) -> None:
-    from nbinfer.protocol.grpc import config_json_to_proto
+    from nbinfer.protocol.grpc_json import config_json_to_proto
 
     model_dir = tmp_path / "prio"
     (model_dir / "1").mkdir(parents=True)
@@ -766,7 +766,7 @@ dynamic_batching {
             full = http.post(url, json=body)
             assert full.status_code == 503
             assert "queue of model 'slow' is full" in full.json()["error"]
-            grpc_client = tg.InferenceServerClient(server.grpc_url)
+            grpc_client = tg.InferenceServerClient(server.grpc_address)
             inp = tg.InferInput("X", [1, 2], "FP32")
             inp.set_data_from_numpy(np.ones((1, 2), np.float32))
             with pytest.raises(InferenceServerException) as info:

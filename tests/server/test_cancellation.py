@@ -199,7 +199,7 @@ def _abandon_http(server: LocalServer, model: str, seconds: float, n: int, after
 def _grpc_infer(
     server: LocalServer, model: str, seconds: float, timeout: float | None = None
 ) -> Any:
-    client = tg.InferenceServerClient(server.grpc_url)
+    client = tg.InferenceServerClient(server.grpc_address)
     try:
         x = tg.InferInput("X", [1], "FP32")
         x.set_data_from_numpy(np.array([seconds], np.float32))
@@ -287,7 +287,7 @@ def test_a_sync_model_that_cannot_be_interrupted_frees_its_worker_within_a_secon
     assert grpc_stats.response_stats["0"].cancel.count == cancel + 1
     assert grpc_stats.inference_stats.fail.count == fail
     # the Session's statistics (and their notebook table) show the cancelled column
-    url = server.http_url if protocol == "http" else f"grpc://{server.grpc_url}"
+    url = server.http_url if protocol == "http" else server.grpc_url
     with nbinfer.Session(url, token=server.auth_token) as session:
         frame = session.model("stamp").stats()
         assert frame.loc[0, "cancel"] == cancel + 1
@@ -296,7 +296,7 @@ def test_a_sync_model_that_cannot_be_interrupted_frees_its_worker_within_a_secon
 
 def _grpc_stats(server: LocalServer, model: str) -> Any:
     """The model's statistics as gRPC sends them (Triton's schema: response_stats["0"].cancel)."""
-    client = tg.InferenceServerClient(server.grpc_url)
+    client = tg.InferenceServerClient(server.grpc_address)
     try:
         return client.get_inference_statistics(model, headers=_headers(server)).model_stats[0]
     finally:

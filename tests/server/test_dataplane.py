@@ -598,7 +598,7 @@ def test_unload_and_reload_of_an_in_memory_model_calls_its_hooks() -> None:
 
 
 def test_config_and_statistics_json_fit_the_grpc_schema(dp: DataPlane) -> None:
-    from nbinfer.protocol.grpc import config_json_to_proto, statistics_json_to_proto
+    from nbinfer.protocol.grpc_json import config_json_to_proto, statistics_json_to_proto
 
     run(dp.infer(add_sub_request(f32(1, 16), f32(1, 16))))
     for row in dp.repository_index(ready_only=True):

@@ -44,8 +44,8 @@ def http(http_url: str) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def gclient(grpc_url: str) -> Iterator[Any]:
-    c = tg.InferenceServerClient(grpc_url)
+def gclient(grpc_address: str) -> Iterator[Any]:
+    c = tg.InferenceServerClient(grpc_address)
     yield c
     assert c.is_server_ready()
     c.close()
@@ -304,7 +304,7 @@ def test_unloaded_model_is_not_ready(http: httpx.Client) -> None:
 def test_inference_on_an_unloaded_model_is_model_not_ready(
     server: LocalServer, protocol: str
 ) -> None:
-    url = server.http_url if protocol == "http" else f"grpc://{server.grpc_url}"
+    url = server.http_url if protocol == "http" else server.grpc_url
     x = np.ones((1, 1), np.int16)
     with Client(url) as client:
         client.unload_model("identity_int16")
@@ -339,7 +339,7 @@ class LoadRaises(Model):
 def test_a_model_whose_load_raises_is_a_load_error_with_its_own_text(
     server: LocalServer, protocol: str
 ) -> None:
-    url = server.http_url if protocol == "http" else f"grpc://{server.grpc_url}"
+    url = server.http_url if protocol == "http" else server.grpc_url
     with Client(url) as client:
         with pytest.raises(ModelLoadError) as info:
             client.load_model("load_raises", files={"1/model.py": _LOAD_RAISES.encode()})
@@ -356,12 +356,12 @@ def test_loading_an_unknown_model_is_an_error_naming_it(http: httpx.Client) -> N
     assert "never_heard_of" in r.json()["error"]
 
 
-def test_grpc_stream_error_is_inline_and_stream_continues(grpc_url: str) -> None:
+def test_grpc_stream_error_is_inline_and_stream_continues(grpc_address: str) -> None:
     good = pb.ModelInferRequest(model_name="echo", id="ok")
     t = good.inputs.add(name="INPUT0", datatype="BYTES", shape=[1, 1])
     t.contents.bytes_contents.append(b"x")
     bad = pb.ModelInferRequest(model_name="no_such_model", id="bad")
-    with grpc.insecure_channel(grpc_url) as channel:
+    with grpc.insecure_channel(grpc_address) as channel:
         call = channel.stream_stream(
             "/inference.GRPCInferenceService/ModelStreamInfer",
             request_serializer=pb.ModelInferRequest.SerializeToString,
@@ -373,8 +373,8 @@ def test_grpc_stream_error_is_inline_and_stream_continues(grpc_url: str) -> None
     assert replies[2].infer_response.id == "ok"
 
 
-def test_unknown_grpc_method_is_unimplemented(grpc_url: str) -> None:
-    with grpc.insecure_channel(grpc_url) as channel:
+def test_unknown_grpc_method_is_unimplemented(grpc_address: str) -> None:
+    with grpc.insecure_channel(grpc_address) as channel:
         call = channel.unary_unary("/inference.GRPCInferenceService/NoSuchRpc")
         with pytest.raises(grpc.RpcError) as info:
             call(b"", timeout=5)
@@ -440,7 +440,7 @@ def test_gzip_bomb_above_the_limit_is_413(small_server: LocalServer) -> None:
 
 
 def test_grpc_message_above_the_limit_is_resource_exhausted(small_server: LocalServer) -> None:
-    c = tg.InferenceServerClient(small_server.grpc_url)
+    c = tg.InferenceServerClient(small_server.grpc_address)
     try:
         arr = np.zeros((1, LIMIT), dtype=np.float32)  # 4 MiB > 1 MiB
         inp = tg.InferInput("INPUT0", [1, LIMIT], "FP32")

@@ -23,8 +23,8 @@ def identity_name(datatype: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def client(grpc_url: str) -> Any:
-    c = tg.InferenceServerClient(grpc_url)
+def client(grpc_address: str) -> Any:
+    c = tg.InferenceServerClient(grpc_address)
     yield c
     c.close()
 
@@ -134,7 +134,7 @@ def test_every_datatype_round_trips(client: Any, datatype: str) -> None:
 
 
 @pytest.mark.parametrize("datatype", ["INT32", "FP32", "BOOL", "BYTES", "UINT64", "FP64"])
-def test_typed_contents_requests_are_accepted(grpc_url: str, datatype: str) -> None:
+def test_typed_contents_requests_are_accepted(grpc_address: str, datatype: str) -> None:
     """Requests that carry tensors in the typed ``contents`` fields (not raw) work too."""
     arr = _sample(datatype, (2, 3))
     req = pb.ModelInferRequest(model_name=identity_name(datatype))
@@ -148,7 +148,7 @@ def test_typed_contents_requests_are_accepted(grpc_url: str, datatype: str) -> N
         "FP64": "fp64_contents",
     }[datatype]
     getattr(tensor.contents, field).extend(arr.reshape(-1).tolist())
-    with grpc.insecure_channel(grpc_url) as channel:
+    with grpc.insecure_channel(grpc_address) as channel:
         call = channel.unary_unary(
             "/inference.GRPCInferenceService/ModelInfer",
             request_serializer=pb.ModelInferRequest.SerializeToString,
@@ -200,13 +200,13 @@ def test_versions_are_addressable(client: Any) -> None:
     )
 
 
-def test_repository_index_unload_load_while_serving(client: Any, grpc_url: str) -> None:
+def test_repository_index_unload_load_while_serving(client: Any, grpc_address: str) -> None:
     stop = threading.Event()
     errors: list[BaseException] = []
     served: list[int] = []
 
     def background() -> None:
-        c = tg.InferenceServerClient(grpc_url)
+        c = tg.InferenceServerClient(grpc_address)
         try:
             while not stop.is_set():
                 ins, a, b = _add_sub_inputs()
@@ -281,7 +281,7 @@ def test_large_message_above_grpc_default_4mib_is_accepted(client: Any) -> None:
     np.testing.assert_array_equal(out, arr)
 
 
-def test_stream_carries_large_tensors_and_names_a_large_bad_request(grpc_url: str) -> None:
+def test_stream_carries_large_tensors_and_names_a_large_bad_request(grpc_address: str) -> None:
     # Large stream requests are parsed without copying their tensors; an error still names
     # the request it answers.
     arr = np.random.default_rng(1).random((1, 3_000_000), dtype=np.float32)  # 12 MB
@@ -289,7 +289,7 @@ def test_stream_carries_large_tensors_and_names_a_large_bad_request(grpc_url: st
     good = RequestTemplate(model, "", [("INPUT0", "FP32", arr.shape, arr.nbytes)])
     bad = RequestTemplate(model, "", [("INPUT0", "FP32", (1, 3_000_001), arr.nbytes)])
     size = [("grpc.max_receive_message_length", 1 << 26)]
-    with grpc.insecure_channel(grpc_url, options=size) as channel:
+    with grpc.insecure_channel(grpc_address, options=size) as channel:
         call = channel.stream_stream(RPCS["ModelStreamInfer"].path)
         wire = list(call(iter([good.encode([arr], "big"), bad.encode([arr], "bad")])))
     replies = [pb.ModelStreamInferResponse.FromString(data) for data in wire]

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import nbinfer
 from nbinfer.errors import ServerStartError
 from nbinfer.server.launcher import LocalServer, parse_ready_line
 
@@ -61,7 +62,11 @@ def test_start_is_ready_stop_is_idempotent_and_logs_are_readable() -> None:
         pid = server.pid
         assert pid is not None
         assert server.http_url.startswith("http://127.0.0.1:")
-        assert server.grpc_url.startswith("127.0.0.1:")
+        assert server.grpc_address.startswith("127.0.0.1:")
+        assert server.grpc_url == "grpc://" + server.grpc_address
+        for url, protocol in ((server.grpc_url, None), (server.grpc_address, "grpc")):
+            with nbinfer.Client(url, protocol=protocol) as client:  # gRPC, not HTTP/0.9
+                assert client.protocol == "grpc" and client.is_server_ready()
         assert server.startup_seconds is not None and server.startup_seconds < 30
         # a token by default: required on readiness, sent by whoever is given server.auth_token
         assert server.auth_token is not None

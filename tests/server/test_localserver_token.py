@@ -107,15 +107,15 @@ def test_nbinfer_clients_in_this_process_need_no_token(
         (server.http_url + "/", None),
         (f"localhost:{http_port}", None),
         (f"http://localhost:{http_port}", None),
-        (f"grpc://{server.grpc_url}", None),
+        (server.grpc_url, None),
         (f"grpc://localhost:{grpc_port}", None),
-        (server.grpc_url, "grpc"),
+        (server.grpc_address, "grpc"),  # host:port with protocol="grpc"
     ):
         with Client(url, protocol=protocol) as client:
             _add_sub_ok(client)
 
     async def both() -> list[float]:
-        async with AsyncClient(server.http_url) as a, AsyncClient(f"grpc://{server.grpc_url}") as g:
+        async with AsyncClient(server.http_url) as a, AsyncClient(server.grpc_url) as g:
             x = await a.infer("add_sub", ROWS)
             y = await g.infer("add_sub", ROWS)
             return [float(x.as_numpy("OUTPUT1")[0][0]), float(y.as_numpy("OUTPUT1")[0][0])]
@@ -131,7 +131,7 @@ def test_the_compat_faces_in_this_process_need_no_token(
 ) -> None:
     monkeypatch.delenv("NBINFER_TOKEN", raising=False)
     http_hostport = server.http_url.split("://", 1)[1]
-    for module, url in ((thttp, http_hostport), (tgrpc, server.grpc_url)):
+    for module, url in ((thttp, http_hostport), (tgrpc, server.grpc_address)):
         triton = module.InferenceServerClient(url=url)
         try:
             inputs = [
@@ -179,7 +179,7 @@ def test_nbinfer_connect_needs_no_token(server: LocalServer) -> None:
 def test_credentials_in_another_header_travel_with_the_token(server: LocalServer) -> None:
     """An API-key style ``HeaderAuth`` is not an Authorization: the server's token goes along."""
     config = nbinfer.ClientConfig(auth=nbinfer.HeaderAuth("x-team", "vision"))
-    for url in (server.http_url, f"grpc://{server.grpc_url}"):
+    for url in (server.http_url, server.grpc_url):
         with Client(url, config=config) as client:
             _add_sub_ok(client)
             assert client.config.auth == nbinfer.HeaderAuth("x-team", "vision")
@@ -192,7 +192,7 @@ def test_explicit_credentials_win_over_the_registry(
 ) -> None:
     """A client given its own credentials sends those: a wrong token is refused."""
     monkeypatch.delenv("NBINFER_TOKEN", raising=False)
-    for url in (server.http_url, f"grpc://{server.grpc_url}"):
+    for url in (server.http_url, server.grpc_url):
         with Client(url, auth="not-the-token") as client, pytest.raises(UnauthenticatedError):
             client.infer("add_sub", ROWS)
         with (
@@ -218,6 +218,7 @@ def test_the_registry_matches_only_this_servers_exact_loopback_addresses(
         f"LOCALHOST:{http_port}/",
         f"grpc://127.0.0.1:{grpc_port}",
         server.grpc_url,
+        server.grpc_address,
     ):
         assert local_server_token(url) == token, url
     for url in (

@@ -207,7 +207,7 @@ def test_gzip_request_within_the_limit_is_served(server: LocalServer) -> None:
 # -- parameters ----------------------------------------------------------------------------------
 def _raw_infer(server: LocalServer, message: bytes, timeout: float = 60) -> Any:
     with grpc.insecure_channel(
-        server.grpc_url, options=[("grpc.max_send_message_length", 64 * MiB)]
+        server.grpc_address, options=[("grpc.max_send_message_length", 64 * MiB)]
     ) as channel:
         call = channel.unary_unary(f"/{SERVICE_NAME}/ModelInfer")
         return call(message, timeout=timeout)
@@ -314,7 +314,7 @@ def test_open_sequences_are_capped_and_the_open_ones_keep_working(server: LocalS
         message = refused[0].json()["error"]
         assert "50" in message and "--max-sequences" in message
         # gRPC: RESOURCE_EXHAUSTED
-        grpc_client = tg.InferenceServerClient(server.grpc_url)
+        grpc_client = tg.InferenceServerClient(server.grpc_address)
         try:
             tensor = tg.InferInput("INPUT", [1], "INT32")
             tensor.set_data_from_numpy(np.array([1], np.int32))
@@ -392,7 +392,7 @@ def test_concurrent_large_bodies_are_bounded_by_the_inflight_cap(server: LocalSe
             assert b"--max-inflight-bytes" in body and str(40 * MiB).encode() in body
         # another client's small request is answered meanwhile, on both transports
         _add_sub_ok(server)
-        client = tg.InferenceServerClient(server.grpc_url)
+        client = tg.InferenceServerClient(server.grpc_address)
         try:
             inputs = [tg.InferInput(n, [1, 16], "FP32") for n in ("INPUT0", "INPUT1")]
             for tensor in inputs:

@@ -102,7 +102,7 @@ def test_replacing_add_sub_with_an_upload_is_refused_and_every_client_stays_righ
     for config_only in (http_load(server, "add_sub", config=ONNX_CONFIG),):
         assert config_only[0] == 403, config_only
     assert answers_add_sub(server) == []
-    for url in (server.http_url, "grpc://" + server.grpc_url):  # typed on both transports
+    for url in (server.http_url, server.grpc_url):  # typed on both transports
         with Client(url) as client, pytest.raises(PermissionDeniedError, match="add_sub"):
             client.load_model("add_sub", config=ONNX_CONFIG, files=ATTACK)
 
@@ -202,7 +202,7 @@ def test_none_mode_refuses_every_load_and_unload_naming_model_mode_and_flag() ->
         assert http_unload(locked, "no_such_model")[0] == 403  # nothing learnt about names
         assert answers_add_sub(locked) == []
         assert _state(locked, "iris") == "READY"
-        client = Client("grpc://" + locked.grpc_url)
+        client = Client(locked.grpc_url)
         with client, pytest.raises(PermissionDeniedError, match="--model-control-mode none"):
             client.unload_model("iris")
 

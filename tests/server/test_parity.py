@@ -88,10 +88,6 @@ def model_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo
 
 
-def _grpc(url: str) -> str:
-    return "grpc://" + url.removeprefix("grpc://")
-
-
 @pytest.fixture(scope="module")
 def http(http_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=http_url, timeout=30) as client:
@@ -109,14 +105,16 @@ def test_health_answers_carry_json_bodies_as_kserve_sends_them(http: httpx.Clien
     assert ready.json() == {"name": "add_sub_t", "ready": True}
 
 
-def test_tritonclient_health_checks_accept_the_json_bodies(http_url: str, grpc_url: str) -> None:
+def test_tritonclient_health_checks_accept_the_json_bodies(
+    http_url: str, grpc_address: str
+) -> None:
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
 
     client = httpclient.InferenceServerClient(http_url.removeprefix("http://"))
     assert client.is_server_live() and client.is_server_ready()
     assert client.is_model_ready("add_sub_t")
-    gclient = grpcclient.InferenceServerClient(grpc_url.removeprefix("grpc://"))
+    gclient = grpcclient.InferenceServerClient(grpc_address)
     assert gclient.is_server_live() and gclient.is_server_ready()
 
 
@@ -177,7 +175,7 @@ def test_metrics_use_tritons_names_and_count_successes_and_failures(
 def test_trace_settings_answer_off_and_refuse_tracing_with_501(
     protocol: str, http_url: str, grpc_url: str
 ) -> None:
-    with Client(http_url if protocol == "http" else _grpc(grpc_url)) as client:
+    with Client(http_url if protocol == "http" else grpc_url) as client:
         assert client.get_trace_settings()["trace_level"] == ["OFF"]
         assert client.get_trace_settings(model_name="add_sub_t")["trace_level"] == ["OFF"]
         assert client.update_trace_settings(settings={"trace_level": ["OFF"]})["trace_level"] == [
@@ -189,7 +187,7 @@ def test_trace_settings_answer_off_and_refuse_tracing_with_501(
 
 
 def test_log_settings_are_one_state_on_both_protocols(http_url: str, grpc_url: str) -> None:
-    with Client(http_url) as hclient, Client(_grpc(grpc_url)) as gclient:
+    with Client(http_url) as hclient, Client(grpc_url) as gclient:
         start = hclient.get_log_settings()
         assert start == gclient.get_log_settings()
         assert {"log_info", "log_warning", "log_error", "log_verbose_level"} <= set(start)
@@ -201,14 +199,14 @@ def test_log_settings_are_one_state_on_both_protocols(http_url: str, grpc_url: s
         assert hclient.get_log_settings()["log_verbose_level"] == 0
 
 
-def test_tritonclient_reads_trace_and_log_settings(http_url: str, grpc_url: str) -> None:
+def test_tritonclient_reads_trace_and_log_settings(http_url: str, grpc_address: str) -> None:
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
 
     hclient = httpclient.InferenceServerClient(http_url.removeprefix("http://"))
     assert hclient.get_trace_settings()["trace_level"] == ["OFF"]
     assert "log_info" in hclient.get_log_settings()
-    gclient = grpcclient.InferenceServerClient(grpc_url.removeprefix("grpc://"))
+    gclient = grpcclient.InferenceServerClient(grpc_address)
     trace = gclient.get_trace_settings(as_json=True)
     assert trace["settings"]["trace_level"]["value"] == ["OFF"]
     assert "log_info" in gclient.get_log_settings(as_json=True)["settings"]
@@ -301,11 +299,11 @@ def test_element_sizes_that_do_not_match_the_shape_are_400(http: httpx.Client) -
     assert "INPUT0" in reply.json()["error"]
 
 
-def test_grpc_unprefixed_single_element_raw_bytes(grpc_url: str) -> None:
+def test_grpc_unprefixed_single_element_raw_bytes(grpc_address: str) -> None:
     import tritonclient.grpc as grpcclient
     from tritonclient.grpc import service_pb2
 
-    client = grpcclient.InferenceServerClient(grpc_url.removeprefix("grpc://"))
+    client = grpcclient.InferenceServerClient(grpc_address)
     request = service_pb2.ModelInferRequest(model_name="identity_bytes")
     tensor = request.inputs.add(name="INPUT0", datatype="BYTES")
     tensor.shape.extend([1, 1])
@@ -345,10 +343,10 @@ def test_v1_predict_hooks_see_headers_too(http: httpx.Client) -> None:
     assert reply.headers["x-served-for"] == "bob"
 
 
-def test_grpc_metadata_reaches_hooks_and_response_headers_come_back(grpc_url: str) -> None:
+def test_grpc_metadata_reaches_hooks_and_response_headers_come_back(grpc_address: str) -> None:
     import tritonclient.grpc as grpcclient
 
-    client = grpcclient.InferenceServerClient(grpc_url.removeprefix("grpc://"))
+    client = grpcclient.InferenceServerClient(grpc_address)
     inp = grpcclient.InferInput("X", [1], "FP32")
     inp.set_data_from_numpy(np.ones(1, dtype=np.float32))
     result = client.infer("header_echo", [inp], headers={"x-user": "grace"})
@@ -366,11 +364,11 @@ def test_grpc_metadata_reaches_hooks_and_response_headers_come_back(grpc_url: st
 # -- Triton decoupled Python models -------------------------------------------------------------
 
 
-def test_triton_decoupled_python_model_streams_with_final_flags(grpc_url: str) -> None:
+def test_triton_decoupled_python_model_streams_with_final_flags(grpc_address: str) -> None:
     import tritonclient.grpc as grpcclient
 
     got: queue.Queue[object] = queue.Queue()
-    client = grpcclient.InferenceServerClient(grpc_url.removeprefix("grpc://"))
+    client = grpcclient.InferenceServerClient(grpc_address)
     client.start_stream(callback=lambda result, error: got.put(error or result))
     try:
         inp = grpcclient.InferInput("IN", [3], "INT32")

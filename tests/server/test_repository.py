@@ -131,7 +131,8 @@ def test_pbtxt_parses_a_triton_config_into_triton_json() -> None:
 def test_pbtxt_parse_agrees_with_protobufs_own_text_format_parser() -> None:
     from google.protobuf import text_format
 
-    from nbinfer.protocol.grpc import config_json_to_proto, pb
+    from nbinfer.protocol.grpc import pb
+    from nbinfer.protocol.grpc_json import config_json_to_proto
 
     reference = text_format.Parse(DENSENET_PBTXT, pb.ModelConfig())
     assert config_json_to_proto(parse_pbtxt(DENSENET_PBTXT)) == reference

@@ -96,7 +96,7 @@ def _add_sub(
 def _grpc_add_sub(
     server: LocalServer, shape0: list[int], shape1: list[int], **parameters: Any
 ) -> Any:
-    client = tg.InferenceServerClient(server.grpc_url)
+    client = tg.InferenceServerClient(server.grpc_address)
     try:
         inputs = [tg.InferInput("INPUT0", shape0, "FP32"), tg.InferInput("INPUT1", shape1, "FP32")]
         inputs[0].set_data_from_numpy(np.ones(shape0, np.float32))
@@ -289,7 +289,7 @@ def test_malformed_timeout_parameter_is_invalid_argument_over_grpc(server: Local
         tensor.contents.fp32_contents.extend([1.0] * 16)
     request.parameters["timeout"].string_param = "abc"
     metadata = tuple((k.lower(), v) for k, v in _headers(server).items())
-    with grpc.insecure_channel(server.grpc_url) as channel:
+    with grpc.insecure_channel(server.grpc_address) as channel:
         call = channel.unary_unary(
             f"/{SERVICE_NAME}/ModelInfer", request_serializer=pb.ModelInferRequest.SerializeToString
         )
@@ -301,7 +301,7 @@ def test_malformed_timeout_parameter_is_invalid_argument_over_grpc(server: Local
 
 def test_garbage_protobuf_on_model_infer_is_invalid_argument(server: LocalServer) -> None:
     metadata = tuple((k.lower(), v) for k, v in _headers(server).items())
-    with grpc.insecure_channel(server.grpc_url) as channel:
+    with grpc.insecure_channel(server.grpc_address) as channel:
         call = channel.unary_unary(f"/{SERVICE_NAME}/ModelInfer")
         with pytest.raises(grpc.RpcError) as info:
             call(b"\xff\xff\xff\xff garbage", metadata=metadata, timeout=10)

@@ -90,7 +90,7 @@ class Env:
             req.parameters[key].bytes_param = content
         if config is not None:
             req.parameters["config"].string_param = config
-        with grpc.insecure_channel(self.server.grpc_url) as channel:
+        with grpc.insecure_channel(self.server.grpc_address) as channel:
             call = channel.unary_unary(
                 "/inference.GRPCInferenceService/RepositoryModelLoad",
                 request_serializer=pb.RepositoryModelLoadRequest.SerializeToString,

@@ -104,14 +104,14 @@ def client(request: pytest.FixtureRequest, server: LocalServer) -> Iterator[Any]
     if request.param == "http":
         c: Any = th.InferenceServerClient(server.http_url.removeprefix("http://"))
     else:
-        c = tg.InferenceServerClient(server.grpc_url)
+        c = tg.InferenceServerClient(server.grpc_address)
     yield c
     c.close()
 
 
 @pytest.fixture
 def grpc_client(server: LocalServer) -> Iterator[tg.InferenceServerClient]:
-    c = tg.InferenceServerClient(server.grpc_url)
+    c = tg.InferenceServerClient(server.grpc_address)
     yield c
     c.close()
 

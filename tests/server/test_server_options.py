@@ -181,7 +181,7 @@ def test_access_log_writes_one_line_per_grpc_call_with_peer_method_code_latency_
     import tritonclient.grpc as tg
     from tritonclient.utils import InferenceServerException
 
-    client = tg.InferenceServerClient(server.grpc_url)
+    client = tg.InferenceServerClient(server.grpc_address)
     try:
         x = tg.InferInput("INPUT0", [1, 16], "FP32")
         x.set_data_from_numpy(np.ones((1, 16), np.float32))
@@ -215,7 +215,7 @@ def test_access_log_is_off_by_default(repository: Path) -> None:
         with httpx.Client(base_url=srv.http_url) as http:
             for _ in range(3):
                 assert http.get("/v2/health/ready").status_code == 200
-        client = tg.InferenceServerClient(srv.grpc_url)
+        client = tg.InferenceServerClient(srv.grpc_address)
         try:
             for _ in range(3):
                 assert client.is_server_ready()

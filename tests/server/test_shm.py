@@ -68,7 +68,7 @@ class _Authed:
 
 
 def _grpc_client(server: LocalServer) -> Any:
-    return _Authed(tg.InferenceServerClient(server.grpc_url), server)
+    return _Authed(tg.InferenceServerClient(server.grpc_address), server)
 
 
 @pytest.fixture(params=["http", "grpc"])

@@ -209,7 +209,7 @@ def test_another_user_cannot_read_or_overwrite_a_victims_object_through_the_serv
     shm.set_shared_memory_region(handle, [a, b])
     before = (SHM / key[1:]).read_bytes()
     args = {"uid": NOBODY, "http": server.http_url.removeprefix("http://")}
-    report = _run_as_nobody(_DEPUTY, {**args, "grpc": server.grpc_url, "key": key})
+    report = _run_as_nobody(_DEPUTY, {**args, "grpc": server.grpc_address, "key": key})
     assert report["direct"] == "EACCES", report  # the object is the victim's alone
     for proto in ("http", "grpc"):
         r = report[proto]
@@ -268,7 +268,7 @@ print(json.dumps(report))
 @as_root
 def test_another_user_registers_and_uses_objects_it_owns(server: LocalServer) -> None:
     args = {"uid": NOBODY, "http": server.http_url.removeprefix("http://")}
-    report = _run_as_nobody(_OWN_OBJECT, {**args, "grpc": server.grpc_url})
+    report = _run_as_nobody(_OWN_OBJECT, {**args, "grpc": server.grpc_address})
     a = np.arange(16, dtype=np.float32)
     for proto in ("http", "grpc"):
         np.testing.assert_array_equal(report[proto][0][0], a * 4)
@@ -330,7 +330,7 @@ def test_a_caller_of_unknown_uid_is_refused_unless_the_operator_allows_it(
         host=str(address), demo=True, device="cpu", auth_token=token, allow_remote_shm=allow
     ) as srv:
         http = th.InferenceServerClient(srv.http_url.removeprefix("http://"))
-        grpc = tg.InferenceServerClient(srv.grpc_url)
+        grpc = tg.InferenceServerClient(srv.grpc_address)
         try:
             for client in (http, grpc):
                 if not allow:
@@ -397,7 +397,11 @@ print(json.dumps(report))
 def test_another_user_scanning_dev_shm_cannot_open_or_register_a_pools_objects(
     server: LocalServer,
 ) -> None:
-    args = {"uid": NOBODY, "http": server.http_url.removeprefix("http://"), "grpc": server.grpc_url}
+    args = {
+        "uid": NOBODY,
+        "http": server.http_url.removeprefix("http://"),
+        "grpc": server.grpc_address,
+    }
     args |= {"seconds": 60, "want": 40}
     child = subprocess.Popen(
         [sys.executable, "-c", _PRELUDE + _SCANNER, json.dumps(args)],
@@ -476,7 +480,7 @@ def test_regions_are_capped_per_caller_and_in_all_with_429_naming_the_flag(
     limits = {"max_shm_regions": 6, "max_shm_regions_per_caller": 4}
     _, key = regions(4096)
     with LocalServer(demo=True, device="cpu", limits=limits, auth_token=None) as srv:
-        http, grpc = _http(srv), tg.InferenceServerClient(srv.grpc_url)
+        http, grpc = _http(srv), tg.InferenceServerClient(srv.grpc_address)
         try:
             for i in range(4):
                 (http if i % 2 else grpc).register_system_shared_memory(f"r{i}", key, 4096)
@@ -487,7 +491,7 @@ def test_regions_are_capped_per_caller_and_in_all_with_429_naming_the_flag(
                 grpc.register_system_shared_memory("r4", key, 4096)
             assert str(e.value.status()) == "StatusCode.RESOURCE_EXHAUSTED"
             # nbinfer's clients raise the typed error on both transports
-            for url in (srv.http_url, f"grpc://{srv.grpc_url}"):
+            for url in (srv.http_url, srv.grpc_url):
                 with nbinfer.Client(url, shared_memory=False) as client:
                     with pytest.raises(LimitExceededError) as err:
                         client.register_system_shared_memory("r4", key, 4096)
@@ -496,7 +500,7 @@ def test_regions_are_capped_per_caller_and_in_all_with_429_naming_the_flag(
             assert len(http.get_system_shared_memory_status()) == 4
             # another user has its own share, within the server's total of 6
             args = {"uid": NOBODY, "http": srv.http_url.removeprefix("http://")}
-            report = _run_as_nobody(_CAPPED, {**args, "grpc": srv.grpc_url})
+            report = _run_as_nobody(_CAPPED, {**args, "grpc": srv.grpc_address})
             first, second, third = report["answers"]
             assert first.get("ok") and second.get("ok"), report
             assert third["status"] == "429" and "--max-shm-regions)" in third["error"], report
@@ -547,7 +551,7 @@ def test_registering_one_object_a_thousand_times_at_ulimit_1024_exhausts_nothing
                 last = str(exc)
         assert answers == {200: 64, 429: 936}, answers
         assert "--max-shm-regions-per-caller" in last
-        grpc_attacker = tg.InferenceServerClient(srv.grpc_url)
+        grpc_attacker = tg.InferenceServerClient(srv.grpc_address)
         with pytest.raises(InferenceServerException, match="per caller"):
             grpc_attacker.register_system_shared_memory("g", key, 4096)  # the same uid
         grpc_attacker.close()
@@ -557,7 +561,7 @@ def test_registering_one_object_a_thousand_times_at_ulimit_1024_exhausts_nothing
         # copies the model to a temporary directory
         a = np.arange(16, dtype=np.float32).reshape(1, 16)
         for _ in range(20):
-            for url in (srv.http_url, f"grpc://{srv.grpc_url}"):
+            for url in (srv.http_url, srv.grpc_url):
                 with nbinfer.Client(url) as client:
                     out = client.infer("add_sub", {"INPUT0": a, "INPUT1": a})
                     np.testing.assert_array_equal(out["OUTPUT0"], a + a)
@@ -638,7 +642,7 @@ def test_a_pool_at_the_servers_cap_sends_the_rest_in_the_request(scheme: str) ->
     rng = np.random.default_rng(1)
     a, b = (rng.standard_normal((2, 16)).astype(np.float32) for _ in range(2))
     with LocalServer(demo=True, device="cpu", limits=limits, auth_token=None) as srv:
-        url = srv.http_url if scheme == "http" else f"grpc://{srv.grpc_url}"
+        url = srv.http_url if scheme == "http" else srv.grpc_url
         with nbinfer.Client(url, shared_memory=True) as client:
             for _ in range(3):
                 out = client.infer("add_sub", {"INPUT0": a, "INPUT1": b})

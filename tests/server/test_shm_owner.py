@@ -150,7 +150,7 @@ def test_a_region_is_usable_from_every_connection_of_the_same_user(
     out_handle, out_key = regions("out", 2 * SIZE)
     shm.set_shared_memory_region(in_handle, [a, b])
     registrar = th.InferenceServerClient(server.http_url.removeprefix("http://"))
-    by_grpc = tg.InferenceServerClient(server.grpc_url)
+    by_grpc = tg.InferenceServerClient(server.grpc_address)
     try:
         registrar.register_system_shared_memory("same_in", in_key, 2 * SIZE)
         by_grpc.register_system_shared_memory("same_out", out_key, 2 * SIZE)
@@ -176,7 +176,7 @@ def _run_as_other_user(server: LocalServer, in_region: str, out_region: str) -> 
     args = {
         "uid": NOBODY,
         "http": server.http_url.removeprefix("http://"),
-        "grpc": server.grpc_url,
+        "grpc": server.grpc_address,
         "in": in_region,
         "out": out_region,
     }

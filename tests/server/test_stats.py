@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbinfer.protocol.grpc import statistics_json_to_proto, statistics_proto_to_json
+from nbinfer.protocol.grpc_json import statistics_json_to_proto, statistics_proto_to_json
 from nbinfer.server.stats import ModelStats
 
 tc_service = pytest.importorskip("tritonclient.grpc.service_pb2")

@@ -60,7 +60,7 @@ def test_too_many_files_in_one_load_is_413_naming_the_limit(
     code, details = grpc_load(server, "many", files)
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, details
     assert "--max-upload-files" in details
-    client = Client("grpc://" + server.grpc_url)
+    client = Client(server.grpc_url)
     with client, pytest.raises(PayloadTooLargeError, match="--max-upload-files"):
         client.load_model("many", files=files)
     assert _copies(temp) == []
@@ -96,7 +96,7 @@ def test_one_model_more_than_the_cap_is_429_and_changes_nothing(
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, details
     with Client(server.http_url) as client, pytest.raises(LimitExceededError, match="max-models"):
         client.load_model("extra3", config=ONNX_CONFIG, files=files)
-    grpc_client = Client("grpc://" + server.grpc_url)
+    grpc_client = Client(server.grpc_url)
     with grpc_client, pytest.raises(LimitExceededError, match="max-models"):
         grpc_client.load_model("extra3", config=ONNX_CONFIG, files=files)
     assert len(_copies(temp)) == copies

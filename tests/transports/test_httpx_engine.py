@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from nbinfer.config import BearerAuth, ClientConfig, Timeouts
-from nbinfer.errors import ConnectError, InvalidInputError, TimeoutError, TransportError
+from nbinfer.errors import ConnectError, InvalidInputError, RequestTimeoutError, TransportError
 from nbinfer.server.launcher import LocalServer
 from nbinfer.transports import HttpCall, HttpReply
 from nbinfer.transports.httpx_engine import (
@@ -118,7 +118,7 @@ def test_refused_connection_is_connect_error_from_httpx(closed_port: int) -> Non
 def test_a_silent_server_is_timeout_error(silent_port: int) -> None:  # noqa: F811
     engine = HttpxEngine(f"http://127.0.0.1:{silent_port}", ClientConfig())
     try:
-        with pytest.raises(TimeoutError) as info:
+        with pytest.raises(RequestTimeoutError) as info:
             _send(engine, HttpCall("GET", "v2/health/live", timeout=0.3))
         assert isinstance(info.value.__cause__, httpx.TimeoutException)
     finally:
@@ -275,7 +275,7 @@ def test_async_errors_map_onto_nbinfer_errors(closed_port: int) -> None:  # noqa
             await refused.aclose()
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as user:
             slow = AsyncHttpxEngine("http://h:1", ClientConfig(), user)
-            with pytest.raises(TimeoutError) as timed:
+            with pytest.raises(RequestTimeoutError) as timed:
                 await _asend(slow, HttpCall("GET", "v2"))
             assert isinstance(timed.value.__cause__, httpx.ReadTimeout)
 

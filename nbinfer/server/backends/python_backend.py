@@ -22,6 +22,7 @@ from typing import Any
 
 import nbinfer.server.backends.triton_utils as pb_utils
 from nbinfer.errors import InferenceError, InvalidInputError
+from nbinfer.protocol.dtypes import triton_type
 from nbinfer.server.backends.scripts import SysPath, import_script
 from nbinfer.server.model import InferContext, Model
 from nbinfer.server.model_config import config_tensor_defs
@@ -146,9 +147,7 @@ class TritonPythonBackendModel(Model):
                 entry.update(
                     {
                         "name": d.name,
-                        "data_type": "TYPE_STRING"
-                        if d.datatype == "BYTES"
-                        else f"TYPE_{d.datatype}",
+                        "data_type": triton_type(d.datatype),
                         "dims": list(d.dims),
                     }
                 )

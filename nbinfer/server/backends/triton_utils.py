@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.protocol.dtypes import TRITON_TYPES, numpy_dtype
 from nbinfer.protocol.tensors import decode_bytes_tensor, encode_bytes_tensor
 
 __all__ = [
@@ -60,25 +60,7 @@ TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
-#: Triton's DataType enum values (model_config.proto).
-_TRITON_ENUM = {
-    "TYPE_INVALID": 0,
-    "TYPE_BOOL": 1,
-    "TYPE_UINT8": 2,
-    "TYPE_UINT16": 3,
-    "TYPE_UINT32": 4,
-    "TYPE_UINT64": 5,
-    "TYPE_INT8": 6,
-    "TYPE_INT16": 7,
-    "TYPE_INT32": 8,
-    "TYPE_INT64": 9,
-    "TYPE_FP16": 10,
-    "TYPE_FP32": 11,
-    "TYPE_FP64": 12,
-    "TYPE_STRING": 13,
-    "TYPE_BF16": 14,
-}
-_ENUM_TO_NAME = {v: k for k, v in _TRITON_ENUM.items()}
+_ENUM_TO_NAME = {v: k for k, v in TRITON_TYPES.items()}
 
 
 def install() -> Any:
@@ -436,8 +418,8 @@ def numpy_to_triton_type(data_type: Any) -> int | None:
     except TypeError:
         return None
     if dt.kind in "OSU":
-        return _TRITON_ENUM["TYPE_STRING"]
-    for enum_name, value in _TRITON_ENUM.items():
+        return TRITON_TYPES["TYPE_STRING"]
+    for enum_name, value in TRITON_TYPES.items():
         if enum_name in ("TYPE_INVALID", "TYPE_STRING"):
             continue
         if (

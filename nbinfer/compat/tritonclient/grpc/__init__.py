@@ -50,6 +50,7 @@ from nbinfer.compat.tritonclient.utils import (
 from nbinfer.config import ClientConfig, Timeouts, TLSConfig
 from nbinfer.errors import NbinferError
 from nbinfer.protocol import grpc as _grpc
+from nbinfer.protocol import grpc_json as _grpc_json
 
 __all__ = [
     "MAX_GRPC_MESSAGE_SIZE",
@@ -147,10 +148,10 @@ _TO_PROTO: dict[str, Callable[[Any], Any]] = {
     "get_server_metadata": _grpc.server_metadata_to_proto,
     "get_model_metadata": _grpc.model_metadata_to_proto,
     "get_model_config": lambda c: _grpc.response_message(
-        "ModelConfig", config=_grpc.config_json_to_proto(c, ignore_unknown_fields=True)
+        "ModelConfig", config=_grpc_json.config_json_to_proto(c, ignore_unknown_fields=True)
     ),
     "get_model_repository_index": _grpc.repository_index_to_proto,
-    "get_inference_statistics": lambda s: _grpc.statistics_json_to_proto(
+    "get_inference_statistics": lambda s: _grpc_json.statistics_json_to_proto(
         s, ignore_unknown_fields=True
     ),
     "get_system_shared_memory_status": lambda r: _grpc.shm_status_to_proto("system", r),

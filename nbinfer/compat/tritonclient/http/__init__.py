@@ -46,7 +46,7 @@ from nbinfer.compat.tritonclient.utils import (
     serialized_byte_size,
 )
 from nbinfer.config import Timeouts, TLSConfig
-from nbinfer.protocol import rest as _rest
+from nbinfer.protocol import rest_metadata as _rest_metadata
 
 __all__ = [
     "TRITON_RESERVED_REQUEST_PARAMS",
@@ -70,9 +70,9 @@ __all__ = [
 ]
 
 _TO_JSON: dict[str, Callable[[Any], Any]] = {
-    "get_server_metadata": _rest.server_metadata_to_json,
-    "get_model_metadata": _rest.model_metadata_to_json,
-    "get_model_repository_index": _rest.repository_index_to_json,
+    "get_server_metadata": _rest_metadata.server_metadata_to_json,
+    "get_model_metadata": _rest_metadata.model_metadata_to_json,
+    "get_model_repository_index": _rest_metadata.repository_index_to_json,
 }
 
 

@@ -1,0 +1,88 @@
+"""The seam between bindings and engines: call and reply objects, and the :data:`Op` shape.
+
+A *binding* (:class:`~nbinfer.protocol.http_binding.HttpBinding`,
+:class:`~nbinfer.protocol.grpc_binding.GrpcBinding`) knows a protocol's routes and messages but
+does no I/O: each API call is a generator (an :data:`Op`) that yields :class:`HttpCall` /
+:class:`GrpcCall` objects and receives the engine's reply (:class:`HttpReply` /
+:class:`GrpcReply` or a bare message). An *engine* (:mod:`nbinfer.transports`) performs one call.
+Plain data only: no I/O, no third-party imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar
+
+__all__ = ["Call", "CallOptions", "GrpcCall", "GrpcReply", "HttpCall", "HttpReply", "Op"]
+
+T = TypeVar("T")
+
+
+class HttpReply(NamedTuple):
+    """What an HTTP engine returns: status, lower-cased headers, body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(slots=True)
+class CallOptions:
+    """Per-call options every API call accepts."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    request_id: str | None = None
+
+
+@dataclass(slots=True)
+class HttpCall:
+    """One HTTP request for an engine to perform.
+
+    Attributes:
+        check: The reply's status is checked by the binding (``False`` for health calls, whose
+            non-200 answers mean "no"); only checked calls are retried on 503.
+        idempotent: Safe to retry on connection errors and 503.
+    """
+
+    method: str
+    path: str
+    body: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    idempotent: bool = True
+    check: bool = True
+    request_id: str | None = None
+
+
+@dataclass(slots=True)
+class GrpcCall:
+    """One unary gRPC call for an engine to perform (``rpc``: the method name, ``ModelInfer``)."""
+
+    rpc: str
+    message: Any
+    metadata: tuple[tuple[str, str], ...] = ()
+    timeout: float | None = None
+    idempotent: bool = True
+    request_id: str | None = None
+
+
+class GrpcReply:
+    """A ``ModelInfer`` reply and the response metadata that came with it.
+
+    Engines return it for ``ModelInfer`` only (the one call whose result shows headers); the
+    binding also takes a bare message, as :class:`nbinfer.testing.MockTransport` answers.
+    """
+
+    __slots__ = ("headers", "message")
+
+    def __init__(self, message: Any, headers: dict[str, str]) -> None:
+        self.message = message
+        self.headers = headers
+
+
+Call = HttpCall | GrpcCall
+
+#: An API call written once for both faces: yields calls, receives replies, returns the result.
+Op = Generator[Any, Any, T]

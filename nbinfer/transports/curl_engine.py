@@ -1,0 +1,258 @@
+"""The sync HTTP engine: libcurl through pycurl (I/O only).
+
+Chosen by measurement (``benchmarks/client.py``): the fastest sync engine here (one handle per
+thread, keep-alive reuse, the GIL released during transfers). It performs the
+:class:`~nbinfer.protocol.calls.HttpCall` objects that
+:class:`~nbinfer.protocol.http_binding.HttpBinding` yields through one small seam,
+``request(method, path, body, headers) -> HttpReply``, and raises only :mod:`nbinfer.errors`.
+Imports config, errors and the call objects; pycurl only when an engine is made.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from nbinfer.config import ClientConfig
+from nbinfer.errors import ConnectError, RequestTimeoutError, TransportError
+from nbinfer.protocol.calls import HttpReply
+from nbinfer.transports.http_common import base_url, compress, default_headers
+
+__all__ = ["CurlEngine"]
+
+
+def _curl() -> Any:
+    try:
+        import pycurl
+    except ImportError as exc:  # pragma: no cover - pycurl is a dependency
+        raise TransportError(
+            "the sync HTTP client needs pycurl: pip install pycurl (or use protocol='grpc')"
+        ) from exc
+    return pycurl
+
+
+class CurlEngine:
+    """Sync HTTP engine over libcurl: one keep-alive handle per thread, thread-safe.
+
+    Args:
+        url: The server base URL (``http://host:port`` or ``https://...``).
+        config: Timeouts, TLS, auth, compression, HTTP/2.
+    """
+
+    def __init__(self, url: str, config: ClientConfig) -> None:
+        self._pycurl = _curl()
+        self._base = base_url(url)
+        self._config = config
+        self._local = threading.local()
+        self._handles: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._headers = default_headers(config)
+        self._header_lines = [f"{k}: {v}" for k, v in self._headers.items()] + ["Expect:"]
+        self._header_cache: dict[int, tuple[Mapping[str, str], list[str]]] = {}
+        #: Bumped by abort_in_flight(); a transfer that began under an older value aborts.
+        self._epoch = [0]
+
+    def abort_in_flight(self) -> None:
+        """Abort the transfers in flight on every thread (after a KeyboardInterrupt).
+
+        Each fails with a :class:`~nbinfer.errors.TransportError` at libcurl's next progress
+        call (at once while data moves, within about a second while waiting); the handles stay
+        usable and later requests are not affected.
+        """
+        self._epoch[0] += 1
+
+    @property
+    def url(self) -> str:
+        """The base URL requests are sent under."""
+        return self._base
+
+    def _new_handle(self) -> Any:
+        pc = self._pycurl
+        c = pc.Curl()
+        cfg = self._config
+        c.setopt(pc.NOSIGNAL, 1)
+        c.setopt(pc.TCP_NODELAY, 1)
+        c.setopt(pc.BUFFERSIZE, 512 * 1024)
+        if cfg.timeouts.connect is not None:
+            c.setopt(pc.CONNECTTIMEOUT_MS, max(1, int(cfg.timeouts.connect * 1000)))
+        if cfg.keepalive_seconds:
+            c.setopt(pc.TCP_KEEPALIVE, 1)
+            c.setopt(pc.TCP_KEEPIDLE, max(1, int(cfg.keepalive_seconds)))
+            c.setopt(pc.TCP_KEEPINTVL, max(1, int(cfg.keepalive_seconds)))
+        if cfg.http2:
+            # TLS: negotiate h2 by ALPN (falls back to 1.1); cleartext: h2c by prior knowledge
+            # (the Upgrade dance drops POST bodies on common servers).
+            tls_url = self._base.startswith("https://")
+            version = (
+                pc.CURL_HTTP_VERSION_2TLS if tls_url else pc.CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+            )
+            c.setopt(pc.HTTP_VERSION, version)
+        else:
+            c.setopt(pc.HTTP_VERSION, pc.CURL_HTTP_VERSION_1_1)
+        if cfg.compression == "gzip":
+            c.setopt(pc.ACCEPT_ENCODING, "gzip")
+        tls = cfg.tls
+        if tls is not None:
+            if not tls.verify:
+                c.setopt(pc.SSL_VERIFYPEER, 0)
+                c.setopt(pc.SSL_VERIFYHOST, 0)
+            if tls.ca_file:
+                c.setopt(pc.CAINFO, tls.ca_file)
+            if tls.cert_file:
+                c.setopt(pc.SSLCERT, tls.cert_file)
+            if tls.key_file:
+                c.setopt(pc.SSLKEY, tls.key_file)
+        # A Python progress callback (see _HandleState) is where the main thread runs a pending
+        # SIGINT handler mid-transfer (libcurl's poll wakes on EINTR): the kernel's stop button
+        # raises KeyboardInterrupt at once and aborts the transfer. It also aborts transfers
+        # started before abort_in_flight() (within about a second: libcurl's idle call rate).
+        c.setopt(pc.NOPROGRESS, 0)
+        with self._lock:
+            self._handles.add(c)
+        return c
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        timeout: float | None = None,
+    ) -> HttpReply:
+        """Perform one request; ``path`` is relative to the base URL.
+
+        Raises:
+            ConnectError: The server could not be reached (refused, DNS, TLS handshake).
+            RequestTimeoutError: The connect or total timeout passed.
+            TransportError: Any other transfer failure, or the engine is closed.
+        """
+        if self._closed:
+            raise TransportError("the client is closed")
+        pc = self._pycurl
+        state: _HandleState | None = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = _HandleState(self._new_handle(), pc, self._epoch)
+        state.started[0] = self._epoch[0]
+        c = state.curl
+        if self._config.compression is not None or any(k in self._headers for k in headers):
+            merged = {**self._headers, **headers}
+            body = compress(body, merged, self._config)
+            header_list = [f"{k}: {v}" for k, v in merged.items()] + ["Expect:"]
+        else:
+            header_list = self._header_list(headers)
+        url = self._base + path
+        if url != state.url:
+            c.setopt(pc.URL, url)
+            state.url = url
+        if method == "GET":
+            c.setopt(pc.HTTPGET, 1)
+        elif method == "POST":
+            c.setopt(pc.POSTFIELDS, body if body is not None else b"")
+        else:
+            raise TransportError(f"unsupported HTTP method {method!r}")
+        if header_list is not state.header_list:
+            c.setopt(pc.HTTPHEADER, header_list)
+            state.header_list = header_list
+        total = timeout if timeout is not None else self._config.timeouts.total
+        timeout_ms = 0 if total is None else max(1, int(total * 1000))
+        if timeout_ms != state.timeout_ms:
+            c.setopt(pc.TIMEOUT_MS, timeout_ms)
+            state.timeout_ms = timeout_ms
+        chunks, header_lines = state.chunks, state.header_lines
+        try:
+            c.perform()
+            status = int(c.getinfo(pc.RESPONSE_CODE))
+            return HttpReply(status, _parse_headers(header_lines), b"".join(chunks))
+        except pc.error as exc:
+            raise _curl_error(exc, url, pc) from exc
+        finally:
+            chunks.clear()
+            header_lines.clear()
+            # Drop the (possibly large) request body reference held by the handle.
+            if method == "POST" and body:
+                c.setopt(pc.POSTFIELDS, b"")
+
+    def _header_list(self, headers: Mapping[str, str]) -> list[str]:
+        """The curl header lines for per-call ``headers`` (cached for reused header dicts)."""
+        if not headers:
+            return self._header_lines
+        cached = self._header_cache.get(id(headers))
+        if cached is not None and cached[0] is headers:
+            return cached[1]
+        lines = self._header_lines + [f"{k}: {v}" for k, v in headers.items()]
+        if len(self._header_cache) >= 256:
+            self._header_cache.clear()
+        # keeps ``headers`` alive, so its id stays its own while cached
+        self._header_cache[id(headers)] = (headers, lines)
+        return lines
+
+    def close(self) -> None:
+        """Close every handle (idempotent). Do not close while calls are in flight."""
+        with self._lock:
+            self._closed = True
+            handles = list(self._handles)
+            self._handles = weakref.WeakSet()
+        for c in handles:
+            c.close()
+
+
+class _HandleState:
+    """One thread's curl handle, its reply sinks and the options last set on it."""
+
+    __slots__ = ("chunks", "curl", "header_lines", "header_list", "started", "timeout_ms", "url")
+
+    def __init__(self, curl: Any, pc: Any, epoch: list[int]) -> None:
+        self.curl = curl
+        self.chunks: list[bytes] = []
+        self.header_lines: list[bytes] = []
+        curl.setopt(pc.WRITEFUNCTION, self.chunks.append)
+        curl.setopt(pc.HEADERFUNCTION, self.header_lines.append)
+        #: The engine's epoch when this handle's current transfer began.
+        self.started = started = [epoch[0]]
+
+        def progress(*_: int) -> bool:  # the lists only: no cycle through the handle
+            return started[0] != epoch[0]
+
+        curl.setopt(pc.XFERINFOFUNCTION, progress)
+        self.url = ""
+        self.header_list: list[str] | None = None
+        self.timeout_ms = -1
+
+
+def _parse_headers(lines: list[bytes]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for raw in lines:
+        if raw.startswith(b"HTTP/"):
+            headers = {}  # a new response (after 100-continue or a redirect)
+            continue
+        name, sep, value = raw.partition(b":")
+        if sep:
+            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return headers
+
+
+def _curl_error(exc: Any, url: str, pc: Any) -> TransportError:
+    code = exc.args[0] if exc.args else -1
+    msg = exc.args[1] if len(exc.args) > 1 else str(exc)
+    if code == pc.E_OPERATION_TIMEDOUT:
+        return RequestTimeoutError(f"request to {url} timed out: {msg}", url=url)
+    if code == pc.E_ABORTED_BY_CALLBACK:
+        return TransportError(f"request to {url} was aborted (interrupted): {msg}", url=url)
+    if code in (
+        pc.E_COULDNT_CONNECT,
+        pc.E_COULDNT_RESOLVE_HOST,
+        pc.E_COULDNT_RESOLVE_PROXY,
+        pc.E_SSL_CONNECT_ERROR,
+        getattr(pc, "E_PEER_FAILED_VERIFICATION", 60),
+        getattr(pc, "E_SSL_CACERT", 60),
+    ):
+        return ConnectError(f"cannot connect to {url}: {msg}", url=url)
+    return TransportError(f"HTTP request to {url} failed: {msg}", url=url)
+
+
+# ---------------------------------------------------------------------------------------------
+# aiohttp (asyncio)
