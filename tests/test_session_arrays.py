@@ -47,7 +47,7 @@ def _species(probabilities: np.ndarray[Any, Any]) -> list[str]:
 
 def _url(session: Session, wire: str) -> str:
     assert session.server is not None
-    return session.url if wire == "http" else f"grpc://{session.server.grpc_url}"
+    return session.url if wire == "http" else session.server.grpc_url
 
 
 def _iris_calls(session: Session) -> int:

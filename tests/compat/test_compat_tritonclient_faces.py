@@ -84,7 +84,7 @@ def test_a_request_built_with_service_pb2_has_tritonclients_wire_form() -> None:
 
 @pytest.fixture
 def stub(server: LocalServer) -> Iterator[Any]:
-    channel = grpc.insecure_channel(server.grpc_url)
+    channel = grpc.insecure_channel(server.grpc_address)
     try:
         yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
     finally:
@@ -167,13 +167,13 @@ def test_keepalive_options_set_the_channels_ping_period(server: LocalServer) -> 
         keepalive_permit_without_calls=True,
         http2_max_pings_without_data=0,
     )
-    client = grpcclient.InferenceServerClient(_host(server.grpc_url), keepalive_options=options)
+    client = grpcclient.InferenceServerClient(server.grpc_address, keepalive_options=options)
     assert client.client.config.keepalive_seconds == 15
     result = client.infer("simple", _int_inputs(grpcclient), headers={"test": "1"})
     assert result.as_numpy("OUTPUT0").tolist() == (_numbers() + 3).tolist()  # type: ignore[union-attr]
     client.close()
     off = grpcclient.InferenceServerClient(
-        _host(server.grpc_url), keepalive_options=grpcclient.KeepAliveOptions()
+        server.grpc_address, keepalive_options=grpcclient.KeepAliveOptions()
     )
     assert off.client.config.keepalive_seconds is None  # INT32_MAX: tritonclient's "never"
     assert off.is_server_live()
@@ -266,7 +266,7 @@ async def _stream(module: Any, url: str) -> list[tuple[str | None, list[int] | N
 
 
 def test_grpc_aio_stream_infer_yields_result_error_pairs(server: LocalServer) -> None:
-    url = _host(server.grpc_url)
+    url = server.grpc_address
     ours = asyncio.run(_stream(grpcaio, url))
     replies = [(str(i), [3, 4], False) for i in range(3)]
     assert ours == [*replies, (None, None, True)]
@@ -279,7 +279,7 @@ def test_grpc_aio_stream_refuses_an_item_that_is_not_a_request_dict(server: Loca
         async def requests() -> AsyncIterator[Any]:
             yield ["simple"]
 
-        async with grpcaio.InferenceServerClient(url=_host(server.grpc_url)) as client:
+        async with grpcaio.InferenceServerClient(url=server.grpc_address) as client:
             async for _ in client.stream_infer(requests()):
                 pass
 
@@ -558,7 +558,7 @@ def test_grpc_model_ready_is_false_for_an_unknown_model_as_on_triton(server: Any
     """tritonclient's gRPC ``is_model_ready`` reads the answer (Triton: ready=false, no error)."""
     import tritonclient.grpc as triton_grpc
 
-    client = triton_grpc.InferenceServerClient(_host(server.grpc_url))
+    client = triton_grpc.InferenceServerClient(server.grpc_address)
     try:
         assert client.is_model_ready("no_such_model") is False
         assert client.is_model_ready("simple", "999") is False
