@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from nbinfer.errors import InvalidInputError, ModelNotFoundError, NbinferError, grpc_code_of
+from nbinfer.errors import InvalidInputError, NbinferError, grpc_code_of
 from nbinfer.protocol import grpc as gcodec
 from nbinfer.protocol import grpc_json as gjson
 from nbinfer.protocol.grpc import RPCS, SERVICE_NAME, response_message
@@ -282,11 +282,8 @@ class GrpcFrontend:
         return response_message("ServerReady", ready=self.dp.ready())
 
     async def model_ready(self, request: Any, context: Any) -> Any:
-        """ModelReady: ``ready=false`` for an unknown model or version, as Triton answers."""
-        try:
-            ready = self.dp.model_ready(request.name, request.version)
-        except ModelNotFoundError:
-            ready = False
+        """ModelReady."""
+        ready = self.dp.model_ready(request.name, request.version)
         return response_message("ModelReady", ready=ready)
 
     async def server_metadata(self, request: Any, context: Any) -> Any:

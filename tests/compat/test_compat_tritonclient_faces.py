@@ -552,16 +552,3 @@ def test_generated_request_bodies_and_parsed_responses(binary: bool, server: Loc
     theirs = real.InferenceServerClient.parse_response_body(reply, header_length=header_length)
     assert theirs.as_numpy("OUTPUT0").tolist() == sums.tolist()
     assert theirs.as_numpy("OUTPUT1").tolist() == diffs.tolist()
-
-
-def test_grpc_model_ready_is_false_for_an_unknown_model_as_on_triton(server: Any) -> None:
-    """tritonclient's gRPC ``is_model_ready`` reads the answer (Triton: ready=false, no error)."""
-    import tritonclient.grpc as triton_grpc
-
-    client = triton_grpc.InferenceServerClient(server.grpc_address)
-    try:
-        assert client.is_model_ready("no_such_model") is False
-        assert client.is_model_ready("simple", "999") is False
-        assert client.is_model_ready("simple") is True
-    finally:
-        client.close()
