@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import logging
 import signal
 import threading
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
 
     from nbinfer.notebook.widgets import ModelBrowser
     from nbinfer.profiling import ProfileFrame
+    from nbinfer.protocol.types import ModelMetadata
     from nbinfer.server.launcher import LocalServer
     from nbinfer.session import Session
 
@@ -245,6 +245,8 @@ class SessionCore:
             self.url = self.client.url  # ssl= made it https:// / grpcs://: show what is used
         self._labels_cache: dict[tuple[str, str], dict[str, list[str]]] = {}
         self._max_batch: dict[tuple[str, str], int] = {}
+        #: Model metadata the async face read (the sync client caches its own).
+        self._metadata_held: dict[tuple[str, str], ModelMetadata] = {}
         self._capabilities: Capabilities | None = None
         self._caps_lock = threading.Lock()
         self._probe_lock = threading.Lock()
@@ -470,6 +472,7 @@ class SessionCore:
         self._resources.owner = f"session {self.url}"
         self._labels_cache.clear()
         self._max_batch.clear()
+        self._metadata_held.clear()
         self._capabilities = None
         self._caps_tried = False
         self._binary_found = None
@@ -652,34 +655,10 @@ class SessionCore:
         self._meet(name)
         return ModelHandle(cast("Session", self), name, version)  # every SessionCore is one
 
-    def _labels(self, name: str, version: str) -> dict[str, list[str]]:
-        """Class labels per output from the model's config (read once; also max_batch_size)."""
-        key = (name, version)
-        if key not in self._labels_cache:
-            labels: dict[str, list[str]] = {}
-            try:
-                config = self.client.get_model_config(name, version)
-            except NbinferError:
-                config = {}
-            params = config.get("parameters") or {}
-            for pname, value in params.items():
-                if pname.startswith(LABELS_PARAMETER) and isinstance(value, Mapping):
-                    try:
-                        labels[pname[len(LABELS_PARAMETER) :]] = list(
-                            json.loads(value.get("string_value", "[]"))
-                        )
-                    except ValueError:
-                        continue
-            self._labels_cache[key] = labels
-            try:
-                self._max_batch[key] = int(config.get("max_batch_size") or 0)
-            except (TypeError, ValueError):
-                self._max_batch[key] = 0
-        return self._labels_cache[key]
-
     def _forget_labels(self, model: str) -> None:
         self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
         self._max_batch = {k: v for k, v in self._max_batch.items() if k[0] != model}
+        self._metadata_held = {k: v for k, v in self._metadata_held.items() if k[0] != model}
 
     @public
     def stats(self, model: str = "") -> pd.DataFrame:
