@@ -1,9 +1,9 @@
-"""A Session on a slow server: the async faces keep the event loop running.
+"""A Session on a slow server: the async faces keep the event loop running; reprs call nothing.
 
 The server is the embedded one behind a real HTTP proxy (aiohttp, in its own thread and event
 loop) that answers the metadata reads (server metadata, model metadata, model config) after a
-delay; inference goes through at once. Every session here starts cold: nothing read before the
-call under test.
+delay, or every request after another; it counts what it forwards. Every session here starts
+cold: nothing read before the call under test.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ class SlowProxy:
         self.upstream = upstream.rstrip("/")
         self.delay = delay
         self.delayed = 0  # metadata reads answered late
+        self.delay_all = 0.0  # seconds every request waits (on top of ``delay``)
+        self.requests = 0  # requests forwarded
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -80,6 +82,9 @@ class SlowProxy:
             await self._runner.cleanup()
 
     async def _forward(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        if self.delay_all:
+            await asyncio.sleep(self.delay_all)
         if request.method == "GET" and _METADATA_ROUTE.match(request.path):
             self.delayed += 1
             await asyncio.sleep(self.delay)
@@ -150,3 +155,50 @@ def test_async_faces_keep_the_loop_running_on_a_slow_server_from_a_cold_session(
     assert slow.delayed >= 2, "the proxy should have delayed the metadata reads"
     assert gap < 0.25, f"the event loop stalled for {gap * 1000:.0f} ms"
     assert ticks >= 20, f"the ticker ticked only {ticks} times in {slow.delayed} slow reads"
+
+
+def test_reprs_draw_from_held_state_and_never_call_a_slow_server(
+    upstream: Session, slow: SlowProxy
+) -> None:
+    slow.delay = 0.0
+    with Session(slow.url, token=upstream.token) as session:
+        cold = session._repr_mimebundle_()["text/html"]  # nothing held yet: it says so
+        assert slow.requests == 0
+        assert "Nothing read from the server yet" in cold and "session.refresh()" in cold
+        assert session.refresh() is session
+        iris = session.model("iris")
+        slow.delay_all = 2.0  # from now on every answer takes 2 s
+        before = slow.requests
+        start = time.perf_counter()
+        card = session._repr_mimebundle_()["text/html"]
+        model_card = iris._repr_mimebundle_()["text/html"]
+        texts = repr(session) + repr(iris)
+        took = time.perf_counter() - start
+        assert slow.requests == before, "a repr called the server"
+        # one round trip would take 2 s; a generous bound for a loaded machine
+        assert took < 1.0, f"the reprs took {took * 1000:.0f} ms"
+        assert "nbinfer" in card and "add_sub" in card and "READY" in card
+        assert "setosa" in model_card and "[-1, 4]" in model_card and "READY" in model_card
+        assert "iris" in texts
+        slow.delay_all = 0.0
+
+
+def test_refresh_reads_again_and_holds_what_the_server_answers(
+    upstream: Session, slow: SlowProxy
+) -> None:
+    slow.delay = 0.0
+    upstream.serve(lambda x: x * 2, name="doubler", inputs=[("x", "FP32", [-1])],
+                   outputs=[("y", "FP32", [-1])])  # fmt: skip
+    with Session(slow.url, token=upstream.token) as session:
+        doubler = session.model("doubler")
+        session.refresh()
+        assert "doubler" in session._repr_mimebundle_()["text/html"]
+        upstream.unload("doubler")  # behind this session's back: its cards still show it
+        assert "READY" in doubler._repr_mimebundle_()["text/html"]
+        assert "doubler" in session._repr_mimebundle_()["text/html"]
+        assert doubler.refresh() is doubler  # the answer is held for the card, not raised
+        gone = doubler._repr_mimebundle_()["text/html"]
+        assert "READY" not in gone and "doubler" in gone
+        session.refresh()
+        listed = session.models
+        assert "doubler" not in set(listed.loc[listed["state"] == "READY", "name"])

@@ -3,8 +3,9 @@
 :class:`SessionCore` holds what every part of a :class:`~nbinfer.Session` builds on: the URL and
 the sync client, one async client per event loop, what the server offers (``capabilities``),
 the embedded local server it started (and ``restart()`` after that server died), the model
-listing, statistics, and ``close()``. The DataFrame front (``frames``) and serving
-(``serving``) derive from it; ``nbinfer.session.Session`` joins them.
+listing, statistics, and ``close()``; what its card shows is held from the last reads
+(``refresh()`` reads them again: a repr never calls the server). The DataFrame front
+(``frames``) and serving (``serving``) derive from it; ``nbinfer.session.Session`` joins them.
 
 May import ``capabilities``, ``client``, ``errors``, ``protocol`` and, from the server, only
 ``server.launcher`` (lazily, when a local server starts); ``notebook.display`` only inside the
@@ -14,6 +15,7 @@ repr hook, ``notebook.widgets`` only inside ``browse()``, ``profiling`` only ins
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
@@ -248,6 +250,10 @@ class SessionCore:
         #: Model metadata the async face read (the sync client caches its own).
         self._metadata_held: dict[tuple[str, str], ModelMetadata] = {}
         self._capabilities: Capabilities | None = None
+        #: The last capability record read, an error one included (what the card shows).
+        self._caps_seen: Capabilities | None = None
+        #: The last model listing read (``models``), or the error that read raised.
+        self._listing: pd.DataFrame | NbinferError | None = None
         self._caps_lock = threading.Lock()
         self._probe_lock = threading.Lock()
         self._inferred_specs: set[str] = set()
@@ -273,6 +279,8 @@ class SessionCore:
             # reference) may keep the previous session alive, so replace it explicitly.
             for old in retire_previous(self):
                 logger.info("closed %r: replaced by the newer local session %s", old, self.url)
+        if local:
+            self.refresh()  # our own server, just started: its card has something to show
 
     def _retire(self, newer: SessionCore) -> None:
         """Close this session because ``newer`` (a newer local session) replaces it."""
@@ -473,7 +481,8 @@ class SessionCore:
         self._labels_cache.clear()
         self._max_batch.clear()
         self._metadata_held.clear()
-        self._capabilities = None
+        self._capabilities = self._caps_seen = None
+        self._listing = None
         self._caps_tried = False
         self._binary_found = None
         for model in self._served.values():
@@ -507,6 +516,7 @@ class SessionCore:
                     caps = read_capabilities(self.client)
                     if caps.error is None:
                         self._capabilities = caps
+                    self._caps_seen = caps
         return caps
 
     def _ask(self, feature: str, api: str, call: Callable[[], T], *, model: str = "") -> T:
@@ -557,6 +567,32 @@ class SessionCore:
         A server whose listing is restricted (Triton's ``--http-restricted-api``) gets the
         same session-assembled frame, its note naming the header to pass.
         """
+        try:
+            frame = self._read_models()
+        except NbinferError as exc:
+            self._listing = exc
+            raise
+        self._listing = frame
+        return frame
+
+    def refresh(self: Self) -> Self:
+        """Read again what the session's card shows: the server's metadata and its models.
+
+        A session's notebook display never calls the server: it shows what was last read
+        (by this, by creating a local session, by :attr:`capabilities`, :attr:`models` or
+        inference). The server's answers, errors included, are held for the card, not
+        raised. Returns the session (a cell ending in ``session.refresh()`` shows the card).
+        """
+        if self._closed or self._replaced_by is not None:
+            return self
+        self._capabilities = None
+        if self.capabilities.error is None:
+            with contextlib.suppress(NbinferError):  # held for the card
+                _ = self.models
+        return self
+
+    def _read_models(self) -> pd.DataFrame:
+        """:attr:`models`, read from the server."""
         import pandas
 
         api = "model repository index"
@@ -648,8 +684,12 @@ class SessionCore:
         Raises:
             ModelNotFoundError: The server does not know the model.
         """
-        self.client.get_model_metadata(name, version)  # fail loudly on unknown names
-        return self._handle(name, version)
+        handle = self._handle(name, version)
+        handle._read()  # what its card shows
+        error = handle._held.get("error")
+        if error is not None:
+            raise error  # fail loudly on unknown names
+        return handle
 
     def _handle(self, name: str, version: str = "") -> ModelHandle:
         self._meet(name)

@@ -4,12 +4,14 @@ Owns how what people pass becomes requests: DataFrames planned onto the model's 
 into chunks (``interop.pandas``), the "one array, one sample" rule, ``classification=``, images
 (``interop.images``), and results back as DataFrames; it builds on ``binary`` (whether requests
 go as binary tensors). Each sync / async pair is declared once: a private method holds the
-parameters, the docstring and the argument handling (``_infer_call``, ``_classify_call``), and
-``_blocking`` / ``_awaiting`` derive both public faces from it, which differ only in how the
-read call is sent; a new option is added in one place.
+parameters, the docstring and the argument handling (``_infer_call``, ``_classify_call``) as an
+I/O-free op (``session.ops``): the metadata, config and capability reads it needs are lookups
+it yields. ``_blocking`` / ``_awaiting`` derive both public faces from it: the sync one performs
+the lookups on the sync client, the asyncio one awaits them on the async client, so an
+``await session.ainfer(...)`` never blocks its loop; a new option is added in one place.
 
-May import ``client``, ``errors``, ``protocol``, ``interop`` and the session's core and binary
-probe; never the server or the notebook layer.
+May import ``client``, ``errors``, ``protocol``, ``interop`` and the session's core, ops and
+binary probe; never the server or the notebook layer.
 """
 
 from __future__ import annotations

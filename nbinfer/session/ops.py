@@ -143,11 +143,12 @@ class Lookups(SessionCore):
         try:
             meta = yield Lookup("get_server_metadata")
         except NbinferError as exc:
-            return Capabilities(protocol=self.protocol, error=exc)
+            self._caps_seen = Capabilities(protocol=self.protocol, error=exc)
+            return self._caps_seen
         caps = Capabilities(meta.name, meta.version, tuple(meta.extensions), protocol=self.protocol)
         with self._caps_lock:
             if self._capabilities is None:
-                self._capabilities = caps
+                self._capabilities = self._caps_seen = caps
             return self._capabilities
 
 
