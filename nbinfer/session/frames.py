@@ -43,7 +43,7 @@ from nbinfer.protocol.types import (
 )
 from nbinfer.session.binary import BinaryProbe
 from nbinfer.session.core import public
-from nbinfer.session.ops import SessionOp, _awaiting, _blocking
+from nbinfer.session.ops import SessionOp, _awaiting, _blocking, imported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -373,6 +373,7 @@ class FrameFront(BinaryProbe):
 
         if call.job is None:
             return self._finish(call, await submit(call.data))
+        await imported("nbinfer.interop.pandas")
         from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, ainfer_frame
 
         outs = await ainfer_frame(
@@ -554,6 +555,7 @@ class FrameFront(BinaryProbe):
 
     async def _aclassify_now(self, call: _Classify) -> pd.DataFrame:
         """Run a read ``aclassify`` call on the session's async client."""
+        await imported("nbinfer.interop.images")  # Pillow's first import: off the loop
         from nbinfer.interop.images import aclassify_images
 
         aclient = self._aclient()

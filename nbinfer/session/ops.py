@@ -16,11 +16,15 @@ May import the session core, ``client``, ``capabilities``, ``errors`` and ``prot
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import importlib
 import inspect
 import json
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from types import ModuleType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from nbinfer.capabilities import Capabilities
@@ -29,7 +33,7 @@ from nbinfer.errors import ModelNotFoundError, NbinferError, ServerError, Unsupp
 from nbinfer.protocol.types import ModelMetadata
 from nbinfer.session.core import LABELS_PARAMETER, SessionCore
 
-__all__ = ["Lookup", "Lookups", "SessionOp", "perform"]
+__all__ = ["Lookup", "Lookups", "SessionOp", "aperform", "imported", "perform"]
 
 logger = logging.getLogger("nbinfer")
 T = TypeVar("T")
@@ -77,6 +81,15 @@ async def aperform(aclient: Any, op: SessionOp[T]) -> T:
             answer, error = await getattr(aclient, step.method)(*step.args), None
         except Exception as exc:
             answer, error = None, exc
+
+
+async def imported(name: str) -> ModuleType:
+    """``import name`` on a worker thread the first time: a heavy import would stall the loop."""
+    module = sys.modules.get(name)
+    if module is None:
+        loop = asyncio.get_running_loop()
+        module = await loop.run_in_executor(None, importlib.import_module, name)
+    return module
 
 
 class Lookups(SessionCore):
