@@ -548,22 +548,26 @@ def _error_line(exc: errors.NbinferError) -> Html:
     return Html(f'<div class="nbi-err">{escape(type(exc).__name__)}: {escape(exc)}</div>')
 
 
+def _refresh_line(what: str) -> Html:
+    return Html(f'<div class="nbi-muted">{_code_spans(what)}</div>')
+
+
 def render_model(handle: ModelHandle) -> Html:
-    """A model handle: readiness, platform, batching, inputs / outputs, labels, config."""
+    """A model handle: readiness, platform, batching, inputs / outputs, labels, config.
+
+    Drawn from what the handle holds (its last read): no call to the server.
+    """
     text = repr(handle)
-    try:
-        meta = handle.metadata
-    except errors.NbinferError as exc:
-        return card("Model", handle.name, _error_line(exc), text=text)
-    try:
-        config: dict[str, Any] = handle.config
-    except errors.NbinferError:
-        config = {}  # servers without the model_configuration extension
-    try:
-        ready = handle.ready
-        labels = handle.labels
-    except errors.NbinferError as exc:
-        return card("Model", handle.name, _error_line(exc), text=text)
+    held: Mapping[str, Any] = getattr(handle, "_held", {})
+    error = held.get("error")
+    if error is not None:
+        return card("Model", handle.name, _error_line(error), text=text)
+    meta: ModelMetadata | None = held.get("metadata")
+    if meta is None:
+        hint = _refresh_line("Not read yet: `handle.refresh()` reads its metadata and config.")
+        return card("Model", handle.name, hint, text=text)
+    config: Mapping[str, Any] = held.get("config") or {}
+    labels: Mapping[str, Sequence[str]] = held.get("labels") or {}
     info = facts(
         {
             "platform": meta.platform,
@@ -580,15 +584,17 @@ def render_model(handle: ModelHandle) -> Html:
         body.append(
             section("Config", Html(f'<pre class="nbi-pre">{escape(dump)}</pre>'), open=False)
         )
-    sub = Html(
-        (f"version {escape(handle.version)} " if handle.version else "")
-        + _state_badge("READY" if ready else "UNAVAILABLE")
-    )
+    ready = held.get("ready")
+    state = "" if ready is None else _state_badge("READY" if ready else "UNAVAILABLE")
+    sub = Html((f"version {escape(handle.version)} " if handle.version else "") + state)
     return card("Model", handle.name, "".join(body), text=text, sub=sub)
 
 
 def render_session(session: Session) -> Html:
-    """A session: where it points, the server's name / version / extensions, the models."""
+    """A session: where it points, the server's name / version / extensions, the models.
+
+    Drawn from what the session holds (its last reads): no call to the server.
+    """
     text = repr(session)
     where = "local server" if session.server is not None else "remote server"
     if getattr(session, "_closed", False):
@@ -597,17 +603,26 @@ def render_session(session: Session) -> Html:
             state = f"replaced by a newer Session ({session._replaced_by}): closed, server stopped"
         return card("Session", session.url, facts({"state": state}), text=text, sub=where)
     parts: list[str] = []
-    caps = session.capabilities
+    caps = getattr(session, "_capabilities", None) or getattr(session, "_caps_seen", None)
+    if caps is None:
+        parts.append(facts({"protocol": session.protocol}))
+        parts.append(
+            _refresh_line("Nothing read from the server yet: `session.refresh()` reads it.")
+        )
+        return card("Session", session.url, "".join(parts), text=text, sub=where)
     if caps.error is not None:
-        return card("Session", session.url, _error_line(caps.error), text=text, sub=where)
+        body = _error_line(caps.error) + _refresh_line("`session.refresh()` reads it again.")
+        return card("Session", session.url, body, text=text, sub=where)
     parts.append(facts({"server": f"{caps.name} {caps.version}", "protocol": session.protocol}))
     parts.append(
         section("Extensions", chips(caps.extensions), count=len(caps.extensions), open=False)
     )
-    try:
-        listed = session.models  # the repository index, or KServe's names-only list
-    except errors.NbinferError as exc:
-        parts.append(section("Models", _error_line(exc)))
+    listed = getattr(session, "_listing", None)  # the last session.models read
+    if isinstance(listed, errors.NbinferError):
+        parts.append(section("Models", _error_line(listed)))
+    elif listed is None:
+        hint = "Not listed yet: `session.models` (or `session.refresh()`) lists them."
+        parts.append(section("Models", _refresh_line(hint)))
     else:
         columns = tuple(str(c) for c in listed.columns)
         rows = [

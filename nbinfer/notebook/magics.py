@@ -191,7 +191,7 @@ class NbinferMagics(Magics):
             protocol = "grpc" if args.grpc else None
             self._close_started()
             self._started = Session(args.url, protocol=protocol, **options)
-            return self._started
+            return self._started.refresh()  # its card shows the server it reached
         if command == "use":
             self._use(args.url)
             return None

@@ -392,7 +392,11 @@ class DataPlane:
         t0 = time.perf_counter_ns()
         mv.inflight += 1
         t = Timings()
+        ctx: InferContext | None = None
         try:
+            if request.parameters:
+                _check_parameters(request)  # as infer does: a malformed priority / timeout
+            timeout_us = _uint_param(request, "timeout") if request.parameters else 0
             inputs, batch = io.check_inputs(request, caller)
             wanted = io.requested(request)
             ctx = self._context(served, request, wanted, headers)
@@ -402,7 +406,10 @@ class DataPlane:
             try:
                 if controls is not None:
                     inputs = _feed_controls(controls, inputs, ctx)
-                async for item in io.iterate(inputs, ctx, t, self.offload):
+                items = io.iterate(inputs, ctx, t, self.offload)
+                if timeout_us:
+                    items = _within(items, timeout_us, ctx)
+                async for item in items:
                     if controls is not None:
                         item = controls.keep(item, ctx.state)
                     out_start = time.perf_counter_ns()
@@ -413,7 +420,10 @@ class DataPlane:
                 if slot is not None:
                     self._leave_sequence(slot, ctx)
         except NbinferError:
-            mv.stats.record_failure(time.perf_counter_ns() - t0)
+            if ctx is not None and ctx.cancelled:  # its timeout passed: given up
+                mv.stats.record_cancel(time.perf_counter_ns() - t0)
+            else:
+                mv.stats.record_failure(time.perf_counter_ns() - t0)
             raise
         except asyncio.CancelledError:  # the client left the stream
             mv.stats.record_cancel(time.perf_counter_ns() - t0)
@@ -802,12 +812,38 @@ async def _deadline(work: Any, timeout_us: int, ctx: InferContext) -> Any:
     try:
         return await asyncio.wait_for(work, timeout_us / 1e6)
     except asyncio.TimeoutError as exc:
-        ctx.cancelled = True
-        raise ServerUnavailableError(
-            f"request to model {ctx.model_name!r} timed out after {timeout_us} µs (timeout "
-            "parameter); it was cancelled",
-            model=ctx.model_name,
-        ) from exc
+        raise _timed_out(timeout_us, ctx) from exc
+
+
+async def _within(
+    items: AsyncIterator[Any], timeout_us: int, ctx: InferContext
+) -> AsyncIterator[Any]:
+    """``items`` (a decoupled model's responses) until ``timeout_us`` µs have passed in all."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout_us / 1e6
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(anext(items), max(0.0, end - loop.time()))
+            except StopAsyncIteration:
+                return
+            except asyncio.TimeoutError as exc:
+                raise _timed_out(timeout_us, ctx) from exc
+            yield item
+    finally:
+        close = getattr(items, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _timed_out(timeout_us: int, ctx: InferContext) -> ServerUnavailableError:
+    """The error of a request whose ``timeout`` parameter passed (marked given up)."""
+    ctx.cancelled = True
+    return ServerUnavailableError(
+        f"request to model {ctx.model_name!r} timed out after {timeout_us} µs (timeout "
+        "parameter); it was cancelled",
+        model=ctx.model_name,
+    )
 
 
 def check_parameter_count(count: int, limit: int, model: str) -> None:

@@ -84,6 +84,8 @@ class ServedModels:
         self._served: dict[ModelVersion, Served] = {}
         self._policies: dict[ModelVersion, SchedulingPolicy | None] = {}
         self._schedulers: dict[ModelVersion, Scheduler] = {}
+        #: Closing schedulers of versions whose declarations changed (see ``get``).
+        self._retiring: set[asyncio.Task[None]] = set()
         self.check_scheduling()
 
     def get(self, name: str, version: str = "") -> Served:
@@ -98,9 +100,35 @@ class ServedModels:
             raise ServerUnavailableError("the server is shutting down")
         mv = self.repository.resolve(name, version)
         served = self._served.get(mv)
-        if served is None or served.io.stale():
+        if served is None:
+            served = self._serve(mv)
+        elif served.io.stale():
+            # its declarations changed (inputs, outputs, max_batch_size): the policy and the
+            # scheduler built from the old ones go with the old Served
+            self._retire_scheduling(mv)
             served = self._serve(mv)
         return served
+
+    def _retire_scheduling(self, mv: ModelVersion) -> None:
+        """Forget ``mv``'s policy and scheduler: the next request builds them anew.
+
+        Requests already queued or running on the old scheduler finish there (it closes once
+        they have; at once when idle or made on another event loop).
+        """
+        self._policies.pop(mv, None)
+        scheduler = self._schedulers.pop(mv, None)
+        if scheduler is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if scheduler.idle or scheduler.loop is not loop:
+            scheduler.discard()
+        else:
+            task = loop.create_task(_close_when_idle(scheduler))
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
 
     def _serve(self, mv: ModelVersion) -> Served:
         model = mv.model
@@ -213,6 +241,8 @@ class ServedModels:
     async def close_schedulers(self) -> None:
         """Stop every scheduler: queued requests fail, running ones finish (server shutdown)."""
         loop = asyncio.get_running_loop()
+        for task in list(self._retiring):
+            task.cancel()
         schedulers = list(self._schedulers.values())
         self._schedulers.clear()
         for scheduler in schedulers:
@@ -329,3 +359,12 @@ class ServedModels:
             merged.setdefault("priority_queue_policy", {})
             cfg["dynamic_batching"] = merged
         return cfg
+
+
+async def _close_when_idle(scheduler: Scheduler) -> None:
+    """Close a retired scheduler once what it queued and runs has finished."""
+    try:
+        while not scheduler.idle and not scheduler.closed:
+            await asyncio.sleep(0.05)
+    finally:
+        scheduler.discard()  # idle (or shutting down): nothing left to fail

@@ -18,6 +18,8 @@ The package, by what each part does (each module says what it may import):
 
 - ``core``: connection, clients, capabilities, the local server, ``restart()``, ``close()``,
   the model listing and statistics;
+- ``ops``: the declarations' lookups (metadata, config, labels, capabilities) as I/O-free ops,
+  and the sync / async faces that perform them;
 - ``frames``: the DataFrame / inference front (``infer`` / ``ainfer`` / ``classify``), over
   ``binary`` (binary tensors on servers that do not list them);
 - ``serving``: ``serve()`` / ``load()`` / ``unload()``;

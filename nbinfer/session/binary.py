@@ -26,7 +26,7 @@ from nbinfer.errors import (
     ServerUnavailableError,
     UnauthenticatedError,
 )
-from nbinfer.session.core import SessionCore
+from nbinfer.session.ops import Lookups, SessionOp
 
 __all__ = ["BinaryProbe"]
 
@@ -34,7 +34,7 @@ logger = logging.getLogger("nbinfer")
 T = TypeVar("T")
 
 
-class BinaryProbe(SessionCore):
+class BinaryProbe(Lookups):
     """How a session decides ``binary=`` for its inference requests."""
 
     def _binary_choice(self, explicit: bool | None) -> bool | None:
@@ -52,7 +52,7 @@ class BinaryProbe(SessionCore):
             return None
         return caps.offers("binary_tensor_data")
 
-    def _binary_unknown(self, explicit: bool | None) -> bool:
+    def _binary_unknown(self, explicit: bool | None) -> SessionOp[bool]:
         """Whether the next HTTP request should probe binary tensors (once per session)."""
         if self.protocol != "http" or self._binary_found is not None:
             return False
@@ -63,15 +63,17 @@ class BinaryProbe(SessionCore):
             if self._caps_tried:
                 return False
             self._caps_tried = True
-            caps = self.capabilities
+            caps = yield from self._capabilities_op()
         return caps.error is None and caps.offers("binary_tensor_data") is None
 
     def _learn_binary(self, found: bool) -> None:
         self._binary_found = found
-        self.capabilities.record("binary_tensor_data", found)
+        caps = self._capabilities  # held: the probe runs only once they were read
+        if caps is not None:
+            caps.record("binary_tensor_data", found)
         logger.debug(
             "%s %s binary tensor data (not listed in its extensions)",
-            self.capabilities.server,
+            "the server" if caps is None else caps.server,
             "takes" if found else "refuses",
         )
 

@@ -3,8 +3,9 @@
 :class:`SessionCore` holds what every part of a :class:`~nbinfer.Session` builds on: the URL and
 the sync client, one async client per event loop, what the server offers (``capabilities``),
 the embedded local server it started (and ``restart()`` after that server died), the model
-listing, statistics, and ``close()``. The DataFrame front (``frames``) and serving
-(``serving``) derive from it; ``nbinfer.session.Session`` joins them.
+listing, statistics, and ``close()``; what its card shows is held from the last reads
+(``refresh()`` reads them again: a repr never calls the server). The DataFrame front
+(``frames``) and serving (``serving``) derive from it; ``nbinfer.session.Session`` joins them.
 
 May import ``capabilities``, ``client``, ``errors``, ``protocol`` and, from the server, only
 ``server.launcher`` (lazily, when a local server starts); ``notebook.display`` only inside the
@@ -14,9 +15,9 @@ repr hook, ``notebook.widgets`` only inside ``browse()``, ``profiling`` only ins
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
-import json
 import logging
 import signal
 import threading
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
     from nbinfer.notebook.widgets import ModelBrowser
     from nbinfer.profiling import ProfileFrame
+    from nbinfer.protocol.types import ModelMetadata
     from nbinfer.server.launcher import LocalServer
     from nbinfer.session import Session
 
@@ -245,7 +247,13 @@ class SessionCore:
             self.url = self.client.url  # ssl= made it https:// / grpcs://: show what is used
         self._labels_cache: dict[tuple[str, str], dict[str, list[str]]] = {}
         self._max_batch: dict[tuple[str, str], int] = {}
+        #: Model metadata the async face read (the sync client caches its own).
+        self._metadata_held: dict[tuple[str, str], ModelMetadata] = {}
         self._capabilities: Capabilities | None = None
+        #: The last capability record read, an error one included (what the card shows).
+        self._caps_seen: Capabilities | None = None
+        #: The last model listing read (``models``), or the error that read raised.
+        self._listing: pd.DataFrame | NbinferError | None = None
         self._caps_lock = threading.Lock()
         self._probe_lock = threading.Lock()
         self._inferred_specs: set[str] = set()
@@ -271,6 +279,8 @@ class SessionCore:
             # reference) may keep the previous session alive, so replace it explicitly.
             for old in retire_previous(self):
                 logger.info("closed %r: replaced by the newer local session %s", old, self.url)
+        if local:
+            self.refresh()  # our own server, just started: its card has something to show
 
     def _retire(self, newer: SessionCore) -> None:
         """Close this session because ``newer`` (a newer local session) replaces it."""
@@ -470,7 +480,9 @@ class SessionCore:
         self._resources.owner = f"session {self.url}"
         self._labels_cache.clear()
         self._max_batch.clear()
-        self._capabilities = None
+        self._metadata_held.clear()
+        self._capabilities = self._caps_seen = None
+        self._listing = None
         self._caps_tried = False
         self._binary_found = None
         for model in self._served.values():
@@ -504,6 +516,7 @@ class SessionCore:
                     caps = read_capabilities(self.client)
                     if caps.error is None:
                         self._capabilities = caps
+                    self._caps_seen = caps
         return caps
 
     def _ask(self, feature: str, api: str, call: Callable[[], T], *, model: str = "") -> T:
@@ -554,6 +567,32 @@ class SessionCore:
         A server whose listing is restricted (Triton's ``--http-restricted-api``) gets the
         same session-assembled frame, its note naming the header to pass.
         """
+        try:
+            frame = self._read_models()
+        except NbinferError as exc:
+            self._listing = exc
+            raise
+        self._listing = frame
+        return frame
+
+    def refresh(self: Self) -> Self:
+        """Read again what the session's card shows: the server's metadata and its models.
+
+        A session's notebook display never calls the server: it shows what was last read
+        (by this, by creating a local session, by :attr:`capabilities`, :attr:`models` or
+        inference). The server's answers, errors included, are held for the card, not
+        raised. Returns the session (a cell ending in ``session.refresh()`` shows the card).
+        """
+        if self._closed or self._replaced_by is not None:
+            return self
+        self._capabilities = None
+        if self.capabilities.error is None:
+            with contextlib.suppress(NbinferError):  # held for the card
+                _ = self.models
+        return self
+
+    def _read_models(self) -> pd.DataFrame:
+        """:attr:`models`, read from the server."""
         import pandas
 
         api = "model repository index"
@@ -645,41 +684,21 @@ class SessionCore:
         Raises:
             ModelNotFoundError: The server does not know the model.
         """
-        self.client.get_model_metadata(name, version)  # fail loudly on unknown names
-        return self._handle(name, version)
+        handle = self._handle(name, version)
+        handle._read()  # what its card shows
+        error = handle._held.get("error")
+        if error is not None:
+            raise error  # fail loudly on unknown names
+        return handle
 
     def _handle(self, name: str, version: str = "") -> ModelHandle:
         self._meet(name)
         return ModelHandle(cast("Session", self), name, version)  # every SessionCore is one
 
-    def _labels(self, name: str, version: str) -> dict[str, list[str]]:
-        """Class labels per output from the model's config (read once; also max_batch_size)."""
-        key = (name, version)
-        if key not in self._labels_cache:
-            labels: dict[str, list[str]] = {}
-            try:
-                config = self.client.get_model_config(name, version)
-            except NbinferError:
-                config = {}
-            params = config.get("parameters") or {}
-            for pname, value in params.items():
-                if pname.startswith(LABELS_PARAMETER) and isinstance(value, Mapping):
-                    try:
-                        labels[pname[len(LABELS_PARAMETER) :]] = list(
-                            json.loads(value.get("string_value", "[]"))
-                        )
-                    except ValueError:
-                        continue
-            self._labels_cache[key] = labels
-            try:
-                self._max_batch[key] = int(config.get("max_batch_size") or 0)
-            except (TypeError, ValueError):
-                self._max_batch[key] = 0
-        return self._labels_cache[key]
-
     def _forget_labels(self, model: str) -> None:
         self._labels_cache = {k: v for k, v in self._labels_cache.items() if k[0] != model}
         self._max_batch = {k: v for k, v in self._max_batch.items() if k[0] != model}
+        self._metadata_held = {k: v for k, v in self._metadata_held.items() if k[0] != model}
 
     @public
     def stats(self, model: str = "") -> pd.DataFrame:

@@ -4,12 +4,14 @@ Owns how what people pass becomes requests: DataFrames planned onto the model's 
 into chunks (``interop.pandas``), the "one array, one sample" rule, ``classification=``, images
 (``interop.images``), and results back as DataFrames; it builds on ``binary`` (whether requests
 go as binary tensors). Each sync / async pair is declared once: a private method holds the
-parameters, the docstring and the argument handling (``_infer_call``, ``_classify_call``), and
-``_blocking`` / ``_awaiting`` derive both public faces from it, which differ only in how the
-read call is sent; a new option is added in one place.
+parameters, the docstring and the argument handling (``_infer_call``, ``_classify_call``) as an
+I/O-free op (``session.ops``): the metadata, config and capability reads it needs are lookups
+it yields. ``_blocking`` / ``_awaiting`` derive both public faces from it: the sync one performs
+the lookups on the sync client, the asyncio one awaits them on the async client, so an
+``await session.ainfer(...)`` never blocks its loop; a new option is added in one place.
 
-May import ``client``, ``errors``, ``protocol``, ``interop`` and the session's core and binary
-probe; never the server or the notebook layer.
+May import ``client``, ``errors``, ``protocol``, ``interop`` and the session's core, ops and
+binary probe; never the server or the notebook layer.
 """
 
 from __future__ import annotations
@@ -21,19 +23,13 @@ import functools
 import inspect
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeGuard, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
 from nbinfer.client import Client, InferResult
-from nbinfer.errors import (
-    InvalidInputError,
-    ModelNotFoundError,
-    NbinferError,
-    ServerError,
-    UnsupportedError,
-)
+from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.columns import column_datatype
 from nbinfer.protocol.dtypes import DATATYPES
 from nbinfer.protocol.tensors import Destination, conform
@@ -47,6 +43,7 @@ from nbinfer.protocol.types import (
 )
 from nbinfer.session.binary import BinaryProbe
 from nbinfer.session.core import public
+from nbinfer.session.ops import SessionOp, _awaiting, _blocking, imported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,62 +98,6 @@ class _Classify:
     options: dict[str, Any]
 
 
-_S = TypeVar("_S", bound="FrameFront")
-_P = ParamSpec("_P")
-_C = TypeVar("_C")
-_R = TypeVar("_R")
-
-
-def _blocking(
-    name: str, declared: Callable[Concatenate[_S, _P], _C], run: Callable[[_S, _C], _R]
-) -> Callable[Concatenate[_S, _P], _R]:
-    """The sync face of a declaration: read the arguments (``declared``), then ``run`` them."""
-
-    def method(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return run(self, declared(self, *args, **kwargs))
-
-    return _dressed(method, name, declared, run, declared.__doc__)
-
-
-def _awaiting(
-    name: str,
-    declared: Callable[Concatenate[_S, _P], _C],
-    run: Callable[[_S, _C], Awaitable[_R]],
-    doc: str,
-) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]:
-    """The asyncio face of a declaration: the arguments are read when the coroutine runs."""
-
-    async def method(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return await run(self, declared(self, *args, **kwargs))
-
-    return _dressed(method, name, declared, run, doc)
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _dressed(
-    method: _F, name: str, declared: Callable[..., Any], run: Callable[..., Any], doc: str | None
-) -> _F:
-    """Dress a face as the public method it is: the declaration's parameters, the runner's result.
-
-    ``help()``, IDEs and ``inspect.signature`` then show the full signature (mypy reads the
-    same from the adapters' ParamSpec typing); docs/_ext/client_faces.py does it for griffe.
-    """
-    returns = inspect.signature(run).return_annotation
-    this, *params = inspect.signature(declared).parameters.values()
-    method.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [this.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD), *params],
-        return_annotation=returns,
-    )
-    method.__name__ = name
-    method.__qualname__ = f"FrameFront.{name}"
-    method.__doc__ = doc
-    hints = {k: v for k, v in declared.__annotations__.items() if k != "return"}
-    method.__annotations__ = {**hints, "return": returns}
-    return method
-
-
 class FrameFront(BinaryProbe):
     """The inference half of :class:`~nbinfer.Session` (see there)."""
 
@@ -191,7 +132,7 @@ class FrameFront(BinaryProbe):
         ]
         frame = outputs_to_dataframe(
             result.outputs,
-            labels=self._labels(call.model, call.version),
+            labels=self._labels_cache.get((call.model, call.version), {}),  # read by the op
             index=call.index,
             expand=call.expand,
             classified=classified,
@@ -233,14 +174,14 @@ class FrameFront(BinaryProbe):
         columns: ColumnSelection | None,
         batch_size: int | None,
         inputs: InputSpecs | None = None,
-    ) -> FrameJob:
+    ) -> SessionOp[FrameJob]:
         """The chunked plan of a DataFrame: columns mapped onto the model's inputs, row ranges."""
         from nbinfer.interop.pandas import FrameJob, chunk_rows
         from nbinfer.protocol.columns import plan_inputs
 
-        meta = self.client.get_model_metadata(model, version)
+        meta = yield from self._metadata_op(model, version)
         plan = plan_inputs(data, self._declared(meta, data, columns, inputs), columns=columns)
-        self._labels(model, version)  # also reads max_batch_size from the config
+        yield from self._labels_op(model, version)  # also reads max_batch_size from the config
         rows = chunk_rows(
             plan,
             meta,
@@ -255,7 +196,7 @@ class FrameFront(BinaryProbe):
         version: str,
         outputs: Sequence[str | RequestedOutput] | str | None,
         classification: int | None,
-    ) -> Any:
+    ) -> SessionOp[Any]:
         """``outputs`` as sent: with ``classification=k``, every (named) output asks for top-k."""
         if not classification:
             return outputs if outputs is None else _output_list(outputs)
@@ -267,7 +208,8 @@ class FrameFront(BinaryProbe):
                 model=model,
             ) from exc
         if outputs is None:
-            names = [o.name for o in self.client.get_model_metadata(model, version).outputs]
+            meta = yield from self._metadata_op(model, version)
+            names = [o.name for o in meta.outputs]
         else:
             names = [o if isinstance(o, str) else o.name for o in _output_list(outputs)]
         return [RequestedOutput(name, class_count=count) for name in names]
@@ -291,7 +233,7 @@ class FrameFront(BinaryProbe):
         classification: int | None = None,
         inputs: InputSpecs | None = None,
         **kwargs: Any,
-    ) -> _Call:
+    ) -> SessionOp[_Call]:
         """Run inference on ``model``; a DataFrame of any size is split, pipelined and reassembled.
 
         Args:
@@ -360,9 +302,9 @@ class FrameFront(BinaryProbe):
         call = _Call(
             model,
             model_version,
-            self._requested(model, model_version, outputs, classification),
+            (yield from self._requested(model, model_version, outputs, classification)),
             explicit,
-            self._binary_unknown(explicit),
+            (yield from self._binary_unknown(explicit)),
             kwargs,
             as_frame,
             expand,
@@ -371,14 +313,14 @@ class FrameFront(BinaryProbe):
         )
         if _is_frame(data):
             rows = _count("batch_size", batch_size)
-            call.job = self._frame_job(model, model_version, data, columns, rows, inputs)
+            call.job = yield from self._frame_job(model, model_version, data, columns, rows, inputs)
             call.index = data.index
             call.nan = _plan_nan_note(call.job)
         else:
-            call.data, call.single = self._samples(model, model_version, data)
+            call.data, call.single = yield from self._samples(model, model_version, data)
             if isinstance(call.data, Mapping):
                 call.nan = _data_nan_note(call.data)
-            self._labels(model, model_version)  # read once: the result's card names classes
+            yield from self._labels_op(model, model_version)  # the result's card names classes
         return call
 
     def _send(self, call: _Call) -> Any:
@@ -431,6 +373,7 @@ class FrameFront(BinaryProbe):
 
         if call.job is None:
             return self._finish(call, await submit(call.data))
+        await imported("nbinfer.interop.pandas")
         from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, ainfer_frame
 
         outs = await ainfer_frame(
@@ -453,7 +396,7 @@ class FrameFront(BinaryProbe):
 
     # -- one array, one sample --------------------------------------------------------------
 
-    def _samples(self, model: str, version: str, data: Any) -> tuple[Any, bool]:
+    def _samples(self, model: str, version: str, data: Any) -> SessionOp[tuple[Any, bool]]:
         """``data`` as sent: one array for a one-input model, single samples batched.
 
         The rule (docs/session.md, "One array, one sample"): a value that is not a mapping is
@@ -468,7 +411,7 @@ class FrameFront(BinaryProbe):
         """
         if isinstance(data, InferRequest) or _is_input_list(data):
             return data, False
-        meta = self._metadata(model, version)
+        meta = yield from self._optional_metadata_op(model, version)
         if meta is None or not meta.inputs:
             return data, False
         if not isinstance(data, Mapping):
@@ -487,9 +430,9 @@ class FrameFront(BinaryProbe):
         for name, value in data.items():
             spec = specs.get(name)
             if _is_image(value):
-                value = self._image_sample(meta, version, name, value)
+                value = yield from self._image_sample(meta, version, name, value)
             elif _is_pixels(value, spec):
-                value = self._pixels(meta, version, value, spec)
+                value = yield from self._pixels(meta, version, value, spec)
             if spec is not None and _is_numeric(
                 value, spec
             ):  # as declared when no value changes (else refused)
@@ -514,50 +457,40 @@ class FrameFront(BinaryProbe):
             )
         return sent, bool(single)
 
-    def _metadata(self, model: str, version: str) -> ModelMetadata | None:
-        """The model's metadata from the client's cache (read once); None if it has none."""
-        meta = self.client._metadata.get((model, version))  # kept fresh by load / unload
-        if meta is None:
-            try:
-                meta = self.client.get_model_metadata(model, version)
-            except ModelNotFoundError:
-                raise
-            except (ServerError, UnsupportedError) as exc:
-                logger.debug("no metadata for %s (sending the data as given): %s", model, exc)
-                return None
-        return meta
-
-    def _pixels(self, meta: ModelMetadata, version: str, pixels: Any, spec: Any) -> Any:
+    def _pixels(self, meta: ModelMetadata, version: str, pixels: Any, spec: Any) -> SessionOp[Any]:
         """A ``uint8`` array for a float input: scaled as the model's config declares."""
         from nbinfer.interop.images import scaled_pixels
 
-        return scaled_pixels(pixels, self._config(meta.name, version), spec.datatype)
+        config = yield from self._config_op(meta.name, version)
+        return scaled_pixels(pixels, config, spec.datatype)
 
-    def _image_sample(self, meta: ModelMetadata, version: str, name: str, image: Any) -> Any:
+    def _image_sample(
+        self, meta: ModelMetadata, version: str, name: str, image: Any
+    ) -> SessionOp[Any]:
         from nbinfer.interop.images import image_sample
 
-        return image_sample(meta, self._config(meta.name, version), image, input=name)
-
-    def _config(self, model: str, version: str) -> dict[str, Any]:
-        """The model's config, or ``{}`` where the server has none to give."""
-        try:
-            return self.client.get_model_config(model, version)
-        except NbinferError:
-            return {}
+        config = yield from self._config_op(meta.name, version)
+        return image_sample(meta, config, image, input=name)
 
     # -- images ----------------------------------------------------------------------------
 
-    def _image_options(self, model: str, version: str, options: dict[str, Any]) -> dict[str, Any]:
-        options.setdefault("config", self._config(model, version))
-        options.setdefault("server_labels", self._labels(model, version))
-        options.setdefault("extensions", self.capabilities.extensions)  # metadata read once
+    def _image_options(
+        self, model: str, version: str, options: dict[str, Any]
+    ) -> SessionOp[dict[str, Any]]:
+        if "config" not in options:
+            options["config"] = yield from self._config_op(model, version)
+        if "server_labels" not in options:
+            options["server_labels"] = yield from self._labels_op(model, version)
+        if "extensions" not in options:
+            caps = yield from self._capabilities_op()  # metadata read once
+            options["extensions"] = caps.extensions
         return options
 
     # -- classify / aclassify: one declaration, two faces ------------------------------------
 
     def _classify_call(
         self, /, model: str, images: Any, *, top_k: int = 5, model_version: str = "", **options: Any
-    ) -> _Classify:
+    ) -> SessionOp[_Classify]:
         """Classify images: top-k classes per image as a DataFrame that displays as a grid.
 
         Preprocessing comes from the model's metadata (size, channels, layout, datatype); see
@@ -596,7 +529,7 @@ class FrameFront(BinaryProbe):
             top[top["rank"] == 1]
         """
         self._meet(model)
-        options = self._image_options(model, model_version, dict(options, top_k=top_k))
+        options = yield from self._image_options(model, model_version, dict(options, top_k=top_k))
         return _Classify(model, model_version, images, options)
 
     def _classify_now(self, call: _Classify) -> pd.DataFrame:
@@ -622,6 +555,7 @@ class FrameFront(BinaryProbe):
 
     async def _aclassify_now(self, call: _Classify) -> pd.DataFrame:
         """Run a read ``aclassify`` call on the session's async client."""
+        await imported("nbinfer.interop.images")  # Pillow's first import: off the loop
         from nbinfer.interop.images import aclassify_images
 
         aclient = self._aclient()
@@ -732,11 +666,9 @@ def _count(option: str, value: Any) -> int | None:
 
 
 def _is_frame(data: Any) -> bool:
-    try:
-        import pandas
-    except ImportError:  # pragma: no cover - pandas is a runtime dependency
-        return False
-    return isinstance(data, pandas.DataFrame)
+    """A pandas DataFrame (without importing pandas when nobody has: none can be one)."""
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(data, pandas.DataFrame)
 
 
 def _is_input_list(data: Any) -> bool:

@@ -1,13 +1,17 @@
 """ModelHandle: one model of a session (metadata, config, labels, statistics, infer).
 
 A view over its :class:`~nbinfer.Session`: it holds no connection of its own, so it works
-across ``session.restart()``. Must not import the rest of the session package at run time
+across ``session.restart()``. What its card shows (metadata, config, readiness, labels) is
+held from the last read (``session.model()`` reads it, :meth:`ModelHandle.refresh` again): a
+repr never calls the server. Must not import the rest of the session package at run time
 (the session imports it), nor the server; the notebook renderer only inside its repr hook.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from nbinfer.errors import NbinferError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,21 +32,55 @@ class ModelHandle:
         self._session = session
         self.name = name
         self.version = version
+        #: What the card shows, from the last reads: ``metadata``, ``config``, ``ready``,
+        #: ``labels``, or the ``error`` a read raised.
+        self._held: dict[str, Any] = {}
+
+    def refresh(self) -> ModelHandle:
+        """Read the model's metadata, config and readiness again; returns the handle.
+
+        Its card (the notebook display) shows what the last read found, an error included
+        (held for the card, not raised): a repr never calls the server.
+        """
+        self._read()
+        return self
+
+    def _read(self) -> None:
+        """Fill what the card shows; an error is held, not raised."""
+        held: dict[str, Any] = {}
+        session = self._session
+        try:
+            held["metadata"] = session.client.get_model_metadata(self.name, self.version)
+            try:
+                held["config"] = session.client.get_model_config(self.name, self.version)
+            except NbinferError:
+                held["config"] = {}  # servers without the model_configuration extension
+            held["ready"] = session.client.is_model_ready(self.name, self.version)
+            held["labels"] = session._labels(self.name, self.version)
+        except NbinferError as exc:
+            held["error"] = exc
+        self._held = held
 
     @property
     def metadata(self) -> ModelMetadata:
-        """The model's metadata (inputs, outputs, versions, platform)."""
-        return self._session.client.get_model_metadata(self.name, self.version)
+        """The model's metadata (inputs, outputs, versions, platform): read from the server."""
+        meta = self._session.client.get_model_metadata(self.name, self.version)
+        self._held["metadata"] = meta
+        return meta
 
     @property
     def config(self) -> dict[str, Any]:
-        """The model's configuration (Triton-shaped JSON)."""
-        return self._session.client.get_model_config(self.name, self.version)
+        """The model's configuration (Triton-shaped JSON): read from the server."""
+        config = self._session.client.get_model_config(self.name, self.version)
+        self._held["config"] = config
+        return config
 
     @property
     def ready(self) -> bool:
-        """Whether the server reports the model ready."""
-        return self._session.client.is_model_ready(self.name, self.version)
+        """Whether the server reports the model ready: read from the server."""
+        ready = self._session.client.is_model_ready(self.name, self.version)
+        self._held["ready"] = ready
+        return ready
 
     @property
     def labels(self) -> dict[str, list[str]]:

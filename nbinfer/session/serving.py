@@ -11,12 +11,18 @@ one named exception in the layering test). Never the rest of the server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nbinfer.errors import InvalidInputError, PermissionDeniedError, UnauthenticatedError
+from nbinfer.errors import (
+    InvalidInputError,
+    NbinferError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+)
 from nbinfer.session.core import SessionCore, public
 from nbinfer.session.handle import ModelHandle
 
@@ -59,7 +65,9 @@ class Serving(SessionCore):
             self._repository(
                 model, lambda: self.client.load_model(model, config=config, files=files)
             )
-        return self._handle(model)
+        handle = self._handle(model)
+        handle._read()  # what its card shows (an error too)
+        return handle
 
     @public
     def unload(self, model: str) -> None:
@@ -92,6 +100,13 @@ class Serving(SessionCore):
         finally:
             self.client._forget(model)  # the metadata cache: the model may have changed
         self._forget_labels(model)
+        self._relist()
+
+    def _relist(self) -> None:
+        """After the models changed: read the listing again if the session holds one."""
+        if self._listing is not None:
+            with contextlib.suppress(NbinferError):  # held for the card
+                _ = self.models
 
     @public
     def serve(
@@ -134,9 +149,11 @@ class Serving(SessionCore):
         except (TypeError, ValueError) as exc:  # e.g. inputs= that is not a sequence
             raise InvalidInputError(f"session.serve(): {exc}", hint=SERVE_SPEC_HINTS) from exc
         self._served[built.name] = built
-        self.client.get_model_metadata(built.name)  # refresh the client's metadata cache
         self._forget_labels(built.name)
-        return self._handle(built.name)
+        self._relist()
+        handle = self._handle(built.name)
+        handle._read()  # also refreshes the client's metadata cache
+        return handle
 
 
 def _as_model(

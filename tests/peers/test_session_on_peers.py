@@ -290,7 +290,8 @@ def test_session_display_uses_the_capability_record(kserve_undeclared: Peer) -> 
     from nbinfer.notebook.display import render_session
 
     with Session(kserve_undeclared.http_url) as session:
-        html = str(render_session(session))
+        assert "session.refresh()" in str(render_session(session))  # nothing read yet
+        html = str(render_session(session.refresh()))
         assert "kserve 0.21.0" in html and "model_repository_extension" in html
         assert "times_two" in html  # from KServe's own list
 
