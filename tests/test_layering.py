@@ -428,7 +428,6 @@ KNOWN_LONG: frozenset[str] = frozenset(
         "nbinfer.protocol.tensors",
         "nbinfer.server.rest",
         "nbinfer.session.core",
-        "nbinfer.session.frames",
     }
 )
 

@@ -109,20 +109,38 @@ def test_readme_cell_displayed_five_times_leaves_one_server() -> None:
     assert report["sessions"] == [report["current"]]
 
 
-def test_keep_previous_keeps_both_and_a_plain_session_replaces_them() -> None:
+@pytest.fixture
+def already() -> tuple[set[int], list[Session]]:
+    """Servers and sessions that other tests of the run left in this process (not this test's)."""
+    return set(server_children()), list(nbinfer.sessions())
+
+
+def new_children(already: tuple[set[int], list[Session]]) -> list[int]:
+    """The server children this test started that are still alive, sorted."""
+    return sorted(set(server_children()) - already[0])
+
+
+def new_sessions(already: tuple[set[int], list[Session]]) -> list[Session]:
+    """The open sessions this test created, oldest first."""
+    return [s for s in nbinfer.sessions() if s not in already[1]]
+
+
+def test_keep_previous_keeps_both_and_a_plain_session_replaces_them(
+    already: tuple[set[int], list[Session]],
+) -> None:
     first = Session(device="cpu", demo=False)
     second = Session(device="cpu", demo=False, keep_previous=True)
     try:
         assert first.server is not None and second.server is not None
         assert first.server.running and second.server.running
-        assert len(server_children()) == 2
+        assert len(new_children(already)) == 2
         assert "iris" not in set(first.models["name"])  # both answer
-        assert nbinfer.sessions()[-2:] == [first, second]
+        assert new_sessions(already) == [first, second]
         third = Session(device="cpu", demo=False)
         try:
             assert not first.server.running and not second.server.running
-            assert server_children() == [third.server.pid]
-            assert nbinfer.sessions() == [third]
+            assert new_children(already) == [third.server.pid]
+            assert new_sessions(already) == [third]
             assert "replaced by a newer Session" in repr(first)
             for old in (first, second):
                 with pytest.raises(ConnectError, match="replaced by a newer local") as caught:
@@ -135,10 +153,12 @@ def test_keep_previous_keeps_both_and_a_plain_session_replaces_them() -> None:
     finally:
         first.close()
         second.close()
-    assert server_children() == []
+    assert new_children(already) == []
 
 
-def test_remote_and_shared_sessions_are_never_replaced() -> None:
+def test_remote_and_shared_sessions_are_never_replaced(
+    already: tuple[set[int], list[Session]],
+) -> None:
     shared = Session.shared(device="cpu", demo=False)
     try:
         plain = Session(device="cpu", demo=False)  # does not replace the shared one
@@ -150,7 +170,8 @@ def test_remote_and_shared_sessions_are_never_replaced() -> None:
                 assert plain.server is not None and not plain.server.running
                 assert shared.server.running and Session.shared(device="cpu", demo=False) is shared
                 assert remote in nbinfer.sessions()  # open: it did not start that server
-                assert sorted(server_children()) == sorted([shared.server.pid, newer.server.pid])  # type: ignore[union-attr]
+                pids = sorted([shared.server.pid, newer.server.pid])  # type: ignore[union-attr]
+                assert new_children(already) == pids
             finally:
                 newer.close()
         finally:
@@ -165,7 +186,9 @@ def test_keep_previous_is_refused_for_a_url() -> None:
         Session("127.0.0.1:1", keep_previous=True)
 
 
-def test_a_displayed_session_holds_no_reference_to_itself() -> None:
+def test_a_displayed_session_holds_no_reference_to_itself(
+    already: tuple[set[int], list[Session]],
+) -> None:
     """The rich display returns strings: dropping the session stops its server at once."""
     shell = InteractiveShell.instance()
     session = Session(device="cpu", demo=False)
@@ -178,4 +201,4 @@ def test_a_displayed_session_holds_no_reference_to_itself() -> None:
     gc.collect()
     assert ref() is None  # nothing the display made (or cached) keeps it
     assert not server.running
-    assert server_children() == []
+    assert new_children(already) == []

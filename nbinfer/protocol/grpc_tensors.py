@@ -471,6 +471,18 @@ def decode_tensors(
     ]
 
 
+def _empty(shape: list[int], datatype: str, name: str) -> np.ndarray[Any, Any]:
+    """The empty tensor of a shape with a zero in it (numpy refuses absurd other dimensions)."""
+    try:
+        return np.empty(shape, dtype=numpy_dtype(datatype))
+    except ValueError as exc:  # e.g. [0, 2**62]: "array is too big"
+        raise InvalidInputError(
+            f"tensor {name!r} has shape {shape}: a dimension is too large ({exc})",
+            tensor=name,
+            shape=shape,
+        ) from None
+
+
 def _decode_tensor_data(
     msgs: Sequence[_AnyTensorMsg],
     raw: Sequence[bytes],
@@ -512,7 +524,7 @@ def _decode_tensor_data(
             data = _raw_tensor(raw[next_raw], msg.datatype, shape, name)
             next_raw += 1
         elif not raw and _element_count(shape, name) == 0:
-            data = np.empty(shape, dtype=numpy_dtype(msg.datatype))
+            data = _empty(shape, msg.datatype, name)
         else:
             raise InvalidInputError(
                 f"{kind} tensor {name!r} has no data: {len(raw)} raw_{kind}_contents entries "

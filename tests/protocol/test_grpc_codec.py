@@ -808,3 +808,14 @@ def test_requests_stay_strict_about_mixing() -> None:
     msg.raw_input_contents.append(b"\0\0\0\0")
     with pytest.raises(InvalidInputError, match="cannot be mixed"):
         request_from_proto(msg)
+
+
+def test_an_empty_tensor_with_an_absurd_dimension_is_a_typed_error() -> None:
+    """Found by the fuzz run: this shape has no elements, and numpy refuses it (too big)."""
+    msg = pb.ModelInferRequest()
+    tensor = msg.inputs.add(name="INPUT0", datatype="BOOL")
+    tensor.shape.extend([0, 0, 2**56 - 1, 84, 98])
+    with pytest.raises(InvalidInputError, match=r"'INPUT0'.*too large"):
+        request_from_proto(msg)
+    tensor.shape[:] = [0, 3]
+    assert request_from_proto(msg).inputs[0].shape == [0, 3]  # a plain empty tensor still works
