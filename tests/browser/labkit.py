@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +57,23 @@ def light_theme(page: Any) -> None:
         menu(page, "Settings", "Theme", "JupyterLab Light")
         page.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
         time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def lab_page(
+    chromium: Any, tmp_path: Path, width: int, height: int, errors: list[str] | None = None
+) -> Iterator[tuple[Any, list[str]]]:
+    """A new page of ``width`` x ``height`` and the JavaScript errors it raises (into ``errors``).
+
+    On a failure inside, a full-page ``failure.png`` goes to ``tmp_path``; the page is closed after.
+    """
+    page = chromium.new_page(viewport={"width": width, "height": height})
+    seen = [] if errors is None else errors
+    page.on("pageerror", lambda exc: seen.append(str(exc)))
+    try:
+        yield page, seen
+    except Exception:
+        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()

@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, light_theme, open_notebook, run_all, save_shot
+from tests.browser.labkit import (
+    dark_theme,
+    lab_page,
+    light_theme,
+    open_notebook,
+    run_all,
+    save_shot,
+)
 
 NOTEBOOK = "browser_image.ipynb"
 #: The main pane (model header, tabs, try-it form) keeps at least this width.
@@ -108,10 +115,7 @@ def test_image_form_upload_sketch_and_narrow_layout(
     lab: dict[str, Any], chromium: Any, tmp_path: Path
 ) -> None:
     pytest.importorskip("anywidget", reason="the sketch pad needs anywidget (a dependency)")
-    page = chromium.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with lab_page(chromium, tmp_path, 1280, 900) as (page, errors):
         open_notebook(page, lab, NOTEBOOK)
         light_theme(page)
         run_all(page)
@@ -197,8 +201,3 @@ def test_image_form_upload_sketch_and_narrow_layout(
 
         assert errors == [], errors
         print(f"screenshots in {tmp_path}")
-    except Exception:
-        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-        raise
-    finally:
-        page.close()

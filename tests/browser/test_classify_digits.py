@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
 
 NOTEBOOK = "classify_digits.ipynb"
 
@@ -29,10 +29,7 @@ def _loaded_sizes(images: Any) -> list[list[int]]:
 def test_classify_grid_shows_the_input_the_model_saw(
     lab: dict[str, Any], chromium: Any, tmp_path: Path
 ) -> None:
-    page = chromium.new_page(viewport={"width": 1100, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with lab_page(chromium, tmp_path, 1100, 900) as (page, errors):
         open_notebook(page, lab, NOTEBOOK)
         run_all(page)
         grids = page.locator(".nbi-gallery")
@@ -65,8 +62,3 @@ def test_classify_grid_shows_the_input_the_model_saw(
         shown.screenshot(path=str(dark))
         save_shot(dark, "classify-show-input-dark.png")
         assert errors == [], errors
-    except Exception:
-        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-        raise
-    finally:
-        page.close()

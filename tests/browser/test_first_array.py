@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
 
 NOTEBOOK = "first_array.ipynb"
 
@@ -22,10 +22,7 @@ pytestmark = pytest.mark.timeout(180)
 def test_float64_array_shows_its_result_in_jupyterlab(
     lab: dict[str, Any], chromium: Any, tmp_path: Path
 ) -> None:
-    page = chromium.new_page(viewport={"width": 1000, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with lab_page(chromium, tmp_path, 1000, 900) as (page, errors):
         open_notebook(page, lab, NOTEBOOK)
         run_all(page)
         outputs = page.locator(".jp-Cell-outputArea")
@@ -55,8 +52,3 @@ def test_float64_array_shows_its_result_in_jupyterlab(
         page.locator(".jp-Notebook").screenshot(path=str(dark))
         save_shot(dark, "first-array-dark.png")
         assert errors == [], errors
-    except Exception:
-        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-        raise
-    finally:
-        page.close()

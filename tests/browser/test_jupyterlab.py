@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
 
 NOTEBOOK = "model_browser.ipynb"
 
@@ -21,10 +21,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def test_model_browser_in_jupyterlab(lab: dict[str, Any], chromium: Any, tmp_path: Path) -> None:
-    page = chromium.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with lab_page(chromium, tmp_path, 1280, 900) as (page, errors):
         open_notebook(page, lab, NOTEBOOK)
         run_all(page)
 
@@ -72,8 +69,3 @@ def test_model_browser_in_jupyterlab(lab: dict[str, Any], chromium: Any, tmp_pat
         ui.screenshot(path=str(dark))
         save_shot(dark, "browser-dark.png")
         assert errors == [], errors
-    except Exception:
-        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-        raise
-    finally:
-        page.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
 
 NOTEBOOK = "error_card.ipynb"
 
@@ -23,10 +23,7 @@ pytestmark = pytest.mark.timeout(180)
 def test_error_shows_your_line_then_the_card_with_library_frames_folded(
     lab: dict[str, Any], chromium: Any, tmp_path: Path
 ) -> None:
-    page = chromium.new_page(viewport={"width": 1100, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with lab_page(chromium, tmp_path, 1100, 900) as (page, errors):
         open_notebook(page, lab, NOTEBOOK)
         run_all(page)
 
@@ -65,8 +62,3 @@ def test_error_shows_your_line_then_the_card_with_library_frames_folded(
         cell.locator(".jp-Cell-outputWrapper").screenshot(path=str(dark))
         save_shot(dark, "error-card-dark.png")
         assert errors == [], errors
-    except Exception:
-        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-        raise
-    finally:
-        page.close()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
 
 NOTEBOOK = "profile_card.ipynb"
 
@@ -89,10 +89,7 @@ def _check_code_chips(stats: Any) -> None:
 def test_profile_card_follows_the_theme_at_700px(
     lab: dict[str, Any], chromium: Any, tmp_path: Path
 ) -> None:
-    page = chromium.new_page(viewport={"width": 700, "height": 1000})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with lab_page(chromium, tmp_path, 700, 1000) as (page, errors):
         open_notebook(page, lab, NOTEBOOK)
         run_all(page)
         card = page.locator(".nbi").filter(has=page.locator("svg.nbi-chart")).first
@@ -130,8 +127,3 @@ def test_profile_card_follows_the_theme_at_700px(
         stats.screenshot(path=str(tmp_path / "stats-dark.png"))
         print(f"screenshots: {shot} {dark}")
         assert errors == [], errors
-    except Exception:
-        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-        raise
-    finally:
-        page.close()

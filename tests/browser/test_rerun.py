@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import open_notebook, save_shot
+from tests.browser.labkit import lab_page, open_notebook, save_shot
 
 NOTEBOOK = "rerun.ipynb"
 
@@ -37,10 +37,7 @@ def _run(page: Any, index: int, count: int) -> Any:
 def test_rerunning_the_readme_cell_five_times_leaves_one_server(
     lab: dict[str, Any], chromium: Any, tmp_path: Path
 ) -> None:
-    page = chromium.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with lab_page(chromium, tmp_path, 1280, 900) as (page, errors):
         open_notebook(page, lab, NOTEBOOK)
         counts = []
         for run in range(5):
@@ -64,8 +61,3 @@ def test_rerunning_the_readme_cell_five_times_leaves_one_server(
         page.locator(".jp-Notebook").screenshot(path=str(shot))
         save_shot(shot, "rerun.png")
         assert errors == [], errors
-    except Exception:
-        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-        raise
-    finally:
-        page.close()

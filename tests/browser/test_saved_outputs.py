@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, menu, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, menu, open_notebook, run_all, save_shot
 
 HERE = Path(__file__).resolve().parent
 NOTEBOOK = "saved_outputs.ipynb"
@@ -64,10 +64,7 @@ def test_a_saved_notebook_reopens_with_the_summary_and_no_dead_widget(
     (JupyterLab never falls back to a widget output's ``text/html``: docs/notebook.md)."""
     name = f"saved_outputs_{'state' if save_state else 'default'}.ipynb"
     shutil.copy(HERE / NOTEBOOK, lab["root"] / name)  # a fresh copy for each setting
-    page = chromium.new_page(viewport={"width": 1280, "height": 1000})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with lab_page(chromium, tmp_path, 1280, 1000) as (page, errors):
         open_notebook(page, lab, name)
         _save_widget_state(page, save_state)
         run_all(page)
@@ -92,47 +89,37 @@ def test_a_saved_notebook_reopens_with_the_summary_and_no_dead_widget(
         assert ("widgets" in saved["metadata"]) == save_state
         menu(page, "Kernel", "Shut Down Kernel")
         page.locator(".jp-Toolbar-kernelName", has_text="No Kernel").wait_for(timeout=30_000)
-    except Exception:
-        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-        raise
-    finally:
-        page.close()  # a new tab below: nothing of this one's widgets or kernel is reused
+    # a new tab below: nothing of this one's widgets or kernel is reused
 
-    page = chromium.new_page(viewport={"width": 1280, "height": 1000})
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
-        open_notebook(page, lab, name)  # a fresh workspace and a fresh kernel
-        summary = page.locator(".jp-OutputArea-output", has_text=SUMMARY)
-        summary.wait_for(timeout=30_000)
-        if save_state:
-            ui = page.locator(".nbinfer-browser")
-            ui.wait_for(timeout=30_000)  # drawn from the widget state saved in the notebook
-        else:
-            page.get_by_text("Error displaying widget").wait_for(timeout=30_000)  # the browser's
-        time.sleep(1.0)  # the widget manager restores after the kernel is idle: let it finish
-        text = _outputs(page) if save_state else _outputs(page, cell=1)  # the bar's cell
-        assert SUMMARY.search(text), text
-        for dead in DEAD:
-            assert dead not in text, text
-        if save_state:
-            assert "iris" in ui.inner_text()
-            shot = tmp_path / "saved-reopened.png"
-            page.locator(".jp-Notebook").screenshot(path=str(shot))
-            save_shot(shot, "saved-reopened.png")
-            dark_theme(page)
-            dark = tmp_path / "saved-reopened-dark.png"
-            page.locator(".jp-Notebook").screenshot(path=str(dark))
-            save_shot(dark, "saved-reopened-dark.png")
-            print(f"screenshots: {shot} {dark}")
-        assert errors == [], errors
-    except Exception:
-        page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-        raise
-    finally:
+    with lab_page(chromium, tmp_path, 1280, 1000, errors) as (page, _):
         try:
-            _save_widget_state(page, False)  # the lab is shared by the session's tests
+            open_notebook(page, lab, name)  # a fresh workspace and a fresh kernel
+            summary = page.locator(".jp-OutputArea-output", has_text=SUMMARY)
+            summary.wait_for(timeout=30_000)
+            if save_state:
+                ui = page.locator(".nbinfer-browser")
+                ui.wait_for(timeout=30_000)  # drawn from the widget state saved in the notebook
+            else:
+                dead_browser = page.get_by_text("Error displaying widget")  # the browser's
+                dead_browser.wait_for(timeout=30_000)
+            time.sleep(1.0)  # the widget manager restores after the kernel is idle: let it finish
+            text = _outputs(page) if save_state else _outputs(page, cell=1)  # the bar's cell
+            assert SUMMARY.search(text), text
+            for dead in DEAD:
+                assert dead not in text, text
+            if save_state:
+                assert "iris" in ui.inner_text()
+                shot = tmp_path / "saved-reopened.png"
+                page.locator(".jp-Notebook").screenshot(path=str(shot))
+                save_shot(shot, "saved-reopened.png")
+                dark_theme(page)
+                dark = tmp_path / "saved-reopened-dark.png"
+                page.locator(".jp-Notebook").screenshot(path=str(dark))
+                save_shot(dark, "saved-reopened-dark.png")
+                print(f"screenshots: {shot} {dark}")
+            assert errors == [], errors
         finally:
-            page.close()
+            _save_widget_state(page, False)  # the lab is shared by the session's tests
 
     html = tmp_path / "saved_outputs.html"
     command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--output"]
