@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from nbinfer.server.launcher import LocalServer
 from tests.server.triton_calls import (
     EXAMPLES,
     VALUES,
+    addresses,
     client,
     client_view,
     infer_one,
@@ -37,6 +37,7 @@ from tests.server.triton_calls import (
     probe,
     run_sequence,
     run_stream,
+    serving,
 )
 
 if TYPE_CHECKING:
@@ -53,21 +54,8 @@ def servers(
     repository = tmp_path_factory.mktemp("triton-examples") / "models"
     shutil.copytree(EXAMPLES, repository, ignore=shutil.ignore_patterns("__pycache__"))
     triton = triton_launcher(repository, models=MODELS)
-    ours = LocalServer(model_repository=repository, demo=False, device="cpu", auth_token=None)
-    ours.start()
-    try:
-        yield {
-            "nbinfer": {
-                "http": ours.http_url.removeprefix("http://"),
-                "grpc": ours.grpc_url.removeprefix("grpc://"),
-            },
-            "triton": {
-                "http": triton.http_url.removeprefix("http://"),
-                "grpc": triton.grpc_url.removeprefix("grpc://"),
-            },
-        }
-    finally:
-        ours.stop()
+    with serving(repository) as ours:
+        yield {"nbinfer": ours, "triton": addresses(triton)}
 
 
 def _both(servers: dict[str, dict[str, str]], call: Callable[[dict[str, str]], Any]) -> Any:

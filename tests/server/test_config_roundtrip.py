@@ -14,23 +14,21 @@ import httpx
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from nbinfer.server.launcher import LocalServer
-from tests.server.triton_calls import EXAMPLES, client, client_view, infer_one, model_config
+from tests.server.triton_calls import (
+    client,
+    client_view,
+    infer_one,
+    model_config,
+    serving,
+)
 
 PROTOCOLS = ["http", "grpc"]
 
 
 @pytest.fixture(scope="module")
 def urls() -> Iterator[dict[str, str]]:
-    server = LocalServer(model_repository=EXAMPLES, demo=False, device="cpu", auth_token=None)
-    server.start()
-    try:
-        yield {
-            "http": server.http_url.removeprefix("http://"),
-            "grpc": server.grpc_url.removeprefix("grpc://"),
-        }
-    finally:
-        server.stop()
+    with serving() as found:
+        yield found
 
 
 @pytest.fixture(scope="module")

@@ -20,17 +20,16 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from nbinfer.errors import InvalidInputError
-from nbinfer.server.launcher import LocalServer
 from nbinfer.server.pbtxt import parse_pbtxt
 from nbinfer.server.sequence_controls import SequenceControls
 from tests.server.triton_calls import (
-    EXAMPLES,
     VALUES,
     client,
     infer_one,
     probe,
     run_sequence,
     run_stream,
+    serving,
 )
 
 PROTOCOLS = ["http", "grpc"]
@@ -38,15 +37,8 @@ PROTOCOLS = ["http", "grpc"]
 
 @pytest.fixture(scope="module")
 def urls() -> Iterator[dict[str, str]]:
-    server = LocalServer(model_repository=EXAMPLES, demo=False, device="cpu", auth_token=None)
-    server.start()
-    try:
-        yield {
-            "http": server.http_url.removeprefix("http://"),
-            "grpc": server.grpc_url.removeprefix("grpc://"),
-        }
-    finally:
-        server.stop()
+    with serving() as found:
+        yield found
 
 
 # -- the examples' own checks ------------------------------------------------------------------

@@ -9,8 +9,10 @@ same calls run against nbinfer and a real tritonserver.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,32 @@ import tritonclient.grpc as tg
 import tritonclient.http as th
 from google.protobuf import json_format
 
+from nbinfer.server.launcher import LocalServer
+
 #: The Triton-layout repository of Python-backend stand-ins (see its README.md).
 EXAMPLES = Path(__file__).parent / "triton_examples"
 
 #: The values the examples send (a first value, then these; the second sequence negated).
 VALUES = [11, 7, 5, 3, 2, 0, 1]
+
+
+def addresses(server: Any) -> dict[str, str]:
+    """A server's ``host:port`` per protocol, as tritonclient takes them (nbinfer or Triton)."""
+    return {
+        "http": server.http_url.removeprefix("http://"),
+        "grpc": server.grpc_url.removeprefix("grpc://"),
+    }
+
+
+@contextlib.contextmanager
+def serving(repository: Path = EXAMPLES) -> Iterator[dict[str, str]]:
+    """nbinfer's server on ``repository`` (no demo models, no token): :func:`addresses`."""
+    server = LocalServer(model_repository=repository, demo=False, device="cpu", auth_token=None)
+    server.start()
+    try:
+        yield addresses(server)
+    finally:
+        server.stop()
 
 
 def _module(protocol: str) -> Any:
