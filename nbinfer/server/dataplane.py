@@ -3,9 +3,10 @@
 The REST and gRPC frontends are thin adapters over :class:`DataPlane`: health, metadata,
 inference, shared memory and the repository operations. An inference reads resolve -> check ->
 run -> shape: :class:`~nbinfer.server.lifecycle.ServedModels` resolves the version (with its
-:class:`~nbinfer.server.modelio.ModelIO`), ModelIO checks the inputs, the request runs inline,
-on the thread pool, through the version's scheduler or in its sequence, and ModelIO shapes the
-outputs. Model lifecycle lives in ``lifecycle.py``, statistics in ``stats.py``, KServe v1 in
+:class:`~nbinfer.server.modelio.ModelIO`), ModelIO checks the inputs, the request runs inline
+or through :class:`~nbinfer.server.execution.Execution` (on the model's threads, through the
+version's scheduler or in its sequence), and ModelIO shapes the outputs. Model lifecycle lives
+in ``lifecycle.py``, the run step in ``execution.py``, statistics in ``stats.py``, KServe v1 in
 ``kserve_v1.py``; errors are :mod:`nbinfer.errors` classes the frontends map onto statuses.
 
 Imports protocol, errors and the server's core modules; never a frontend (rest, grpc, app).
@@ -23,16 +24,12 @@ import importlib.metadata
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import AsyncIterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import aclosing
 from typing import Any
 
-from nbinfer.errors import (
-    InvalidInputError,
-    ModelNotFoundError,
-    NbinferError,
-    ServerUnavailableError,
-)
+from nbinfer.errors import InvalidInputError, ModelNotFoundError, NbinferError
 from nbinfer.protocol.types import (
     InferOutput,
     InferRequest,
@@ -41,11 +38,12 @@ from nbinfer.protocol.types import (
     RepositoryModel,
     ServerMetadata,
 )
-from nbinfer.server.batcher import PendingRequest, Scheduler, concat_inputs, split_rows
+from nbinfer.server.batcher import Scheduler
 from nbinfer.server.exception_handlers import ExceptionHandlers
-from nbinfer.server.lifecycle import Served, ServedModels
+from nbinfer.server.execution import Execution, Served, uint_param
+from nbinfer.server.lifecycle import ServedModels
 from nbinfer.server.model import InferContext, Model
-from nbinfer.server.modelio import Offload, Timings, model_failed
+from nbinfer.server.modelio import Timings, model_failed
 from nbinfer.server.offload import DEFAULT_MAX_PARAMETERS, InflightBytes
 from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
 from nbinfer.server.repository import READY, ModelRepository, is_latest_alias
@@ -53,13 +51,10 @@ from nbinfer.server.sequence import (
     DEFAULT_MAX_SEQUENCE_ID_BYTES,
     DEFAULT_MAX_SEQUENCES,
     SequenceManager,
-    SequenceSlot,
     parse_sequence,
 )
-from nbinfer.server.sequence_controls import SequenceControls
 from nbinfer.server.shm import MAX_SHM_REGIONS, MAX_SHM_REGIONS_PER_CALLER, SharedMemoryManager
 from nbinfer.server.stats import statistics_json
-from nbinfer.server.workers import ModelWorkers, when_done
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
@@ -157,8 +152,6 @@ class DataPlane:
         self.server_name = server_name
         self.extensions = list(DEFAULT_EXTENSIONS if extensions is None else extensions)
         self._max_workers = max_workers or max(16, 4 * (os.cpu_count() or 1))
-        self._model_workers = max(1, model_workers or self._max_workers // 4)
-        self._max_abandoned = 16 if max_abandoned is None else max(0, max_abandoned)
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         #: Registered shared-memory regions (system + CUDA extensions).
@@ -177,8 +170,14 @@ class DataPlane:
         self.inflight = InflightBytes(max_inflight_bytes)
         #: Most parameters of one inference request (``--max-parameters``; 0: unbounded).
         self.max_parameters = max(0, max_parameters)
+        #: How checked requests run: sequences, schedulers, the models' own threads.
+        self.execution = Execution(
+            self.sequences,
+            model_workers=model_workers or self._max_workers // 4,
+            max_abandoned=16 if max_abandoned is None else max_abandoned,
+        )
         #: The loaded versions with their I/O, flags and schedulers (model lifecycle).
-        self.models = ServedModels(repository, self.shm, self.sequences, self._run_batch)
+        self.models = ServedModels(repository, self.shm, self.sequences, self.execution)
         #: Custom exception handlers for what models raise (``LocalServer(exception_handlers=)``).
         self.exception_handlers: ExceptionHandlers | None = None
 
@@ -276,15 +275,6 @@ class DataPlane:
         """Run ``fn(*args)`` on the shared thread pool (no per-model limit)."""
         return await asyncio.get_running_loop().run_in_executor(self._executor_for(), fn, *args)
 
-    def _workers(self, served: Served) -> ModelWorkers:
-        """The threads of a model without a scheduler (made at its first threaded request)."""
-        workers = served.workers
-        if workers is None:
-            workers = served.workers = ModelWorkers(
-                served.model.name, workers=self._model_workers, max_abandoned=self._max_abandoned
-            )
-        return workers
-
     # -- inference ---------------------------------------------------------------------------
     async def infer(
         self,
@@ -340,7 +330,9 @@ class DataPlane:
                     # declared cheap and synchronous: run inline, no thread hop
                     result = io.run_sync(inputs, ctx, t, time.perf_counter_ns())
                 else:
-                    result = await self._run(served, scheduler, request, inputs, batch, ctx, t)
+                    result = await self.execution.run(
+                        served, scheduler, request, inputs, batch, ctx, t
+                    )
                 out_start = time.perf_counter_ns()
                 outputs = io.outputs(result, wanted, request, batch, caller)
                 t.output += time.perf_counter_ns() - out_start
@@ -359,7 +351,7 @@ class DataPlane:
                 raise
             except Exception as exc:
                 raise self._model_raised(served, request, exc, t0) from exc
-            # a scheduled request's execution was counted by _run_batch
+            # a scheduled request's execution was counted by Execution.run_batch
             _count_success(served, batch, time.perf_counter_ns() - t0, t, scheduler is None)
         finally:
             mv.inflight -= 1
@@ -396,29 +388,18 @@ class DataPlane:
         try:
             if request.parameters:
                 _check_parameters(request)  # as infer does: a malformed priority / timeout
-            timeout_us = _uint_param(request, "timeout") if request.parameters else 0
+            timeout_us = uint_param(request, "timeout") if request.parameters else 0
             inputs, batch = io.check_inputs(request, caller)
             wanted = io.requested(request)
             ctx = self._context(served, request, wanted, headers)
             t.input = time.perf_counter_ns() - t0
-            slot = await self._enter_sequence(served, ctx) if served.stateful else None
-            controls = served.version.controls if slot is not None else None
-            try:
-                if controls is not None:
-                    inputs = _feed_controls(controls, inputs, ctx)
-                items = io.iterate(inputs, ctx, t, self.offload)
-                if timeout_us:
-                    items = _within(items, timeout_us, ctx)
-                async for item in items:
-                    if controls is not None:
-                        item = controls.keep(item, ctx.state)
+            results = self.execution.stream(served, inputs, ctx, t, self.offload, timeout_us)
+            async with aclosing(results):  # a stream left early leaves its sequence at once
+                async for item in results:
                     out_start = time.perf_counter_ns()
                     outputs = io.outputs(item, wanted, request, batch, caller)
                     t.output += time.perf_counter_ns() - out_start
                     yield _response(served, request, ctx, outputs)
-            finally:
-                if slot is not None:
-                    self._leave_sequence(slot, ctx)
         except NbinferError:
             if ctx is not None and ctx.cancelled:  # its timeout passed: given up
                 mv.stats.record_cancel(time.perf_counter_ns() - t0)
@@ -448,26 +429,6 @@ class DataPlane:
         logger.warning("model %r raised", served.model.name, exc_info=True)
         return model_failed(served.model, request.id, exc)
 
-    async def _run(
-        self,
-        served: Served,
-        scheduler: Scheduler | None,
-        request: InferRequest,
-        inputs: dict[str, Any],
-        batch: int,
-        ctx: InferContext,
-        t: Timings,
-    ) -> Any:
-        """Run a checked request: in its sequence, through its scheduler, or right away."""
-        if served.stateful:
-            return await self._in_sequence(served, inputs, ctx, t)
-        if scheduler is not None:
-            return await self._schedule(scheduler, request, inputs, batch, ctx, t)
-        timeout_us = _uint_param(request, "timeout") if request.parameters else 0
-        if timeout_us:
-            return await _deadline(self._execute(served, inputs, ctx, t), timeout_us, ctx)
-        return await self._execute(served, inputs, ctx, t)
-
     def _context(
         self,
         served: Served,
@@ -494,153 +455,6 @@ class DataPlane:
         if response_headers is not None:
             ctx.response_headers = response_headers
         return ctx
-
-    async def _execute(
-        self,
-        served: Served,
-        inputs: dict[str, Any],
-        ctx: InferContext,
-        t: Timings,
-        jobs: list[Future[Any]] | None = None,
-    ) -> Any:
-        """Run the hooks of an unscheduled model right away (threads: gated per model).
-
-        ``jobs`` receives each thread's future (see :meth:`_gated`).
-        """
-        return await served.io.run(
-            inputs, ctx, t, time.perf_counter_ns(), self._gated(served, jobs)
-        )
-
-    def _gated(self, served: Served, jobs: list[Future[Any]] | None = None) -> Offload:
-        """Offload onto the model's own threads (see :class:`ModelWorkers`).
-
-        ``jobs`` receives each thread's future (so a sequence can outlive an abandoned call).
-        """
-        workers = self._workers(served)
-
-        async def offload(fn: Any, *args: Any) -> Any:
-            return await workers.run(fn, *args, jobs=jobs)
-
-        return offload
-
-    # -- sequences (stateful models) ---------------------------------------------------------
-    async def _in_sequence(
-        self, served: Served, inputs: dict[str, Any], ctx: InferContext, t: Timings
-    ) -> Any:
-        slot = await self._enter_sequence(served, ctx)
-        jobs: list[Future[Any]] = []
-        controls = served.version.controls
-        try:
-            if controls is None:
-                return await self._execute(served, inputs, ctx, t, jobs)
-            inputs = _feed_controls(controls, inputs, ctx)
-            return controls.keep(await self._execute(served, inputs, ctx, t, jobs), ctx.state)
-        finally:
-            running = next((job for job in jobs if not job.done()), None)
-            if running is None:
-                self._leave_sequence(slot, ctx)
-            else:  # given up while its thread runs: the sequence's state is still in use
-                loop = asyncio.get_running_loop()
-                when_done(running, loop, lambda: self._leave_sequence(slot, ctx))
-
-    async def _enter_sequence(self, served: Served, ctx: InferContext) -> SequenceSlot:
-        """Claim the request's sequence (in arrival order) and hand its state to the context."""
-        mv = served.version
-        slot = self.sequences.acquire(
-            mv.name, mv.version, ctx.sequence_id, start=ctx.sequence_start, idle_us=served.idle_us
-        )
-        await slot.lock.acquire()
-        ctx.state = slot.state
-        return slot
-
-    def _leave_sequence(self, slot: SequenceSlot, ctx: InferContext) -> None:
-        slot.lock.release()
-        self.sequences.release(slot, end=ctx.sequence_end)
-
-    # -- scheduled models (dynamic batching, instances, queue policies: see batcher.py) ------
-    async def _schedule(
-        self,
-        scheduler: Scheduler,
-        request: InferRequest,
-        inputs: dict[str, Any],
-        batch: int,
-        ctx: InferContext,
-        t: Timings,
-    ) -> Any:
-        """Queue a validated request and wait for its share of an execution."""
-        priority = _uint_param(request, "priority")
-        timeout_us = _uint_param(request, "timeout")
-        group = _params_key(request.parameters) if scheduler.policy.batching else None
-        future = scheduler.submit(
-            inputs, batch, ctx, priority=priority, timeout_us=timeout_us, group=group
-        )
-        try:
-            value, bt, queue_ns = await future
-        except asyncio.CancelledError:
-            abandoned = scheduler.cancel(future)
-            if abandoned and abandoned[0].execution_context is not None:
-                abandoned[0].execution_context.cancelled = True
-            raise
-        t.queue = queue_ns
-        t.input += bt.input
-        t.infer = bt.infer
-        t.output += bt.output
-        return value
-
-    async def _run_batch(
-        self, served: Served, scheduler: Scheduler, items: list[PendingRequest]
-    ) -> list[Any]:
-        """Run one execution for ``items`` (merged when several) and split the results."""
-        mv, io, model = served.version, served.io, served.model
-        if mv.model is None:
-            raise ServerUnavailableError(f"model {mv.name!r} was unloaded", model=mv.name)
-        t = Timings()
-        start = time.perf_counter_ns()
-        ctx: InferContext
-        if len(items) == 1:
-            inputs = items[0].inputs
-            ctx = items[0].execution_context = items[0].context
-        else:
-            inputs = concat_inputs([item.inputs for item in items])
-            ctx = _batch_context(model, items)
-            for item in items:
-                item.execution_context = ctx
-        merged = time.perf_counter_ns()
-        t.input = merged - start
-        executor = scheduler.executor  # the model's instances
-        if executor is None:  # hooks on the loop (async, or declared cheap)
-            offload = self._gated(served)
-        else:
-            loop = asyncio.get_running_loop()
-
-            async def offload(fn: Any, *args: Any) -> Any:
-                return await loop.run_in_executor(executor, fn, *args)
-
-        result = await io.run(inputs, ctx, t, merged, offload)
-        total = sum(item.batch_size for item in items)
-        values: list[Any]
-        if len(items) == 1:
-            values = [result]
-        else:
-            out_start = time.perf_counter_ns()
-            produced = io.batch_outputs(result, ctx.requested_outputs)
-            values = split_rows(
-                produced, [item.batch_size for item in items], model_name=model.name
-            )
-            for item in items:
-                item.context.response_parameters.update(ctx.response_parameters)
-                item.context.response_headers.update(ctx.response_headers)
-            t.output += time.perf_counter_ns() - out_start
-        mv.stats.record_execution(
-            batch_size=total if model.max_batch_size > 0 else 1,
-            input_ns=t.input,
-            infer_ns=t.infer,
-            output_ns=t.output,
-        )
-        return [
-            (value, t, item.dispatched_ns - item.enqueued_ns + t.queue)
-            for value, item in zip(values, items, strict=True)
-        ]
 
     # -- repository (see lifecycle.py) -------------------------------------------------------
     def repository_index(self, *, ready_only: bool = False) -> list[RepositoryModel]:
@@ -791,61 +605,6 @@ def _count_success(served: Served, batch: int, total: int, t: Timings, executed:
         )
 
 
-def _feed_controls(
-    controls: SequenceControls, inputs: dict[str, Any], ctx: InferContext
-) -> dict[str, Any]:
-    """A sequence request's inputs with its control tensors and implicit state added.
-
-    The state outputs are added to the outputs the model is asked for (taken out again by
-    :meth:`SequenceControls.keep`).
-    """
-    missing = [n for n in controls.state_outputs if n not in ctx.requested_outputs]
-    if missing:
-        ctx.requested_outputs = [*ctx.requested_outputs, *sorted(missing)]
-    return controls.feed(
-        inputs, ctx.state, ctx.sequence_id, start=ctx.sequence_start, end=ctx.sequence_end
-    )
-
-
-async def _deadline(work: Any, timeout_us: int, ctx: InferContext) -> Any:
-    """Await ``work`` for at most ``timeout_us`` µs (the request's ``timeout`` parameter)."""
-    try:
-        return await asyncio.wait_for(work, timeout_us / 1e6)
-    except asyncio.TimeoutError as exc:
-        raise _timed_out(timeout_us, ctx) from exc
-
-
-async def _within(
-    items: AsyncIterator[Any], timeout_us: int, ctx: InferContext
-) -> AsyncIterator[Any]:
-    """``items`` (a decoupled model's responses) until ``timeout_us`` µs have passed in all."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout_us / 1e6
-    try:
-        while True:
-            try:
-                item = await asyncio.wait_for(anext(items), max(0.0, end - loop.time()))
-            except StopAsyncIteration:
-                return
-            except asyncio.TimeoutError as exc:
-                raise _timed_out(timeout_us, ctx) from exc
-            yield item
-    finally:
-        close = getattr(items, "aclose", None)
-        if close is not None:
-            await close()
-
-
-def _timed_out(timeout_us: int, ctx: InferContext) -> ServerUnavailableError:
-    """The error of a request whose ``timeout`` parameter passed (marked given up)."""
-    ctx.cancelled = True
-    return ServerUnavailableError(
-        f"request to model {ctx.model_name!r} timed out after {timeout_us} µs (timeout "
-        "parameter); it was cancelled",
-        model=ctx.model_name,
-    )
-
-
 def check_parameter_count(count: int, limit: int, model: str) -> None:
     """Refuse a request carrying ``count`` parameters when that is more than ``limit`` (0: any).
 
@@ -879,7 +638,7 @@ def _check_parameters(request: InferRequest) -> None:
     """
     params = request.parameters
     if "priority" in params:
-        _uint_param(request, "priority")
+        uint_param(request, "priority")
     for key in ("binary_data_output", EMPTY_FINAL):
         value = params.get(key)
         if (
@@ -892,57 +651,4 @@ def _check_parameters(request: InferRequest) -> None:
                 model=request.model_name,
             )
     if "timeout" in params:
-        _uint_param(request, "timeout")
-
-
-def _uint_param(request: InferRequest, key: str) -> int:
-    """A non-negative integer request parameter (``priority``, ``timeout``); 0 when absent."""
-    value = request.parameters.get(key)
-    if value is None or value == "":
-        return 0
-    try:
-        number = int(value)
-        ok = number >= 0 and not isinstance(value, bool) and number == float(value)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise InvalidInputError(
-            f"request parameter {key!r} must be a non-negative integer, got {value!r}",
-            model=request.model_name,
-        )
-    return number
-
-
-#: Request parameters that do not keep requests from sharing a dynamic batch.
-_NOT_MODEL_PARAMETERS = frozenset(
-    {"priority", "timeout", "binary_data_output", "triton_enable_empty_final_response"}
-)
-
-
-def _params_key(parameters: Mapping[str, Any]) -> Hashable:
-    """The custom request parameters (which the model may read): equal keys may share a batch."""
-    if not parameters:
-        return None
-    items = []
-    for k, v in parameters.items():
-        if k not in _NOT_MODEL_PARAMETERS:
-            items.append((k, v if isinstance(v, str | int | float | bool | None) else repr(v)))
-    return tuple(sorted(items)) or None
-
-
-def _batch_context(model: Model, items: list[PendingRequest]) -> InferContext:
-    """The context of a merged execution: the shared parameters, all wanted outputs."""
-    first: InferContext = items[0].context
-    wanted: set[str] = set()
-    for item in items:
-        wanted.update(item.context.requested_outputs)
-    order = [d.name for d in model.output_defs()]
-    return InferContext(
-        model_name=first.model_name,
-        model_version=first.model_version,
-        request_id="",
-        parameters=dict(first.parameters),
-        input_parameters=first.input_parameters,
-        requested_outputs=[n for n in order if n in wanted] or sorted(wanted),
-        headers=first.headers,
-    )
+        uint_param(request, "timeout")

@@ -6,9 +6,11 @@ serving needs per loaded version, built once and dropped when the version retire
 policy and its :class:`~nbinfer.server.batcher.Scheduler` (or, without one, its
 :class:`~nbinfer.server.workers.ModelWorkers` threads). Repository operations (index, load,
 add, unload) go through it so that a reload never serves with a stale policy or I/O plan, and
-it assembles the effective model config (Triton's JSON shape).
+it assembles the effective model config (Triton's JSON shape). A scheduler's executions are
+:meth:`Execution.run_batch <nbinfer.server.execution.Execution.run_batch>` (the run step lives
+in ``execution.py``, with :class:`~nbinfer.server.execution.Served`).
 
-Imports the repository, batcher, sequence, shm, workers and modelio modules; never the
+Imports the repository, batcher, execution, sequence, shm and modelio modules; never the
 dataplane or a frontend.
 """
 
@@ -16,47 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from nbinfer.errors import ModelLoadError, NbinferError, ServerUnavailableError
 from nbinfer.protocol.types import RepositoryModel
 from nbinfer.server.batcher import PendingRequest, Scheduler, SchedulingPolicy, scheduling_policy
+from nbinfer.server.execution import Execution, Served
 from nbinfer.server.model import Model
 from nbinfer.server.model_config import sequence_batching_json
 from nbinfer.server.modelio import ModelIO
 from nbinfer.server.repository import READY, UNAVAILABLE, ModelRepository, ModelVersion
 from nbinfer.server.sequence import SequenceManager, is_stateful, sequence_idle_us
 from nbinfer.server.shm import SharedMemoryManager
-from nbinfer.server.workers import ModelWorkers
 
 __all__ = ["Served", "ServedModels"]
 
 logger = logging.getLogger("nbinfer")
-
-#: Runs one execution of a scheduled version: ``run_batch(served, scheduler, items)``.
-RunBatch = Callable[["Served", Scheduler, list[PendingRequest]], Awaitable[list[Any]]]
-
-
-@dataclass(slots=True, eq=False)
-class Served:
-    """One loaded model version and what serving it needs (built once per version)."""
-
-    version: ModelVersion
-    model: Model
-    io: ModelIO
-    #: 0..N responses per request (served over the gRPC stream only).
-    decoupled: bool
-    #: Requests carry a sequence whose state the model keeps.
-    stateful: bool
-    #: A stateful model's idle timeout for its sequences (µs).
-    idle_us: int
-    #: Declared cheap (``run_in_thread = False``), all hooks synchronous and no sequence to
-    #: join: runs on the loop unless a scheduler takes it.
-    inline: bool
-    #: The model's own threads when it has no scheduler (made by the dataplane when needed).
-    workers: ModelWorkers | None = None
 
 
 class ServedModels:
@@ -66,7 +44,8 @@ class ServedModels:
         repository: The models.
         shm: The shared-memory regions requests may name (given to each version's ModelIO).
         sequences: Active sequences, dropped when their model is (re)loaded or unloaded.
-        run_batch: Runs one execution of a scheduled version (the dataplane's).
+        execution: Runs the requests; a scheduled version's executions are its
+            :meth:`~nbinfer.server.execution.Execution.run_batch`.
     """
 
     def __init__(
@@ -74,12 +53,12 @@ class ServedModels:
         repository: ModelRepository,
         shm: SharedMemoryManager,
         sequences: SequenceManager,
-        run_batch: RunBatch,
+        execution: Execution,
     ) -> None:
         self.repository = repository
         self.shm = shm
         self.sequences = sequences
-        self._run_batch = run_batch
+        self.execution = execution
         self.closed = False
         self._served: dict[ModelVersion, Served] = {}
         self._policies: dict[ModelVersion, SchedulingPolicy | None] = {}
@@ -226,10 +205,10 @@ class ServedModels:
             scheduler.discard()
         self.purge()
         box: list[Scheduler] = []
-        run_batch = self._run_batch
+        execution = self.execution
 
         async def run(items: list[PendingRequest]) -> list[Any]:
-            return await run_batch(served, box[0], items)
+            return await execution.run_batch(served, box[0], items)
 
         scheduler = Scheduler(
             policy, run, use_threads=served.model.run_in_thread, cancel_running=served.io.any_async
