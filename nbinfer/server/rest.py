@@ -1,28 +1,27 @@
 """The HTTP/REST frontend: a raw ASGI app over the DataPlane (served by uvicorn + httptools).
 
 No framework: one ``match`` on the path segments binds each route straight to its handler
-method, bodies are read as bytes (size-capped while streaming), the v2 codec comes from
+method, bodies are read as bytes (size-capped while streaming: :mod:`~nbinfer.server.rest_bodies`,
+which also parses the JSON bodies of the other routes), the v2 codec comes from
 :mod:`nbinfer.protocol.rest`, and ONE error -> status table (:func:`nbinfer.errors.status_of`)
 gives the body ``{"error": "<message>"}``. Nothing received is ever unpickled.
 
 Every request is first screened against web pages (:mod:`nbinfer.server.webguard`: the Host
 allowlist and the refusal of cross-site requests, 403), then authenticated, then routed.
 
-Imports the dataplane (types only), kserve_v1, auth, webguard, observability, protocol and
-errors; never the gRPC frontend or the app.
+Imports the dataplane (types only), rest_bodies, kserve_v1, auth, webguard, observability,
+protocol and errors; never the gRPC frontend or the app.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -30,7 +29,6 @@ from nbinfer.errors import (
     InvalidInputError,
     ModelNotFoundError,
     NbinferError,
-    PayloadTooLargeError,
     ServerError,
     status_of,
 )
@@ -45,7 +43,18 @@ from nbinfer.server.observability import (
     metrics_text,
     trace_settings,
 )
-from nbinfer.server.offload import OFFLOAD_BYTES, Reservation, inflate, off_loop
+from nbinfer.server.offload import OFFLOAD_BYTES, off_loop
+from nbinfer.server.rest_bodies import (
+    Disconnected,
+    Message,
+    Receive,
+    json_body,
+    load_body,
+    parse_off_loop,
+    read_body,
+    settings_body,
+    shm_body,
+)
 from nbinfer.server.webguard import WebGuard
 
 if TYPE_CHECKING:
@@ -56,8 +65,6 @@ __all__ = ["RestApp"]
 logger = logging.getLogger("nbinfer")
 
 Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 _JSON = b"application/json"
@@ -71,17 +78,9 @@ _EMPTY: list[tuple[bytes, bytes]] = []
 _MIN_COMPRESS = 1024
 # From this size on, a binary response is sent as its parts instead of being joined.
 _SEND_PARTS = 1 << 20
-# A compressed body from this size on is inflated on a worker thread (it may inflate 1000x).
-_INFLATE_OFFLOAD = 4096
 # A request body from this size on is decoded on a worker thread even when its JSON part is small
 # (BYTES tensors in the binary part are decoded element by element).
 _LARGE_BODY = 16 << 20
-# A body of declared length from this size on is read into one growing buffer (no join copy).
-_PREALLOCATE = 1 << 20
-
-
-class _Disconnected(Exception):
-    """The client went away while we were reading its body."""
 
 
 class _MethodNotAllowed(Exception):
@@ -175,26 +174,6 @@ def _binary_outputs(req: InferRequest) -> bool | set[str]:
     return names
 
 
-def _json_body(body: bytes) -> Any:
-    if not body:
-        return {}
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        exc.doc = ""  # the whole body as a str: not kept alive with the error
-        raise InvalidInputError(f"malformed JSON in request body: {exc}") from exc
-
-
-_T = TypeVar("_T")
-
-
-async def _parse_off_loop(parse: Callable[[bytes], _T], body: bytes) -> _T:
-    """``parse(body)``, on a worker thread when the body is large (``OFFLOAD_BYTES`` or more)."""
-    if len(body) < OFFLOAD_BYTES:
-        return parse(body)
-    return await off_loop(parse, body)
-
-
 class RestApp:
     """ASGI application serving the v2 (and KServe v1) REST protocol over a DataPlane.
 
@@ -255,7 +234,7 @@ class RestApp:
                 )
             else:
                 status, ctype, body, extra = await handler(self, model, version, b"", headers)
-        except (_Disconnected, asyncio.CancelledError):
+        except (Disconnected, asyncio.CancelledError):
             # the client went away (its request task is cancelled by the connection)
             return
         except _MethodNotAllowed as exc:
@@ -337,7 +316,7 @@ class RestApp:
         """Read a POST body, held against the in-flight budget until its handler is done."""
         reservation = self.dp.inflight.reservation()
         try:
-            payload = await self._read_body(receive, headers, reservation)
+            payload = await read_body(receive, headers, reservation, self.max_request_bytes)
             return await handler(self, model, version, payload, headers)
         finally:
             reservation.release()
@@ -353,98 +332,6 @@ class RestApp:
         last = len(views) - 1
         for i, v in enumerate(views):
             await send({"type": "http.response.body", "body": v, "more_body": i < last})
-
-    async def _read_body(
-        self, receive: Receive, headers: dict[bytes, bytes], reservation: Reservation
-    ) -> bytes:
-        """The request body, held against the in-flight budget (inflated when compressed).
-
-        A declared ``Content-Length`` is reserved before a byte is read (a busy server refuses
-        at once); a chunked body is reserved as it arrives. Bodies smaller than
-        :data:`~nbinfer.server.offload.OFFLOAD_BYTES` are never refused (the connection cap
-        bounds them), so large uploads cannot lock small requests out.
-        """
-        limit = self.max_request_bytes
-        declared = headers.get(b"content-length")
-        if declared is not None:
-            try:
-                n = int(declared)
-            except ValueError as exc:
-                raise InvalidInputError("invalid Content-Length header") from exc
-            if n > limit:
-                raise PayloadTooLargeError(
-                    f"request body of {n} bytes exceeds the server limit of {limit} bytes "
-                    "(--max-request-bytes)"
-                )
-            if n >= OFFLOAD_BYTES:
-                reservation.take(n)
-        if declared is not None and n >= _PREALLOCATE:
-            body = await self._read_into(receive, n)
-        else:
-            body = await self._read_chunks(receive, declared is None, reservation)
-        total = len(body)
-        if declared is not None and total != n:
-            raise InvalidInputError(
-                f"truncated request body: Content-Length is {n} bytes, got {total}"
-            )
-        encoding = headers.get(b"content-encoding")
-        if encoding:
-            packed, packed_held = body, reservation.held
-            if len(packed) < _INFLATE_OFFLOAD:
-                body = inflate(packed, encoding, limit, reservation)
-            else:  # a bomb inflates step by step on a thread, never past the limit
-                body = await off_loop(inflate, packed, encoding, limit, reservation)
-            if body is not packed:
-                reservation.give(packed_held)  # the compressed bytes are dropped
-        return body
-
-    async def _read_chunks(self, receive: Receive, count: bool, reservation: Reservation) -> bytes:
-        """The body as it comes (``count``: no length was declared, reserve it as it arrives)."""
-        limit = self.max_request_bytes
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            chunk: bytes = message.get("body", b"")
-            if chunk:
-                total += len(chunk)
-                if total > limit:
-                    raise PayloadTooLargeError(
-                        f"request body exceeds the server limit of {limit} bytes "
-                        "(--max-request-bytes)"
-                    )
-                if count and total >= OFFLOAD_BYTES:
-                    reservation.take(total - reservation.held)
-                chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    @staticmethod
-    async def _read_into(receive: Receive, n: int) -> bytes:
-        """A large body of declared length ``n``, grown in one buffer (never a second copy).
-
-        The buffer grows as bytes arrive (an announced body that never comes costs nothing).
-        It is returned as a read-only view (every consumer takes a buffer), so tensors decoded
-        from it stay read-only views, as from ``bytes``.
-        """
-        buf = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            chunk: bytes = message.get("body", b"")
-            if chunk:
-                if len(buf) + len(chunk) > n:
-                    raise InvalidInputError(
-                        f"request body longer than its Content-Length of {n} bytes"
-                    )
-                buf += chunk
-            if not message.get("more_body", False):
-                break
-        return cast(bytes, memoryview(buf).toreadonly())  # used as a buffer: len, slices, ...
 
     # -- handlers: one per route, bound by :func:`_route` ------------------------------------
     async def _live(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
@@ -489,7 +376,7 @@ class RestApp:
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
         """List the models of the repository and their state."""
-        req = await _parse_off_loop(_json_body, body)
+        req = await parse_off_loop(json_body, body)
         ready_only = bool(req.get("ready", False)) if isinstance(req, dict) else False
         index = self.dp.repository_index(ready_only=ready_only)
         return _json_response(metadata_json.repository_index_to_json(index))
@@ -497,13 +384,13 @@ class RestApp:
     async def _load(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Load or reload a model (optional config and file overrides)."""
         self.dp.repository.check_remote_mode(model, "load")  # before decoding any upload
-        config, files = await _parse_off_loop(_load_body, body)  # JSON + base64 of uploads
+        config, files = await parse_off_loop(load_body, body)  # JSON + base64 of uploads
         await self.dp.load_model(model, config=config, files=files, remote=True)
         return 200, _JSON, b"", _EMPTY
 
     async def _unload(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Unload a model."""
-        await _parse_off_loop(_json_body, body)
+        await parse_off_loop(json_body, body)
         await self.dp.unload_model(model, remote=True)
         return 200, _JSON, b"", _EMPTY
 
@@ -514,7 +401,7 @@ class RestApp:
 
     async def _shm_register(self, region: str, kind: str, body: bytes, headers: _Headers) -> _Reply:
         """Register a shared-memory region."""
-        fields = _shm_body(await _parse_off_loop(_json_body, body))
+        fields = shm_body(await parse_off_loop(json_body, body))
 
         def register() -> None:  # opens the key and finds the owner: off the event loop
             self.dp.shm_register(kind, region, fields, owner=self._caller())
@@ -536,14 +423,14 @@ class RestApp:
 
     async def _logging(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the log settings (Triton's logging extension)."""
-        update = _settings_body(await _parse_off_loop(_json_body, body), "logging")
+        update = settings_body(await parse_off_loop(json_body, body), "logging")
         if update:
             self.dp.repository.control.check_settings_update("log")
         return _json_response(LogSettings.update(update) if update else LogSettings.get())
 
     async def _trace(self, model: str, version: str, body: bytes, headers: _Headers) -> _Reply:
         """Read or update the trace settings (nbinfer does not trace)."""
-        update = _settings_body(await _parse_off_loop(_json_body, body), "trace")
+        update = settings_body(await parse_off_loop(json_body, body), "trace")
         if model:
             self.dp.model_metadata(model)  # an unknown model is a 404, as on Triton
         if update:
@@ -569,7 +456,7 @@ class RestApp:
         out_headers: dict[str, str] = {}
         answer = await self.v1.predict(
             model,
-            await _parse_off_loop(parse_body, body),
+            await parse_off_loop(parse_body, body),
             headers=_HeaderView(headers),
             response_headers=out_headers,
         )
@@ -580,7 +467,7 @@ class RestApp:
         out_headers: dict[str, str] = {}
         answer = await self.v1.explain(
             model,
-            await _parse_off_loop(parse_body, body),
+            await parse_off_loop(parse_body, body),
             headers=_HeaderView(headers),
             response_headers=out_headers,
         )
@@ -806,55 +693,6 @@ def _route(path: str) -> _Route | None:
             _CACHE[path] = found
             return found
     return None
-
-
-def _settings_body(update: Any, what: str) -> dict[str, Any]:
-    """A logging / trace settings update (empty: read the current settings)."""
-    if not isinstance(update, dict):
-        raise InvalidInputError(f"{what} settings must be a JSON object")
-    return update
-
-
-def _shm_body(req: Any) -> dict[str, Any]:
-    """A shared-memory register body; a CUDA ``raw_handle: {b64}`` becomes bytes."""
-    if not isinstance(req, dict):
-        raise InvalidInputError("shared memory register body must be a JSON object")
-    handle = req.get("raw_handle")
-    if isinstance(handle, dict):
-        try:
-            req = {**req, "raw_handle": base64.b64decode(str(handle.get("b64", "")))}
-        except (binascii.Error, ValueError) as exc:
-            raise InvalidInputError(f"raw_handle.b64 is not base64: {exc}") from exc
-    return dict(req)
-
-
-def _load_body(body: bytes) -> tuple[str | None, dict[str, bytes] | None]:
-    return _load_parameters(_json_body(body))
-
-
-def _load_parameters(req: Any) -> tuple[str | None, dict[str, bytes] | None]:
-    """Parse ``{parameters: {config: "<json>", "file:<path>": "<base64>"}}`` of a load request."""
-    if not isinstance(req, dict):
-        raise InvalidInputError("repository load body must be a JSON object")
-    params = req.get("parameters") or {}
-    if not isinstance(params, dict):
-        raise InvalidInputError("repository load 'parameters' must be a JSON object")
-    config = params.get("config")
-    if config is not None and not isinstance(config, str):
-        config = orjson.dumps(config).decode()
-    files: dict[str, bytes] = {}
-    for key, value in params.items():
-        if not key.startswith("file:"):
-            continue
-        if not isinstance(value, str):
-            raise InvalidInputError(f"repository load parameter {key!r} must be a base64 string")
-        try:
-            files[key[5:]] = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise InvalidInputError(
-                f"repository load parameter {key!r} is not base64: {exc}"
-            ) from exc
-    return config, (files or None)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
