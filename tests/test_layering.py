@@ -422,11 +422,8 @@ KNOWN_LONG: frozenset[str] = frozenset(
         "nbinfer.interop.images",
         "nbinfer.notebook.display",
         "nbinfer.notebook.widgets",
-        "nbinfer.server.dataplane",
         "nbinfer.server.repository",
-        "nbinfer.profiling",
         "nbinfer.protocol.tensors",
-        "nbinfer.server.rest",
         "nbinfer.session.core",
     }
 )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Hashable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +105,7 @@ class Execution:
         t: Timings,
         offload: Offload,
         timeout_us: int = 0,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         """A decoupled model's results, in its sequence when stateful, within ``timeout_us``."""
         slot = await self._enter_sequence(served, ctx) if served.stateful else None
         controls = served.version.controls if slot is not None else None
