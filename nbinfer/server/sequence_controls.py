@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from nbinfer.errors import InvalidInputError
-from nbinfer.protocol.dtypes import numpy_dtype
+from nbinfer.errors import DataTypeError, InvalidInputError
+from nbinfer.protocol.dtypes import datatype_of_triton, numpy_dtype
 from nbinfer.server.paths import ModelFiles
 
 __all__ = ["ControlInput", "SequenceControls", "StateTensor"]
@@ -44,19 +44,16 @@ _VALUE_FIELDS = (
     ("fp32_false_true", "FP32"),
     ("bool_false_true", "BOOL"),
 )
-_CORRID_TYPES = {"TYPE_UINT64": "UINT64", "TYPE_INT64": "INT64", "TYPE_STRING": "BYTES"}
+#: The ``TYPE_*`` names a correlation-id control may have (as Triton).
+_CORRID_TYPES = ("TYPE_UINT64", "TYPE_INT64", "TYPE_STRING")
 
 
 def _datatype(triton: Any, what: str) -> str:
-    name = str(triton or "")
-    if not name.startswith("TYPE_") or name in ("TYPE_INVALID", "TYPE_"):
-        raise InvalidInputError(f"{what}: unknown data_type {triton!r}")
-    dt = "BYTES" if name == "TYPE_STRING" else name[len("TYPE_") :]
+    """The v2 datatype of a config's ``data_type`` (the table is protocol/dtypes.py's)."""
     try:
-        numpy_dtype(dt)
-    except InvalidInputError as exc:
+        return datatype_of_triton(str(triton or ""))
+    except DataTypeError as exc:
         raise InvalidInputError(f"{what}: unknown data_type {triton!r}") from exc
-    return dt
 
 
 def _entries(value: Any) -> list[Mapping[str, Any]]:
@@ -220,7 +217,7 @@ def _controls(entry: Mapping[str, Any]) -> list[ControlInput]:
                     f"{what}: CONTROL_SEQUENCE_CORRID needs data_type TYPE_UINT64, TYPE_INT64 "
                     f"or TYPE_STRING, got {dt_name or 'none'}"
                 )
-            out.append(ControlInput(name, "corrid", _CORRID_TYPES[dt_name]))
+            out.append(ControlInput(name, "corrid", datatype_of_triton(dt_name)))
             continue
         if kind not in _FLAG_KINDS:
             raise InvalidInputError(
