@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Any
 
 import numpy as np
@@ -130,3 +131,40 @@ def test_a_model_whose_max_batch_size_changes_is_scheduled_with_the_new_one() ->
 
     serve([model], scenario)
     assert model.batches == [2, 2, 4]
+
+
+class SequenceTicks(Model):
+    """A stateful decoupled model: counts its calls per sequence, then ticks as ``ticks``."""
+
+    name = "sequence_ticks"
+    stateful = True
+    inputs = (("n", "INT32", [1]),)
+    outputs = (("i", "INT32", [1]),)
+
+    async def predict(self, inputs: dict[str, Any], context: InferContext) -> Any:
+        context.state["calls"] = context.state.get("calls", 0) + 1
+        async for tick in ticks(inputs["n"]):
+            yield {"i": tick + 10 * context.state["calls"]}
+
+
+def test_a_stream_left_early_releases_its_sequence_at_once() -> None:
+    def call(start: bool) -> InferRequest:
+        return request("sequence_ticks", sequence_id=7, sequence_start=start)
+
+    async def scenario(dp: DataPlane) -> tuple[bool, list[int]]:
+        stream = dp.infer_stream(call(True))
+        first = await anext(stream)
+        await stream.aclose()  # the client leaves while the model still has responses to send
+        slot = dp.sequences.acquire(
+            "sequence_ticks", first.model_version, 7, start=False, idle_us=60_000_000
+        )
+        locked = slot.lock.locked()
+        dp.sequences.release(slot, end=False)
+        # the sequence goes on with its state: the second call sees the first one's count
+        async with aclosing(dp.infer_stream(call(False))) as again:
+            second = await anext(again)
+        return locked, [int(r.outputs[0].data[0]) for r in (first, second)]  # type: ignore[index]
+
+    locked, values = serve([SequenceTicks()], scenario)
+    assert not locked  # released when the stream closed, not whenever a finalizer runs
+    assert values == [10, 20]
