@@ -419,13 +419,11 @@ KNOWN_LONG: frozenset[str] = frozenset(
     {
         "nbinfer.compat._triton",
         "nbinfer.compat.kserve",
-        "nbinfer.interop.images",
         "nbinfer.notebook.display",
         "nbinfer.notebook.widgets",
         "nbinfer.server.dataplane",
         "nbinfer.server.repository",
         "nbinfer.profiling",
-        "nbinfer.protocol.tensors",
         "nbinfer.server.rest",
         "nbinfer.session.core",
     }
