@@ -425,7 +425,6 @@ KNOWN_LONG: frozenset[str] = frozenset(
         "nbinfer.server.repository",
         "nbinfer.profiling",
         "nbinfer.server.rest",
-        "nbinfer.session.core",
     }
 )
 

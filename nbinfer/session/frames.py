@@ -42,7 +42,7 @@ from nbinfer.protocol.types import (
     TensorSpec,
 )
 from nbinfer.session.binary import BinaryProbe
-from nbinfer.session.core import public
+from nbinfer.session.boundary import public
 from nbinfer.session.ops import SessionOp, _awaiting, _blocking, imported
 
 if TYPE_CHECKING:
