@@ -40,7 +40,7 @@ import pandas as pd
 import tritonclient.http as httpclient
 
 import nbinfer
-from nbinfer.interop.pandas import DEFAULT_CHUNK_BYTES
+from nbinfer.interop.chunks import DEFAULT_CHUNK_BYTES
 from nbinfer.server.demo.nets import IRIS_LABELS
 
 COLUMNS = ["sepal_length", "sepal_width", "petal_length", "petal_width"]

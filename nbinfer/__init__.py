@@ -63,6 +63,7 @@ from nbinfer.protocol import (
 from nbinfer.session import ModelHandle, Session, sessions
 
 if _typing.TYPE_CHECKING:
+    from nbinfer.interop.pandas import request_from_dataframe
     from nbinfer.interop.samples import SampleData, sample_data
     from nbinfer.server.launcher import LocalServer
     from nbinfer.server.model import FunctionModel, Model, model
@@ -77,6 +78,7 @@ _LAZY = {
     "model": "nbinfer.server.model",
     "SampleData": "nbinfer.interop.samples",
     "sample_data": "nbinfer.interop.samples",
+    "request_from_dataframe": "nbinfer.interop.pandas",
 }
 
 
@@ -131,6 +133,7 @@ __all__ = [
     "Sequence",
     "Session",
     "model",
+    "request_from_dataframe",
     "sample_data",
     "ConnectError",
     "DataTypeError",

@@ -419,12 +419,9 @@ KNOWN_LONG: frozenset[str] = frozenset(
     {
         "nbinfer.compat._triton",
         "nbinfer.compat.kserve",
-        "nbinfer.interop.images",
         "nbinfer.notebook.display",
         "nbinfer.notebook.widgets",
         "nbinfer.server.repository",
-        "nbinfer.protocol.tensors",
-        "nbinfer.session.core",
     }
 )
 

@@ -4,7 +4,7 @@ Layer: interop (imports ``nbinfer.errors`` only, plus tqdm lazily; a notebook ba
 through the ``IPython.display`` that tqdm's notebook bar has loaded, found in ``sys.modules``);
 never the client, transports, session or server.
 
-:func:`~nbinfer.interop.pandas.infer_frame` and :func:`~nbinfer.interop.images.classify_images`
+:func:`~nbinfer.interop.chunks.infer_frame` and :func:`~nbinfer.interop.images.classify_images`
 both cut their work into requests and keep up to ``concurrency`` of them in flight while the next
 payload is prepared (so preparing overlaps the network and the server). Answers are taken as they
 complete; each carries the key it was sent with, so the caller files it in its place and the

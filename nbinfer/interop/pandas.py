@@ -1,15 +1,38 @@
-"""pandas DataFrames <-> v2 tensors, at any size: chunked, pipelined, reassembled in order.
+"""DataFrames <-> v2 tensors, at any size: the one home of DataFrame planning.
 
-Layer: interop (imports ``nbinfer.errors`` and ``protocol`` only, plus pandas / Pillow); never the
-client, transports, session or server.
+Everything that reads a table lives here; :mod:`nbinfer.protocol` knows nothing of DataFrames.
+By section:
 
-Inputs: :mod:`nbinfer.protocol.columns` decides which columns feed which input (by name, by the
-model's declared order, or an explicit ``columns=`` mapping) and coerces them (str / object
-columns to BYTES; a column that cannot be coerced is an :class:`~nbinfer.InvalidInputError`
-naming it). :func:`infer_frame` / :func:`ainfer_frame` cut the frame into chunks (the model's
-``max_batch_size``, else :data:`DEFAULT_CHUNK_BYTES` per request, or an explicit ``batch_size``),
-keep ``concurrency`` requests in flight, and copy each answer into its rows of preallocated
-output arrays, so the result is aligned with the input index whatever order chunks come back in.
+- **Column plan** (:func:`plan_inputs` -> :class:`InputPlan`): which columns feed which model
+  input, checked once per frame (every column can be coerced to its input's datatype); the plan
+  then builds the tensors of any row range, zero-copy where a column already has the input's
+  dtype. It never imports pandas and reads a frame only through ``_names`` / ``_column`` and
+  ``len`` (``frame.columns``, ``frame[c].to_numpy()``): another frame library (Arrow, Polars)
+  plugs in there, beside pandas.
+- **Input specs** (:func:`plan_frame`): the metadata a frame is planned against: ``inputs=``,
+  else the server's, its gaps (no inputs, no datatypes or shapes: common on KServe) filled from
+  the frame's columns.
+- **Requests** (:func:`request_from_dataframe`, :func:`dataframe_to_inputs`): a whole frame as
+  one request, for any client.
+- **Outputs** (:func:`outputs_to_dataframe`): response outputs as columns.
+
+A frame of any size runs in chunks through :mod:`nbinfer.interop.chunks` (row ranges of one
+plan, requests in flight, answers reassembled in row order): it works on an :class:`InputPlan`,
+whatever library the frame came from.
+
+How columns become inputs (first rule that applies):
+
+1. an explicit ``columns=`` mapping ``{input: column or [columns]}`` (a plain list of columns is
+   shorthand for a single-input model);
+2. every model input is a column of the frame: each column becomes that input (cells that are
+   arrays or lists are stacked, so an image column works);
+3. the model has one input of shape ``[-1, k]`` (or ``[k]`` with batching) and the frame ``k``
+   columns: they become that input, in order, one row per batch element;
+4. the frame has as many columns as the model has inputs: the model's declared input order.
+
+Without model metadata every column becomes an input of its own name, its datatype read from the
+column's dtype (strings and objects: BYTES); a column that cannot be coerced to its input is an
+:class:`~nbinfer.InvalidInputError` naming it.
 
 Outputs come back as columns: an output of shape ``[n]`` or ``[n, 1]`` is one column named after
 it; ``[n, k]`` becomes ``k`` columns named ``<output>[<label or index>]`` (class labels when the
@@ -17,45 +40,61 @@ model has them), or one column of arrays with ``expand=False``; deeper outputs s
 holding an array per row. BYTES become ``str`` when they are valid UTF-8. Classification outputs
 (the v2 classification extension) become ``label`` / ``score`` columns (``label_2`` /
 ``score_2``, ... for the next ranks; prefixed ``<output>.`` when several outputs are classified).
+
+Example::
+
+    plan = plan_inputs(frame, metadata)
+    first_rows = plan.tensors(0, 1000)      # [(input, datatype, array)] for rows 0..999
+    request = request_from_dataframe(frame, metadata)
+
+Layer: interop (imports ``nbinfer.errors``, ``protocol`` and ``interop`` siblings only, plus
+pandas lazily); never the client, transports, session or server.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from nbinfer.errors import InvalidInputError, NbinferError
-from nbinfer.interop._inflight import arun, progress_bar, run
-from nbinfer.protocol.columns import ColumnSelection, InputPlan, plan_inputs
-from nbinfer.protocol.types import InferInput, InferOutput, ModelMetadata, infer_inputs
+from nbinfer.errors import InvalidInputError
+from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
+from nbinfer.protocol.tensors import Destination, as_array, conform
+from nbinfer.protocol.types import (
+    InferInput,
+    InferOutput,
+    InferRequest,
+    ModelMetadata,
+    TensorSpec,
+    infer_inputs,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES",
-    "DEFAULT_CONCURRENCY",
-    "FrameJob",
-    "ainfer_frame",
+    "ColumnSelection",
+    "InputPlan",
+    "InputSpecs",
+    "PlannedInput",
+    "column_datatype",
     "dataframe_to_inputs",
-    "infer_frame",
     "outputs_to_dataframe",
+    "plan_frame",
+    "plan_inputs",
+    "request_from_dataframe",
 ]
 
-#: Request size aimed at when the model declares no ``max_batch_size``: far below any server's
-#: request limit (ours: 256 MiB; KServe / MLServer gRPC: 4-100 MiB), large enough that a round
-#: trip costs little (~0.1 ms of ~2 ms), small enough to pipeline finely and to keep a NumPy
-#: model's working set in cache. Measured on ``iris``: 512 KiB (32k rows) needs 2-3x less server
-#: CPU than 4-8 MiB, where OpenBLAS starts threads for the [n, 4] @ [4, 3] product.
-DEFAULT_CHUNK_BYTES = 512 * 1024
-#: Requests kept in flight by default: enough that the server always has the next chunk queued
-#: while others are sent and copied into place (measured on ``iris``: 8 beats 4 by ~10-20 %; the
-#: sync client's ``async_infer`` pool has 8 threads).
-DEFAULT_CONCURRENCY = 8
+logger = logging.getLogger("nbinfer")
+
+#: Columns for ``plan_inputs(columns=...)``: ``{input: column | [columns]}`` or ``[columns]``.
+ColumnSelection = Mapping[str, Any] | Sequence[Any]
+#: ``inputs=`` of :meth:`Session.infer`: specs, or ``{input: datatype | (datatype, shape)}``.
+InputSpecs = Sequence[TensorSpec] | Mapping[str, str | tuple[str, Sequence[int]]]
 
 
 def _pandas() -> Any:
@@ -64,6 +103,410 @@ def _pandas() -> Any:
     except ImportError as exc:  # pragma: no cover - pandas is a runtime dependency
         raise ImportError("DataFrame support needs pandas: pip install pandas") from exc
     return pandas
+
+
+# --------------------------------------------------------------------------------- column plan
+
+_TEXT_KINDS = "OSUT"
+
+
+class _Spec(NamedTuple):
+    """An input the frame implies (no metadata, or a column-named input the model lacks)."""
+
+    name: str
+    datatype: str
+    shape: list[int]
+
+
+@dataclass(slots=True)
+class PlannedInput:
+    """How one model input is built from columns.
+
+    Attributes:
+        kind: ``"column"`` (one column, one element per row), ``"matrix"`` (several columns
+            side by side, ``[rows, k]``) or ``"cells"`` (one column whose cells are arrays).
+    """
+
+    spec: TensorSpec | _Spec
+    columns: list[str]
+    arrays: list[np.ndarray[Any, Any]]
+    kind: str
+    row_shape: tuple[int, ...]
+
+    @property
+    def row_bytes(self) -> int:
+        """Estimated wire bytes per row (BYTES: from a sample of the data)."""
+        if self.spec.datatype == "BYTES":
+            sample = self.arrays[0][:64]
+            mean = sum(len(str(v)) for v in sample) / max(len(sample), 1)
+            return int(4 + 2 * mean) * max(1, int(np.prod(self.row_shape)))
+        return numpy_dtype(self.spec.datatype).itemsize * max(1, int(np.prod(self.row_shape)))
+
+    def build(self, start: int, stop: int) -> np.ndarray[Any, Any]:
+        """This input's tensor for rows ``start:stop``."""
+        datatype = self.spec.datatype
+        if self.kind == "matrix":
+            out = np.empty((stop - start, len(self.arrays)), dtype=numpy_dtype(datatype))
+            for j, arr in enumerate(self.arrays):
+                out[:, j] = arr[start:stop]
+            return as_array(out, "BYTES")[0] if datatype == "BYTES" else out
+        part = self.arrays[0][start:stop]
+        if self.kind == "cells":
+            part = np.stack([np.asarray(v) for v in part])
+        if datatype == "BYTES":
+            part = as_array(part, "BYTES")[0]
+        elif part.dtype != numpy_dtype(datatype):
+            part = part.astype(numpy_dtype(datatype))
+        return part.reshape((stop - start, *self.row_shape))
+
+
+@dataclass(slots=True)
+class InputPlan:
+    """Which columns feed which input; :meth:`inputs` builds the tensors of a row range."""
+
+    model: str
+    rows: int
+    planned: list[PlannedInput]
+
+    @property
+    def row_bytes(self) -> int:
+        """Estimated request bytes per row, all inputs together."""
+        return sum(p.row_bytes for p in self.planned)
+
+    def arrays(self, start: int, stop: int) -> dict[str, np.ndarray[Any, Any]]:
+        """``{input: array}`` for rows ``start:stop``."""
+        return {p.spec.name: p.build(start, stop) for p in self.planned}
+
+    def tensors(
+        self, start: int = 0, stop: int | None = None
+    ) -> list[tuple[str, str, np.ndarray[Any, Any]]]:
+        """``(input, datatype, array)`` for rows ``start:stop`` (default: every row)."""
+        stop = self.rows if stop is None else stop
+        return [(p.spec.name, p.spec.datatype, p.build(start, stop)) for p in self.planned]
+
+
+def column_datatype(values: np.ndarray[Any, Any]) -> str:
+    """The v2 datatype a column's values carry: text -> BYTES; arrays in cells -> their dtype."""
+    if (
+        values.dtype.kind == "O"
+        and len(values)
+        and isinstance(values[0], np.ndarray | list | tuple)
+    ):
+        values = np.asarray(values[0])
+    return "BYTES" if values.dtype.kind in _TEXT_KINDS else datatype_of(values.dtype)
+
+
+def _names(frame: Any) -> list[Any]:
+    """A frame's column names, in order (the plan's one read of the frame's layout)."""
+    return list(frame.columns)
+
+
+def _column(frame: Any, name: Any) -> np.ndarray[Any, Any]:
+    """One column's values as an array (the plan's one read of a frame's data)."""
+    values: np.ndarray[Any, Any] = np.asarray(frame[name].to_numpy())
+    return values
+
+
+def _row_shape(spec: TensorSpec | _Spec, kind: str, width: int, sample: Any) -> tuple[int, ...]:
+    if kind == "matrix":
+        return (width,)
+    if kind == "cells":
+        return tuple(np.shape(sample))
+    dims = spec.shape[1:] if len(spec.shape) >= 1 else []
+    # a column feeding an input declared [-1, 1] (or [1] with batching) gets its trailing axis
+    return (1,) if len(dims) == 1 and dims[0] in (1, -1) else ()
+
+
+def _coerce_error(
+    model: str, spec: TensorSpec | _Spec, column: Any, arr: Any, why: str
+) -> Exception:
+    return InvalidInputError(
+        f"model {model!r}: column {column!r} ({arr.dtype}) cannot be coerced to "
+        f"{spec.datatype} for input {spec.name!r}: {why}",
+        model=model,
+        tensor=spec.name,
+        column=str(column),
+        dtype=str(arr.dtype),
+        datatype=spec.datatype,
+    )
+
+
+def _checked(model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[Any, Any]) -> Any:
+    """``arr`` ready to be sliced into ``spec``'s datatype; raises a named error if it cannot."""
+    datatype = spec.datatype
+    kind = arr.dtype.kind
+    if datatype == "BYTES":
+        if kind not in _TEXT_KINDS:
+            raise _coerce_error(model, spec, column, arr, "BYTES inputs take str or bytes columns")
+        if kind == "O" and len(arr):
+            try:
+                as_array(arr[:64], "BYTES")
+            except InvalidInputError as exc:
+                raise _coerce_error(model, spec, column, arr, exc.message) from exc
+        return arr
+    if kind == "O" and len(arr) and isinstance(arr[0], np.ndarray | list | tuple):
+        return arr  # a column of arrays: stacked per chunk
+    target = numpy_dtype(datatype)
+    if kind in "OSUT":
+        try:
+            return arr.astype(target)
+        except (TypeError, ValueError) as exc:
+            raise _coerce_error(model, spec, column, arr, str(exc)) from exc
+    if arr.dtype == target:
+        return arr
+    # the one conversion rule (value-safe), once per column: chunks then slice it as is
+    to = Destination(model, spec.name, f"df[{str(column)!r}]", str(column))
+    return conform(arr, datatype, to)
+
+
+def _planned(model: str, spec: TensorSpec | _Spec, frame: Any, names: list[Any]) -> PlannedInput:
+    arrays = [_checked(model, spec, name, _column(frame, name)) for name in names]
+    if len(names) > 1:
+        kind = "matrix"
+    elif arrays[0].dtype.kind == "O" and len(arrays[0]) and spec.datatype != "BYTES":
+        kind = "cells" if isinstance(arrays[0][0], np.ndarray | list | tuple) else "column"
+    else:
+        kind = "column"
+    sample = arrays[0][0] if len(arrays[0]) else None
+    row_shape = _row_shape(spec, kind, len(names), sample)
+    return PlannedInput(spec, [str(n) for n in names], arrays, kind, row_shape)
+
+
+def _selection(
+    columns: list[Any], inputs: list[TensorSpec], explicit: ColumnSelection | None, model: str
+) -> dict[str, list[Any]] | None:
+    names = {str(c): c for c in columns}
+
+    def pick(name: Any) -> Any:
+        if name in names:
+            return names[name]
+        if str(name) in names:
+            return names[str(name)]
+        fix = f"Use one of the frame's columns {list(names)} in `columns=`, or add {name!r}."
+        raise InvalidInputError(
+            f"model {model!r}: no column {name!r} (named in columns=); the frame has "
+            f"{list(names)}. {fix}",
+            hint=fix,
+            model=model,
+            expected=name,
+            got=list(names),
+        )
+
+    if explicit is not None:
+        if not isinstance(explicit, Mapping):
+            if len(inputs) != 1:
+                raise InvalidInputError(
+                    f"model {model!r} has {len(inputs)} inputs: pass columns= as a mapping "
+                    "{input: column or [columns]}",
+                    model=model,
+                )
+            explicit = {inputs[0].name: list(explicit)}
+        known = {s.name for s in inputs}
+        chosen: dict[str, list[Any]] = {}
+        for name, cols in explicit.items():
+            if known and name not in known:
+                raise InvalidInputError(
+                    f"model {model!r} has no input {name!r}; inputs: {', '.join(sorted(known))}",
+                    model=model,
+                    tensor=name,
+                )
+            listed = cols if isinstance(cols, list | tuple) else [cols]
+            chosen[name] = [pick(c) for c in listed]
+        return chosen
+    if inputs and all(s.name in names for s in inputs):
+        return {s.name: [names[s.name]] for s in inputs}
+    if len(inputs) == 1 and len(inputs[0].shape) >= 1:
+        width = inputs[0].shape[-1]
+        if (width == len(columns) or (width == -1 and len(columns) > 1)) and (
+            inputs[0].datatype != "BYTES" or len(columns) == 1
+        ):
+            return {inputs[0].name: list(columns)}
+    if inputs and len(inputs) == len(columns):
+        return {s.name: [c] for s, c in zip(inputs, columns, strict=True)}
+    return None
+
+
+def _unmapped(model: str, inputs: Sequence[TensorSpec], got: list[str]) -> InvalidInputError:
+    """Why a frame's columns fit no rule: what the model expects, what it got, what to write."""
+    names = [s.name for s in inputs]
+    wanted = ", ".join(f"{s.name} {s.datatype} {s.shape}" for s in inputs)
+    width = inputs[0].shape[-1] if len(inputs) == 1 and inputs[0].shape else -1
+    if width > 0:
+        spec = inputs[0]
+        if len(got) > width:
+            fix = (
+                f"Pick the {width} feature columns, in the order the model reads them: "
+                f"`df[[...]]` (or `df.drop(columns=[...])`), or map them: "
+                f"`columns={{{spec.name!r}: [...]}}`."
+            )
+        else:
+            fix = (
+                f"Add the missing feature column(s): the model reads {width} per row, in order "
+                f"(or one column {spec.name!r} holding {width}-element arrays)."
+            )
+        return InvalidInputError(
+            f"{model} needs {width} columns, got {len(got)}: {got}. Its input {spec.name!r} "
+            f"({spec.datatype} {spec.shape}) takes {width} feature columns per row, in order, "
+            f"or one column named {spec.name!r}. {fix}",
+            hint=fix,
+            model=model,
+            expected=f"{width} columns",
+            got=got,
+        )
+    missing = [n for n in names if n not in got]
+    extra = [c for c in got if c not in names]
+    fix = (
+        "Name the columns after the inputs (`df.rename(columns={...})`), or map them: "
+        "`columns={input: column or [columns]}`."
+    )
+    return InvalidInputError(
+        f"model {model!r} reads the columns {names} (its inputs: {wanted}); the frame has "
+        f"{got}: missing {missing}, not read {extra}. {fix}",
+        hint=fix,
+        model=model,
+        expected=names,
+        got=got,
+    )
+
+
+def plan_inputs(
+    frame: Any, metadata: ModelMetadata | None = None, *, columns: ColumnSelection | None = None
+) -> InputPlan:
+    """Plan how ``frame``'s columns become the model's inputs (see the module docstring).
+
+    Args:
+        frame: An object with ``columns`` and ``frame[column].to_numpy()`` (a DataFrame).
+        metadata: The model's metadata; ``None``: one input per column, datatype from dtype.
+        columns: ``{input: column or [columns]}``, or a list of columns for a single input.
+
+    Raises:
+        InvalidInputError: the columns match no rule (the message lists the model's inputs),
+            or a column cannot be coerced to its input's datatype (the message names the
+            column, model, input and dtypes).
+    """
+    all_columns = _names(frame)
+    rows = len(frame)
+    if metadata is None:
+        planned = []
+        for c in all_columns:
+            spec = _Spec(str(c), column_datatype(_column(frame, c)), [-1])
+            planned.append(_planned("", spec, frame, [c]))
+        return InputPlan("", rows, planned)
+    model = metadata.name
+    chosen = _selection(all_columns, metadata.inputs, columns, model)
+    if chosen is None:
+        raise _unmapped(model, metadata.inputs, [str(c) for c in all_columns])
+    specs = {s.name: s for s in metadata.inputs}
+    planned = [
+        _planned(model, specs.get(name) or _Spec(name, "FP32", [-1]), frame, cols)
+        for name, cols in chosen.items()
+    ]
+    return InputPlan(model, rows, planned)
+
+
+# --------------------------------------------------------------------------------- input specs
+
+
+def _input_specs(inputs: InputSpecs) -> list[TensorSpec]:
+    """``inputs=`` as tensor specs (``{name: "FP32"}`` or ``{name: ("FP32", [-1, 16])}``)."""
+    if not isinstance(inputs, Mapping):
+        return list(inputs)
+    specs = []
+    for name, spec in inputs.items():
+        datatype, shape = (spec, [-1]) if isinstance(spec, str) else (spec[0], list(spec[1]))
+        specs.append(TensorSpec(str(name), str(datatype), [int(d) for d in shape]))
+    return specs
+
+
+def _frame_specs(meta: ModelMetadata, frame: Any, columns: Any) -> list[TensorSpec]:
+    """Input specs read off a frame: one per declared input (or column, or ``columns=`` key).
+
+    Datatypes come from the column's dtype (arrays in cells: the cells' dtype; text: BYTES).
+    """
+    declared = {s.name: s for s in meta.inputs}
+    if isinstance(columns, Mapping):
+        chosen = {
+            str(k): list(v) if isinstance(v, list | tuple) else [v] for k, v in columns.items()
+        }
+    elif columns is not None and len(declared) == 1:
+        chosen = {next(iter(declared)): list(columns)}
+    elif declared:
+        chosen = {name: [name] for name in declared}
+    else:
+        chosen = {str(c): [c] for c in (columns if columns is not None else _names(frame))}
+    have = {str(c): c for c in _names(frame)}
+    specs = []
+    for name, cols in chosen.items():
+        spec = declared.get(name, TensorSpec(name, "", []))
+        if str(cols[0]) not in have:
+            raise InvalidInputError(
+                f"model {meta.name!r} declares input {name!r} without a datatype or shape and "
+                f"the frame has no column {cols[0]!r} to read them from (columns: {list(have)})",
+                model=meta.name,
+                tensor=name,
+            )
+        values = _column(frame, have[str(cols[0])])
+        datatype = spec.datatype or column_datatype(values)
+        if spec.shape:
+            shape = list(spec.shape)
+        elif len(cols) > 1:
+            shape = [-1, len(cols)]
+        elif values.dtype.kind == "O" and len(values) and isinstance(values[0], np.ndarray | list):
+            shape = [-1, *np.shape(values[0])]
+        else:
+            shape = [-1]
+        specs.append(TensorSpec(name, datatype, shape))
+    return specs
+
+
+def _declared(
+    meta: ModelMetadata,
+    frame: Any,
+    columns: ColumnSelection | None,
+    inputs: InputSpecs | None,
+    said: set[str] | None,
+) -> ModelMetadata:
+    """The metadata a frame is planned against (see :func:`plan_frame`)."""
+    if inputs is not None:
+        return dataclasses.replace(meta, inputs=_input_specs(inputs))
+    if meta.inputs and all(s.datatype and s.shape for s in meta.inputs):
+        return meta
+    if said is None or meta.name not in said:
+        if said is not None:
+            said.add(meta.name)
+        logger.debug(
+            "model %r declares %s: mapping DataFrame columns by name, datatypes from dtypes",
+            meta.name,
+            "no input datatypes / shapes" if meta.inputs else "no inputs",
+        )
+    return dataclasses.replace(meta, inputs=_frame_specs(meta, frame, columns))
+
+
+def plan_frame(
+    frame: Any,
+    metadata: ModelMetadata,
+    *,
+    columns: ColumnSelection | None = None,
+    inputs: InputSpecs | None = None,
+    said: set[str] | None = None,
+) -> InputPlan:
+    """Plan ``frame`` onto a model's inputs as :meth:`Session.infer` does.
+
+    The specs planned against are ``inputs=`` when given, else the model's metadata; gaps in
+    the metadata (no inputs, or inputs without datatypes / shapes, common on KServe) are filled
+    from the frame's columns: one input per declared input (or column, or ``columns=`` key), its
+    datatype from the column's dtype (arrays in cells: their dtype; text: BYTES). That is said
+    at debug level, once per model name in ``said`` (a set the caller keeps; ``None``: always).
+
+    Raises:
+        InvalidInputError: The columns fit no rule, a column cannot be coerced to its input,
+            or a spec-less input has no column to read its datatype from.
+    """
+    declared = _declared(metadata, frame, columns, inputs, said)
+    return plan_inputs(frame, declared, columns=columns)
+
+
+# ------------------------------------------------------------------------------------ requests
 
 
 def dataframe_to_inputs(
@@ -76,6 +519,42 @@ def dataframe_to_inputs(
             lists what the model expects), or a column cannot be coerced to its input.
     """
     return infer_inputs(plan_inputs(df, metadata, columns=columns).tensors())
+
+
+def request_from_dataframe(
+    frame: pd.DataFrame,
+    metadata: ModelMetadata | None = None,
+    *,
+    columns: ColumnSelection | None = None,
+    model_name: str = "",
+    request_id: str = "",
+) -> InferRequest:
+    """A request with one batch element per row of ``frame``, for any client.
+
+    With ``metadata`` the columns are mapped onto the model's inputs (by name, a single
+    ``[-1, k]`` input, declared order, or ``columns=``) and coerced to their datatypes; without
+    it every column is an input of its own name and dtype (str / object columns: BYTES). The
+    whole frame goes in one request: chunking is :meth:`nbinfer.Session.infer`'s job.
+
+    Args:
+        frame: A pandas DataFrame (read duck-typed: ``frame.columns``, ``frame[c].to_numpy()``).
+        metadata: The model's metadata (``client.get_model_metadata(name)``), or ``None``.
+        columns: ``{input: column or [columns]}``, or a list of columns for a single input.
+        model_name: The request's model name (default: the metadata's).
+        request_id: The request's ``id``.
+
+    Example::
+
+        request = nbinfer.request_from_dataframe(df, client.get_model_metadata("iris"))
+        client.infer("iris", request)
+
+    Raises:
+        InvalidInputError: The columns do not fit the model's inputs, or a column cannot be
+            coerced (the message names it).
+    """
+    plan = plan_inputs(frame, metadata, columns=columns)
+    name = model_name or (metadata.name if metadata is not None else "")
+    return InferRequest(infer_inputs(plan.tensors()), id=request_id, model_name=name)
 
 
 # ------------------------------------------------------------------------------------- outputs
@@ -183,137 +662,3 @@ def outputs_to_dataframe(
     if int(pd_.__version__.split(".")[0]) < 3:  # pandas 3 never copies here (copy-on-write)
         return with_probabilities(pd_.concat(frames, axis=1, copy=False))
     return with_probabilities(pd_.concat(frames, axis=1))
-
-
-# ------------------------------------------------------------------------------ chunked runs
-
-
-@dataclass(slots=True)
-class FrameJob:
-    """One DataFrame inference, cut into row ranges; collects the answers in row order.
-
-    Built by :func:`infer_frame` / :func:`ainfer_frame`; ``payload(start, stop)`` is what a
-    chunk sends (``{input: array}`` when every input is numeric, so clients take their fast
-    path; else a list of :class:`InferInput`).
-    """
-
-    plan: InputPlan
-    rows_per_chunk: int
-    outputs: dict[str, InferOutput] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
-
-    @property
-    def ranges(self) -> list[tuple[int, int]]:
-        """The ``(start, stop)`` row ranges, in order."""
-        n, step = self.plan.rows, self.rows_per_chunk
-        return [(s, min(s + step, n)) for s in range(0, n, step)] or [(0, 0)]
-
-    def payload(self, start: int, stop: int) -> dict[str, np.ndarray[Any, Any]] | list[InferInput]:
-        """What the chunk ``start:stop`` sends."""
-        if all(p.spec.datatype not in ("BYTES", "BF16") for p in self.plan.planned):
-            return self.plan.arrays(start, stop)
-        return infer_inputs(self.plan.tensors(start, stop))
-
-    def add(self, start: int, stop: int, outputs: Sequence[InferOutput]) -> None:
-        """Copy one chunk's outputs into rows ``start:stop`` of the result."""
-        n = self.plan.rows
-        whole = start == 0 and stop == n
-        for out in outputs:
-            arr = out.data
-            if arr is None:
-                continue
-            if whole:  # one request: keep the received arrays (zero-copy views)
-                self.outputs[out.name] = out
-                self.order.append(out.name)
-                continue
-            if arr.ndim == 0 or arr.shape[0] != stop - start:
-                raise NbinferError(
-                    f"model {self.plan.model!r} answered {list(arr.shape)} to a chunk of "
-                    f"{stop - start} rows: its output {out.name!r} has no batch axis, so the "
-                    "frame cannot be split; pass batch_size=len(frame)",
-                    model=self.plan.model,
-                    tensor=out.name,
-                )
-            target = self.outputs.get(out.name)
-            if target is None:
-                buf = np.empty((n, *arr.shape[1:]), dtype=arr.dtype)
-                target = InferOutput(out.name, out.datatype, [n, *arr.shape[1:]], buf)
-                self.outputs[out.name] = target
-                self.order.append(out.name)
-            assert target.data is not None
-            target.data[start:stop] = arr
-
-    def take(self, span: tuple[int, int], result: Any) -> None:
-        """File one chunk's answer (a result with ``outputs``) under its row range."""
-        self.add(span[0], span[1], result.outputs)
-
-    def result(self) -> list[InferOutput]:
-        """The reassembled outputs, in the server's order."""
-        return [self.outputs[name] for name in self.order]
-
-
-def chunk_rows(
-    plan: InputPlan,
-    metadata: ModelMetadata | None,
-    *,
-    batch_size: int | None,
-    max_batch_size: int = 0,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-) -> int:
-    """Rows per request: ``batch_size``, else ``max_batch_size``, else a byte budget.
-
-    The byte budget counts the larger of a row's input and (fixed-size) output bytes.
-
-    Raises:
-        InvalidInputError: ``batch_size`` < 1.
-    """
-    if batch_size is not None:
-        if int(batch_size) < 1:
-            raise InvalidInputError(f"batch_size must be >= 1, got {batch_size}")
-        return int(batch_size)
-    if max_batch_size > 0:
-        return max_batch_size
-    per_row = plan.row_bytes
-    for spec in metadata.outputs if metadata is not None else []:
-        if spec.datatype != "BYTES" and all(d > 0 for d in spec.shape[1:]):
-            from nbinfer.protocol.dtypes import element_size
-
-            size = element_size(spec.datatype) * int(np.prod(spec.shape[1:], dtype=np.int64))
-            per_row = max(per_row, size)
-    return max(1, chunk_bytes // max(per_row, 1))
-
-
-Submit = Callable[[Any], "concurrent.futures.Future[Any]"]
-ASubmit = Callable[[Any], Awaitable[Any]]
-
-
-def _chunks(job: FrameJob) -> Iterator[tuple[tuple[int, int], Any, int]]:
-    for start, stop in job.ranges:
-        yield (start, stop), job.payload(start, stop), stop - start
-
-
-def _bar(job: FrameJob, progress: bool | None) -> Any:
-    show = progress is True or (progress is None and len(job.ranges) > 1)
-    model = job.plan.model
-    return progress_bar(job.plan.rows, show=show, unit="rows", desc=model, unit_scale=True)
-
-
-def infer_frame(
-    job: FrameJob, submit: Submit, *, concurrency: int, progress: bool | None = None
-) -> list[InferOutput]:
-    """Run every chunk of ``job`` through ``submit`` with at most ``concurrency`` in flight.
-
-    ``submit(payload)`` returns a ``concurrent.futures.Future`` of a result with ``outputs``
-    (e.g. :meth:`nbinfer.Client.async_infer`). The first error cancels what is still queued
-    and is raised.
-    """
-    run(_chunks(job), submit, job.take, concurrency=concurrency, bar=_bar(job, progress))
-    return job.result()
-
-
-async def ainfer_frame(
-    job: FrameJob, submit: ASubmit, *, concurrency: int, progress: bool | None = None
-) -> list[InferOutput]:
-    """Like :func:`infer_frame` from a coroutine: ``submit(payload)`` is awaitable."""
-    await arun(_chunks(job), submit, job.take, concurrency=concurrency, bar=_bar(job, progress))
-    return job.result()

@@ -121,7 +121,11 @@ class RequestedOutput:
 
 @dataclass(slots=True)
 class InferRequest:
-    """A v2 inference request. Request-level ``parameters`` carry extensions (sequence ids, ...)."""
+    """A v2 inference request. Request-level ``parameters`` carry extensions (sequence ids, ...).
+
+    One built from a table's rows: :func:`nbinfer.request_from_dataframe` (this layer reads no
+    tables).
+    """
 
     inputs: list[InferInput]
     outputs: list[RequestedOutput] = field(default_factory=list)
@@ -129,41 +133,6 @@ class InferRequest:
     parameters: Parameters = field(default_factory=dict)
     model_name: str = ""
     model_version: str = ""
-
-    @classmethod
-    def from_dataframe(
-        cls,
-        frame: Any,
-        metadata: ModelMetadata | None = None,
-        *,
-        columns: Any = None,
-        model_name: str = "",
-        id: str = "",
-    ) -> InferRequest:
-        """A request with one batch element per row of ``frame`` (a pandas DataFrame).
-
-        The frame is read duck-typed (``frame.columns``, ``frame[c].to_numpy()``): this module
-        never imports pandas. With ``metadata`` the columns are mapped onto the model's inputs
-        (by name, a single ``[-1, k]`` input, declared order, or ``columns=``) and coerced to
-        their datatypes; without it every column is an input of its own name and dtype (str /
-        object columns: BYTES). Also available as ``from_pandas`` (KServe's name).
-
-        Example::
-
-            request = InferRequest.from_dataframe(df, client.get_model_metadata("iris"))
-            client.infer("iris", request)
-
-        Raises:
-            InvalidInputError: The columns do not fit the model's inputs, or a column cannot be
-                coerced (the message names it).
-        """
-        from nbinfer.protocol.columns import plan_inputs
-
-        plan = plan_inputs(frame, metadata, columns=columns)
-        name = model_name or (metadata.name if metadata is not None else "")
-        return cls(infer_inputs(plan.tensors()), id=id, model_name=name)
-
-    from_pandas = from_dataframe
 
 
 @dataclass(slots=True)

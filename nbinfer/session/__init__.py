@@ -18,6 +18,8 @@ The package, by what each part does (each module says what it may import):
 
 - ``core``: connection, clients, capabilities, the local server, ``restart()``, ``close()``,
   the model listing and statistics;
+- ``boundary``: what escapes a public method (``public``): arguments that do not fit, bad
+  values as ``InvalidInputError``, a local server that died named with ``session.restart()``;
 - ``ops``: the declarations' lookups (metadata, config, labels, capabilities) as I/O-free ops,
   and the sync / async faces that perform them;
 - ``frames``: the DataFrame / inference front (``infer`` / ``ainfer`` / ``classify``), over

@@ -6,6 +6,7 @@ the embedded local server it started (and ``restart()`` after that server died),
 listing, statistics, and ``close()``; what its card shows is held from the last reads
 (``refresh()`` reads them again: a repr never calls the server). The DataFrame front
 (``frames``) and serving (``serving``) derive from it; ``nbinfer.session.Session`` joins them.
+What escapes a public method, and how a dead local server is named, is ``boundary``'s.
 
 May import ``capabilities``, ``client``, ``errors``, ``protocol`` and, from the server, only
 ``server.launcher`` (lazily, when a local server starts); ``notebook.display`` only inside the
@@ -16,10 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import logging
-import signal
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -30,15 +28,14 @@ from nbinfer.capabilities import Capabilities, is_missing_route, read_capabiliti
 from nbinfer.client import AsyncClient, Client
 from nbinfer.config import GENERATE_TOKEN, AuthTokenOption, BearerAuth
 from nbinfer.errors import (
-    ConnectError,
     InvalidInputError,
     ModelNotFoundError,
     NbinferError,
     ServerError,
-    TransportError,
     UnauthenticatedError,
     UnsupportedError,
 )
+from nbinfer.session.boundary import Boundary, public
 from nbinfer.session.handle import ModelHandle
 from nbinfer.session.registry import Resources, register, retire_previous, shared_session
 
@@ -51,13 +48,12 @@ if TYPE_CHECKING:
     from nbinfer.server.launcher import LocalServer
     from nbinfer.session import Session
 
-__all__ = ["LABELS_PARAMETER", "SessionCore", "public"]
+__all__ = ["LABELS_PARAMETER", "SessionCore"]
 
 logger = logging.getLogger("nbinfer")
 T = TypeVar("T")
 #: The class a constructor is called on (typing.Self, which Python 3.10 lacks).
 Self = TypeVar("Self", bound="SessionCore")
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: What :meth:`Session.models` / :meth:`Session.stats` say when a server offers neither.
 _LIST_HINT = "Open a model by name instead: session.model('name') or session.infer('name', ...)."
@@ -91,96 +87,7 @@ _STATS_COLUMNS = [
 LABELS_PARAMETER = "nbinfer.labels."
 
 
-def public(method: _F) -> _F:
-    """The boundary of a public Session method: what escapes it belongs to the error tree.
-
-    Arguments that do not fit the method's signature (a missing one, an unknown keyword, too
-    many) raise a plain ``TypeError`` naming them, as Python does, with no chain. A
-    ``ValueError`` / ``TypeError`` raised under the method (a bad argument value, found
-    wherever it is first used) becomes :class:`~nbinfer.errors.InvalidInputError` naming the
-    method, with the original as its cause. When the session's local server has died the
-    caller gets a :class:`~nbinfer.errors.ConnectError` that says so and names
-    ``session.restart()``: checked before the call (a dead server should not cost the
-    client's connect retries) and after a transport error (it died during the call).
-    """
-    name = method.__name__
-    if inspect.iscoroutinefunction(method):
-
-        @functools.wraps(method)
-        async def acall(self: SessionCore, *args: Any, **kwargs: Any) -> Any:
-            self._check_local_server()
-            unbound = None  # raised outside the handler: a plain TypeError, no chain
-            try:
-                return await method(self, *args, **kwargs)
-            except (TransportError, TypeError, ValueError) as exc:
-                unbound = _unbound(method, name, (self, *args), kwargs, exc)
-                if unbound is None:
-                    error = self._boundary_error(name, exc)
-                    if error is None:
-                        raise
-                    raise error from exc
-            raise unbound  # your arguments do not fit the method: see the message below
-
-        return cast(_F, acall)
-
-    @functools.wraps(method)
-    def call(self: SessionCore, *args: Any, **kwargs: Any) -> Any:
-        self._check_local_server()
-        unbound = None  # raised outside the handler: a plain TypeError, no chain
-        try:
-            return method(self, *args, **kwargs)
-        except (TransportError, TypeError, ValueError) as exc:
-            unbound = _unbound(method, name, (self, *args), kwargs, exc)
-            if unbound is None:
-                error = self._boundary_error(name, exc)
-                if error is None:
-                    raise
-                raise error from exc
-        raise unbound  # your arguments do not fit the method: see the message below
-
-    return cast(_F, call)
-
-
-def _unbound(
-    method: Callable[..., Any],
-    name: str,
-    args: tuple[Any, ...],
-    kwargs: Mapping[str, Any],
-    exc: BaseException,
-) -> TypeError | None:
-    """The ``TypeError`` for arguments that do not fit ``method``, None when they fit.
-
-    In the user's words (``session.profile() missing a required argument: 'model'``); checked
-    only after a ``TypeError``, against the signature the method shows (``help()``).
-    """
-    if not isinstance(exc, TypeError):
-        return None
-    try:
-        signature = inspect.signature(method)
-        signature.bind(*args, **kwargs)
-    except TypeError as mismatch:
-        reason = str(mismatch)
-    except ValueError:  # no signature to read
-        return None
-    else:
-        return None
-    params = list(signature.parameters.values())[1:]  # without self
-    if reason == "too many positional arguments":
-        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        positional = [p.name for p in params if p.kind in kinds]
-        noun = "argument" if len(positional) == 1 else "arguments"
-        reason = (
-            f"takes {len(positional)} positional {noun} ({', '.join(positional)}) but "
-            f"{len(args) - 1} were given; pass the others by keyword"
-        )
-    elif reason.startswith("got an unexpected keyword argument"):
-        variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-        known = [p.name for p in params if p.kind not in variadic]
-        reason += f"; its arguments: {', '.join(known)}"
-    return TypeError(f"session.{name}() {reason}")
-
-
-class SessionCore:
+class SessionCore(Boundary):
     """The connection and lifecycle half of :class:`~nbinfer.Session` (see there)."""
 
     def __init__(
@@ -287,15 +194,6 @@ class SessionCore:
         self._replaced_by = newer.url
         self.close()
 
-    def _replaced_error(self) -> ConnectError:
-        """What a call on a session that a newer local session replaced raises."""
-        return ConnectError(
-            f"this session ({self.url}) was replaced by a newer local nbinfer.Session() "
-            f"({self._replaced_by}), which closed it and stopped its server: use the newer "
-            "session. To keep several local sessions running, create the later ones with "
-            "nbinfer.Session(keep_previous=True) (or use nbinfer.Session.shared())"
-        )
-
     def _local_url(self, protocol: str | None) -> str:
         assert self._server is not None
         return self._server.grpc_url if protocol == "grpc" else self._server.http_url
@@ -391,56 +289,6 @@ class SessionCore:
             return self._server.auth_token
         auth = self.client.config.auth
         return auth.token if isinstance(auth, BearerAuth) else None
-
-    def _check_local_server(self) -> None:
-        """Raise the error :meth:`_dead_server_error` describes, if there is one.
-
-        A session that a newer local session replaced says so instead.
-        """
-        if self._replaced_by is not None:
-            raise self._replaced_error()
-        error = self._dead_server_error()
-        if error is not None:
-            raise error
-
-    def _dead_server_error(self, grace: float = 0.0) -> ConnectError | None:
-        """A ConnectError that says how to go on if this session's local server died.
-
-        ``grace``: seconds to let a dying server finish dying (a call's connection can break
-        a moment before the process is gone).
-        """
-        server = self._server
-        if server is None or self._closed:
-            return None
-        code = server.wait(grace) if grace else None
-        if code is None and server.running:
-            return None
-        code = server.wait(0)
-        if code is not None and code < 0:
-            try:
-                how = f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"killed by signal {-code}"
-        else:
-            how = "stopped" if code is None else f"exit code {code}"
-        tail = server.logs(tail=10).rstrip()
-        return ConnectError(
-            f"the local server of this session (pid {server.pid}) is gone ({how}); "
-            "session.restart() starts a new one and serves this session's notebook models "
-            "(session.serve()) again" + (f"\n--- server log (tail) ---\n{tail}" if tail else ""),
-            pid=server.pid,
-            exit_code=code,
-        )
-
-    def _boundary_error(self, method: str, exc: Exception) -> NbinferError | None:
-        """What a public method raises for ``exc`` (``None``: ``exc`` itself)."""
-        if isinstance(exc, NbinferError):
-            return self._dead_server_error(0.25) if isinstance(exc, TransportError) else None
-        return InvalidInputError(
-            f"session.{method}(): {exc}",
-            hint=f"Check the values passed to `session.{method}()`: `help(session.{method})`.",
-            method=method,
-        )
 
     def restart(self) -> None:
         """Start the local server again and reconnect: after it died, or to reset it.

@@ -1,14 +1,15 @@
 """The DataFrame / inference front of a Session: infer, ainfer, classify, aclassify.
 
-Owns how what people pass becomes requests: DataFrames planned onto the model's inputs and cut
-into chunks (``interop.pandas``), the "one array, one sample" rule, ``classification=``, images
-(``interop.images``), and results back as DataFrames; it builds on ``binary`` (whether requests
-go as binary tensors). Each sync / async pair is declared once: a private method holds the
-parameters, the docstring and the argument handling (``_infer_call``, ``_classify_call``) as an
-I/O-free op (``session.ops``): the metadata, config and capability reads it needs are lookups
-it yields. ``_blocking`` / ``_awaiting`` derive both public faces from it: the sync one performs
-the lookups on the sync client, the asyncio one awaits them on the async client, so an
-``await session.ainfer(...)`` never blocks its loop; a new option is added in one place.
+Owns how what people pass becomes requests: DataFrames planned onto the model's inputs
+(``interop.pandas``) and cut into chunks (``interop.chunks``), the "one array, one sample" rule,
+``classification=``, images (``interop.images``), and results back as DataFrames; it builds on
+``binary`` (whether requests go as binary tensors). Each sync / async pair is declared once: a
+private method holds the parameters, the docstring and the argument handling (``_infer_call``,
+``_classify_call``) as an I/O-free op (``session.ops``): the metadata, config and capability
+reads it needs are lookups it yields. ``_blocking`` / ``_awaiting`` derive both public faces
+from it: the sync one performs the lookups on the sync client, the asyncio one awaits them on
+the async client, so an ``await session.ainfer(...)`` never blocks its loop; a new option is
+added in one place.
 
 May import ``client``, ``errors``, ``protocol``, ``interop`` and the session's core, ops and
 binary probe; never the server or the notebook layer.
@@ -30,7 +31,6 @@ import numpy as np
 
 from nbinfer.client import Client, InferResult
 from nbinfer.errors import InvalidInputError
-from nbinfer.protocol.columns import column_datatype
 from nbinfer.protocol.dtypes import DATATYPES
 from nbinfer.protocol.tensors import Destination, conform
 from nbinfer.protocol.types import (
@@ -42,21 +42,18 @@ from nbinfer.protocol.types import (
     TensorSpec,
 )
 from nbinfer.session.binary import BinaryProbe
-from nbinfer.session.core import public
+from nbinfer.session.boundary import public
 from nbinfer.session.ops import SessionOp, _awaiting, _blocking, imported
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nbinfer.interop.pandas import FrameJob
-    from nbinfer.protocol.columns import ColumnSelection
+    from nbinfer.interop.chunks import FrameJob
+    from nbinfer.interop.pandas import ColumnSelection, InputSpecs
 
-__all__ = ["FrameFront", "InputSpecs"]
+__all__ = ["FrameFront"]
 
 logger = logging.getLogger("nbinfer")
-
-#: ``inputs=`` of :meth:`Session.infer`: specs, or ``{input: datatype | (datatype, shape)}``.
-InputSpecs = Sequence[TensorSpec] | Mapping[str, str | tuple[str, Sequence[int]]]
 
 
 @dataclasses.dataclass
@@ -145,27 +142,6 @@ class FrameFront(BinaryProbe):
     def _frame_result(self, call: _Call, outs: Any) -> Any:
         return self._finish(call, InferResult(InferResponse(call.model, outs, call.version)))
 
-    def _declared(
-        self, meta: ModelMetadata, frame: Any, columns: Any, inputs: InputSpecs | None
-    ) -> ModelMetadata:
-        """The metadata a frame is planned against: ``inputs=``, else the server's.
-
-        Gaps in the server's (no inputs, no datatypes or shapes) are filled from the frame's
-        columns, said once per model at debug level.
-        """
-        if inputs is not None:
-            return dataclasses.replace(meta, inputs=_input_specs(inputs))
-        if meta.inputs and all(s.datatype and s.shape for s in meta.inputs):
-            return meta
-        if meta.name not in self._inferred_specs:
-            self._inferred_specs.add(meta.name)
-            logger.debug(
-                "model %r declares %s: mapping DataFrame columns by name, datatypes from dtypes",
-                meta.name,
-                "no input datatypes / shapes" if meta.inputs else "no inputs",
-            )
-        return dataclasses.replace(meta, inputs=_frame_specs(meta, frame, columns))
-
     def _frame_job(
         self,
         model: str,
@@ -176,11 +152,11 @@ class FrameFront(BinaryProbe):
         inputs: InputSpecs | None = None,
     ) -> SessionOp[FrameJob]:
         """The chunked plan of a DataFrame: columns mapped onto the model's inputs, row ranges."""
-        from nbinfer.interop.pandas import FrameJob, chunk_rows
-        from nbinfer.protocol.columns import plan_inputs
+        from nbinfer.interop.chunks import FrameJob, chunk_rows
+        from nbinfer.interop.pandas import plan_frame
 
         meta = yield from self._metadata_op(model, version)
-        plan = plan_inputs(data, self._declared(meta, data, columns, inputs), columns=columns)
+        plan = plan_frame(data, meta, columns=columns, inputs=inputs, said=self._inferred_specs)
         yield from self._labels_op(model, version)  # also reads max_batch_size from the config
         rows = chunk_rows(
             plan,
@@ -336,7 +312,7 @@ class FrameFront(BinaryProbe):
                 options = call.send_options(self._binary_now(call))
                 result = self.client.infer(call.model, call.data, **options)
             return self._finish(call, result)
-        from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, infer_frame
+        from nbinfer.interop.chunks import DEFAULT_CONCURRENCY, infer_frame
 
         def submit(payload: Any) -> concurrent.futures.Future[InferResult]:
             if self._probing(call):
@@ -373,8 +349,8 @@ class FrameFront(BinaryProbe):
 
         if call.job is None:
             return self._finish(call, await submit(call.data))
-        await imported("nbinfer.interop.pandas")
-        from nbinfer.interop.pandas import DEFAULT_CONCURRENCY, ainfer_frame
+        await imported("nbinfer.interop.chunks")
+        from nbinfer.interop.chunks import DEFAULT_CONCURRENCY, ainfer_frame
 
         outs = await ainfer_frame(
             call.job,
@@ -583,58 +559,6 @@ class FrameFront(BinaryProbe):
             "(inference on the session's async client).",
         )
     )
-
-
-def _input_specs(inputs: InputSpecs) -> list[TensorSpec]:
-    """``inputs=`` as tensor specs (``{name: "FP32"}`` or ``{name: ("FP32", [-1, 16])}``)."""
-    if not isinstance(inputs, Mapping):
-        return list(inputs)
-    specs = []
-    for name, spec in inputs.items():
-        datatype, shape = (spec, [-1]) if isinstance(spec, str) else (spec[0], list(spec[1]))
-        specs.append(TensorSpec(str(name), str(datatype), [int(d) for d in shape]))
-    return specs
-
-
-def _frame_specs(meta: ModelMetadata, frame: Any, columns: Any) -> list[TensorSpec]:
-    """Input specs read off a frame: one per declared input (or column, or ``columns=`` key).
-
-    Datatypes come from the column's dtype (arrays in cells: the cells' dtype; text: BYTES).
-    """
-    declared = {s.name: s for s in meta.inputs}
-    if isinstance(columns, Mapping):
-        chosen = {
-            str(k): list(v) if isinstance(v, list | tuple) else [v] for k, v in columns.items()
-        }
-    elif columns is not None and len(declared) == 1:
-        chosen = {next(iter(declared)): list(columns)}
-    elif declared:
-        chosen = {name: [name] for name in declared}
-    else:
-        chosen = {str(c): [c] for c in (columns if columns is not None else frame.columns)}
-    have = {str(c): c for c in frame.columns}
-    specs = []
-    for name, cols in chosen.items():
-        spec = declared.get(name, TensorSpec(name, "", []))
-        if str(cols[0]) not in have:
-            raise InvalidInputError(
-                f"model {meta.name!r} declares input {name!r} without a datatype or shape and "
-                f"the frame has no column {cols[0]!r} to read them from (columns: {list(have)})",
-                model=meta.name,
-                tensor=name,
-            )
-        values = np.asarray(frame[have[str(cols[0])]].to_numpy())
-        datatype = spec.datatype or column_datatype(values)
-        if spec.shape:
-            shape = list(spec.shape)
-        elif len(cols) > 1:
-            shape = [-1, len(cols)]
-        elif values.dtype.kind == "O" and len(values) and isinstance(values[0], np.ndarray | list):
-            shape = [-1, *np.shape(values[0])]
-        else:
-            shape = [-1]
-        specs.append(TensorSpec(name, datatype, shape))
-    return specs
 
 
 @functools.cache

@@ -23,7 +23,8 @@ from nbinfer.errors import (
     PermissionDeniedError,
     UnauthenticatedError,
 )
-from nbinfer.session.core import SessionCore, public
+from nbinfer.session.boundary import public
+from nbinfer.session.core import SessionCore
 from nbinfer.session.handle import ModelHandle
 
 __all__ = ["SERVE_SPEC_HINTS", "Serving"]

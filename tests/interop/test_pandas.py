@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbinfer import Client, InferRequest, Session
+import nbinfer
+from nbinfer import Client, Session
 from nbinfer.errors import InvalidInputError
-from nbinfer.interop.pandas import dataframe_to_inputs, outputs_to_dataframe
+from nbinfer.interop.pandas import dataframe_to_inputs, outputs_to_dataframe, plan_frame
 from nbinfer.protocol.types import InferOutput, ModelMetadata, TensorSpec
 from nbinfer.server.demo.nets import IRIS_LABELS, iris_predict, load_weights
 
@@ -129,14 +130,65 @@ def test_classification_without_server_labels_uses_model_labels_then_indices() -
     assert frame["score"].tolist() == [0.9, 0.6]
 
 
-def test_from_dataframe_without_metadata_uses_column_names_and_dtypes() -> None:
+def test_request_from_dataframe_without_metadata_uses_column_names_and_dtypes() -> None:
     df = pd.DataFrame({"n": np.array([1, 2], dtype=np.int32), "s": ["a", "b"]})
-    request = InferRequest.from_pandas(df)
+    request = nbinfer.request_from_dataframe(df, request_id="r1")
+    assert (request.id, request.model_name) == ("r1", "")
     assert [(i.name, i.datatype, i.shape) for i in request.inputs] == [
         ("n", "INT32", [2]),
         ("s", "BYTES", [2]),
     ]
     assert request.inputs[1].data.tolist() == [b"a", b"b"]  # type: ignore[union-attr]
+
+
+def test_request_from_dataframe_maps_columns_onto_the_metadata_and_names_the_model() -> None:
+    df = pd.DataFrame({"c": [1.0, 2.0], "a": [3.0, 4.0], "b": [5.0, 6.0], "d": [7.0, 8.0]})
+    request = nbinfer.request_from_dataframe(df, IRIS, columns=["a", "b", "c", "d"])
+    assert request.model_name == "iris"
+    (inp,) = request.inputs
+    assert (inp.name, inp.datatype, inp.shape) == ("INPUT", "FP32", [2, 4])
+    np.testing.assert_array_equal(inp.data[0], [3, 5, 1, 7])  # type: ignore[index]
+    with pytest.raises(InvalidInputError, match=r"iris needs 4 columns, got 3"):
+        nbinfer.request_from_dataframe(df[["a", "b", "c"]], IRIS)
+
+
+def test_the_protocol_types_leave_dataframes_to_interop() -> None:
+    assert not hasattr(nbinfer.InferRequest, "from_dataframe")
+    assert not hasattr(nbinfer.InferRequest, "from_pandas")
+    assert "request_from_dataframe" in (nbinfer.InferRequest.__doc__ or "")
+
+
+def test_plan_frame_fills_spec_less_metadata_from_the_columns() -> None:
+    bare = ModelMetadata("kserve_model")  # KServe often declares no inputs at all
+    df = pd.DataFrame(
+        {"n": np.array([1, 2], np.int16), "s": ["a", "b"], "v": [np.ones(3), np.zeros(3)]}
+    )
+    said: set[str] = set()
+    plan = plan_frame(df, bare, said=said)
+    assert said == {"kserve_model"}  # said once per model, at debug level
+    assert [(p.spec.name, p.spec.datatype, p.spec.shape) for p in plan.planned] == [
+        ("n", "INT16", [-1]),
+        ("s", "BYTES", [-1]),
+        ("v", "FP64", [-1, 3]),
+    ]
+    assert plan.arrays(0, 2)["v"].shape == (2, 3)
+    shapeless = ModelMetadata("m", inputs=[TensorSpec("x", "", [])])
+    (x,) = plan_frame(pd.DataFrame({"x": [1.5, 2.5], "y": [0, 0]}), shapeless).planned
+    assert (x.spec.datatype, x.spec.shape, x.columns) == ("FP64", [-1], ["x"])
+    with pytest.raises(InvalidInputError, match=r"declares input 'x' without a datatype.*'y'"):
+        plan_frame(pd.DataFrame({"y": [1.0]}), shapeless)
+
+
+def test_plan_frame_takes_inputs_over_the_servers_metadata() -> None:
+    df = pd.DataFrame({"a": [1, 2], "b": [3, 4]})
+    plan = plan_frame(df, IRIS, inputs={"wide": ("INT32", [-1, 2])})
+    ((name, datatype, arr),) = plan.tensors()
+    assert (name, datatype, arr.dtype, arr.shape) == ("wide", "INT32", np.int32, (2, 2))
+    plan = plan_frame(
+        df, IRIS, inputs=[TensorSpec("a", "FP16", [-1]), TensorSpec("b", "INT8", [-1])]
+    )
+    assert [(n, d) for n, d, _ in plan.tensors()] == [("a", "FP16"), ("b", "INT8")]
+    assert plan_frame(df, IRIS, inputs={"a": "FP32", "b": "FP32"}).arrays(0, 1)["b"].tolist() == [3]
 
 
 # ------------------------------------------------------------------- against a real server
@@ -291,7 +343,7 @@ def test_result_to_dataframe_and_request_from_dataframe(session: Session) -> Non
     assert session.server is not None
     frame = iris_frame(6)
     with Client(session.server.http_url, auth=session.token) as client:
-        request = InferRequest.from_dataframe(frame, client.get_model_metadata("iris"))
+        request = nbinfer.request_from_dataframe(frame, client.get_model_metadata("iris"))
         assert request.model_name == "iris" and request.inputs[0].shape == [6, 4]
         result = client.infer("iris", request)
     out = result.to_dataframe(labels={"probabilities": list(IRIS_LABELS)}, index=frame.index)

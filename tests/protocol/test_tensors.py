@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbinfer.errors import DataTypeError, InvalidInputError
-from nbinfer.protocol import tensors
+from nbinfer.protocol import bytes_codec, tensors
 from nbinfer.protocol.dtypes import DATATYPES, bfloat16, numpy_dtype
 from nbinfer.protocol.tensors import (
     as_array,
@@ -68,13 +68,13 @@ any_items = st.lists(st.binary(max_size=700), max_size=20)
 
 
 #: as configured (small data is sliced one by one), and small data forced onto the numpy path
-LOOP_LIMITS = (tensors._LOOP_MAX_BYTES, 0)
+LOOP_LIMITS = (bytes_codec._LOOP_MAX_BYTES, 0)
 
 
 @contextmanager
 def loop_limit(limit: int) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tensors, "_LOOP_MAX_BYTES", limit)
+        patch.setattr(bytes_codec, "_LOOP_MAX_BYTES", limit)
         yield
 
 
@@ -192,9 +192,9 @@ def test_bytes_large_tensors_round_trip_on_every_decoder_path(monkeypatch) -> No
     assert decode_bytes_tensor(reference_encode(zeros), len(zeros)).tolist() == zeros
     uniform = [b"%07d" % i for i in range(50_000)]
     assert decode_bytes_tensor(reference_encode(uniform), len(uniform)).tolist() == uniform
-    monkeypatch.setattr(tensors, "_CHAIN_MAX_BYTES", 0)  # no chain: binary data is sliced
+    monkeypatch.setattr(bytes_codec, "_CHAIN_MAX_BYTES", 0)  # no chain: binary data is sliced
     assert decode_bytes_tensor(reference_encode(zeros), len(zeros)).tolist() == zeros
-    monkeypatch.setattr(tensors, "_SHORT_PATH_MAX_BYTES", 0)  # force the per-element loop
+    monkeypatch.setattr(bytes_codec, "_SHORT_PATH_MAX_BYTES", 0)  # force the per-element loop
     assert decode_bytes_tensor(wire, len(items)).tolist() == items
 
 
@@ -204,9 +204,10 @@ def test_bytes_long_elements_take_the_slicing_path() -> None:
     assert decode_bytes_tensor(reference_encode(items)).tolist() == items
 
 
-def test_bytes_decoder_imports_no_object_deserializer() -> None:
-    # the server never unpickles network input: the codec must not even have the means to
-    source = inspect.getsource(tensors)
+@pytest.mark.parametrize("codec", [bytes_codec, tensors], ids=lambda m: m.__name__)
+def test_bytes_decoder_imports_no_object_deserializer(codec: object) -> None:
+    # the server never unpickles network input: the codecs must not even have the means to
+    source = inspect.getsource(codec)  # type: ignore[arg-type]
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -218,7 +219,7 @@ def test_bytes_decoder_imports_no_object_deserializer() -> None:
     assert not imported & forbidden
     for word in ("pickle", "marshal", "loads(", "eval(", "exec("):
         assert word not in source.lower()
-    assert not {"pickle", "marshal", "_pickle"} & set(vars(tensors))
+    assert not {"pickle", "marshal", "_pickle"} & set(vars(codec))
 
 
 def test_bytes_decode_returns_pickle_looking_payloads_as_plain_bytes() -> None:
@@ -245,7 +246,7 @@ def test_bytes_decode_keeps_trailing_nuls_and_outliers_among_many_short_elements
     for count in (len(items), None):
         assert decode_bytes_tensor(wire, count).tolist() == items
     assert sum(x.endswith(b"\x00") for x in items) > 1000
-    monkeypatch.setattr(tensors, "_MASK_TABLE_WIDTH", 0)  # broadcast comparison instead
+    monkeypatch.setattr(bytes_codec, "_MASK_TABLE_WIDTH", 0)  # broadcast comparison instead
     assert decode_bytes_tensor(wire, len(items)).tolist() == items
     all_empty = [b""] * 1000 + [b"\x00"]
     assert decode_bytes_tensor(reference_encode(all_empty)).tolist() == all_empty

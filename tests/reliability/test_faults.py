@@ -138,10 +138,10 @@ def test_server_killed_mid_request_makes_the_client_raise_and_the_session_report
     repository: Path,
 ) -> None:
     """The server is killed (SIGKILL) mid-request: the pending call raises `TransportError`;
-    `Session.server.running` turns false. Through a `Session` (tests/test_session.py), the pending
-    call and every later one raise `ConnectError` saying the local server is gone, how (`killed by
-    SIGKILL`) and the way on; `session.restart()` starts a new one and serves the `serve()`d models
-    again (docs/session.md, "When the local server dies").
+    `Session.server.running` turns false. Through a `Session` (tests/session/test_session.py),
+    the pending call and every later one raise `ConnectError` saying the local server is gone,
+    how (`killed by SIGKILL`) and the way on; `session.restart()` starts a new one and serves
+    the `serve()`d models again (docs/session.md, "When the local server dies").
     """
     session = Session.local(model_repository=str(repository), demo=False, device="cpu")
     try:

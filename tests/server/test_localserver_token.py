@@ -8,8 +8,8 @@ without being told, through an in-process registry the server fills when it is r
 empties when it stops. Anyone else (a same-uid process, another uid) is refused unless given
 :attr:`LocalServer.auth_token`. ``auth_token=None`` is the explicit opt-out.
 
-The attackers are the real processes of ``tests/test_session_token.py`` (a child that imports
-its clients, optionally drops to ``nobody``, and calls over HTTP and gRPC).
+The attackers are the real processes of ``tests/session/test_session_token.py`` (a child that
+imports its clients, optionally drops to ``nobody``, and calls over HTTP and gRPC).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from nbinfer.compat.tritonclient import http as thttp
 from nbinfer.config import GENERATE_TOKEN, local_server_token
 from nbinfer.errors import UnauthenticatedError
 from nbinfer.server.launcher import LocalServer
-from tests.test_session_token import NOBODY, ROWS, _attack, _refused, needs_root
+from tests.session.test_session_token import NOBODY, ROWS, _attack, _refused, needs_root
 
 ONES = np.ones((1, 16), np.float32)
 

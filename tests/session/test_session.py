@@ -302,7 +302,8 @@ def test_a_killed_local_server_is_named_and_restart_brings_it_back_with_served_m
         np.testing.assert_array_equal(s.infer("double", {"x": x}).as_numpy("y"), [2, 4])
 
 
-def test_a_server_that_dies_during_a_call_is_named_too() -> None:
+@pytest.mark.parametrize("face", ["infer", "ainfer"])
+def test_a_server_that_dies_during_a_call_is_named_too(face: str) -> None:
     from nbinfer.errors import ConnectError
 
     with Session(keep_previous=True, device="cpu", demo=False) as s:
@@ -312,9 +313,14 @@ def test_a_server_that_dies_during_a_call_is_named_too() -> None:
         import signal
         import threading
 
+        x = {"x": np.ones(2, np.float32)}
         threading.Timer(1.5, os.kill, (s.server.pid, signal.SIGKILL)).start()  # mid-call
         with pytest.raises(ConnectError, match="is gone") as caught:
-            s.infer("_sleep_then_echo", {"x": np.ones(2, np.float32)})
+            if face == "infer":
+                s.infer("_sleep_then_echo", x)
+            else:  # the async face awaits the dying server's grace instead of blocking on it
+                asyncio.run(s.ainfer("_sleep_then_echo", x))
+        assert "killed by SIGKILL" in str(caught.value)
         assert caught.value.__cause__ is not None  # the transport's own error
 
 

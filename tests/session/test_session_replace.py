@@ -53,7 +53,7 @@ RERUN = textwrap.dedent(
     """
     import json, sys
     from IPython.core.interactiveshell import InteractiveShell
-    from tests.test_session_replace import README_CELL, server_children
+    from tests.session.test_session_replace import README_CELL, server_children
 
     shell = InteractiveShell.instance()
     counts, shown = [], []
@@ -86,7 +86,7 @@ RERUN = textwrap.dedent(
 def test_readme_cell_displayed_five_times_leaves_one_server() -> None:
     import json
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [sys.executable, "-c", RERUN],
         capture_output=True,

@@ -37,7 +37,7 @@ RERUN = textwrap.dedent(
     [
         "import nbinfer\\nsession = nbinfer.Session(demo=False)",
         # displayed (IPython's Out history keeps every one alive): the shared session is reused;
-        # a displayed plain Session() is tests/test_session_replace.py's
+        # a displayed plain Session() is tests/session/test_session_replace.py's
         "import nbinfer\\nsession = nbinfer.Session.shared(demo=False)\\nsession",
     ],
     ids=["unreferenced-session-stops-its-server", "shared-session-reused"],

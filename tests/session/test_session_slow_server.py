@@ -21,7 +21,9 @@ import pandas as pd
 import pytest
 from aiohttp import web
 
+from nbinfer.errors import RequestTimeoutError
 from nbinfer.session import Session
+from nbinfer.session.boundary import GRACE
 
 IRIS = pd.DataFrame(
     [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]],
@@ -155,6 +157,36 @@ def test_async_faces_keep_the_loop_running_on_a_slow_server_from_a_cold_session(
     assert slow.delayed >= 2, "the proxy should have delayed the metadata reads"
     assert gap < 0.25, f"the event loop stalled for {gap * 1000:.0f} ms"
     assert ticks >= 20, f"the ticker ticked only {ticks} times in {slow.delayed} slow reads"
+
+
+def _sleep_then_echo(x):  # type: ignore[no-untyped-def]
+    import time
+
+    time.sleep(1.0)  # far past the caller's timeout
+    return x
+
+
+def test_a_timeout_on_a_live_local_server_keeps_the_loop_running_through_the_grace(
+    upstream: Session,
+) -> None:
+    # After a transport error the session gives its local server GRACE seconds to show that
+    # it died (it has not: the call only timed out). A coroutine must await that, not block.
+    upstream.serve(_sleep_then_echo, inputs=[("x", "FP32", [-1])], outputs=[("y", "FP32", [-1])])
+    x = np.ones(2, np.float32)
+    asyncio.run(upstream.ainfer("_sleep_then_echo", {"x": x}, timeout=5.0))  # metadata read
+
+    async def timed_out() -> RequestTimeoutError:
+        with pytest.raises(RequestTimeoutError) as caught:
+            await upstream.ainfer("_sleep_then_echo", {"x": x}, timeout=0.05)
+        return caught.value
+
+    error, ticks, gap = _ticking(timed_out)
+    assert "is gone" not in str(error)  # the server lives: the timeout itself is raised
+    assert upstream.server is not None and upstream.server.running
+    # Blocking for the grace would stop the ticker GRACE (0.25 s) at once; a loaded machine
+    # still ticks well within this bound, and through the grace (about 25 ticks).
+    assert gap < 0.8 * GRACE, f"the event loop stalled for {gap * 1000:.0f} ms"
+    assert ticks >= 10, f"the ticker ticked only {ticks} times"
 
 
 def test_reprs_draw_from_held_state_and_never_call_a_slow_server(
