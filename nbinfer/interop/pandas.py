@@ -7,14 +7,16 @@ By section:
   input, checked once per frame (every column can be coerced to its input's datatype); the plan
   then builds the tensors of any row range, zero-copy where a column already has the input's
   dtype. It never imports pandas and reads a frame only through ``_names`` / ``_column`` and
-  ``len`` (``frame.columns``, ``frame[c].to_numpy()``): another frame library (Arrow, Polars)
-  plugs in there, beside pandas.
+  ``len`` (``frame.columns``, ``frame[c].to_numpy()``): Arrow (:mod:`nbinfer.interop.arrow`)
+  and Polars (:mod:`nbinfer.interop.polars`) plug in there, beside pandas, with the same rules.
 - **Input specs** (:func:`plan_frame`): the metadata a frame is planned against: ``inputs=``,
   else the server's, its gaps (no inputs, no datatypes or shapes: common on KServe) filled from
   the frame's columns.
 - **Requests** (:func:`request_from_dataframe`, :func:`dataframe_to_inputs`): a whole frame as
   one request, for any client.
-- **Outputs** (:func:`outputs_to_dataframe`): response outputs as columns.
+- **Outputs** (:func:`output_blocks`): response outputs as columns, laid out once; a pandas
+  DataFrame (:func:`outputs_to_dataframe`), or a frame of the input's library
+  (:func:`outputs_to_frame`: Arrow and Polars in, Arrow and Polars out).
 
 A frame of any size runs in chunks through :mod:`nbinfer.interop.chunks` (row ranges of one
 plan, requests in flight, answers reassembled in row order): it works on an :class:`InputPlan`,
@@ -48,13 +50,14 @@ Example::
     request = request_from_dataframe(frame, metadata)
 
 Layer: interop (imports ``nbinfer.errors``, ``protocol`` and ``interop`` siblings only, plus
-pandas lazily); never the client, transports, session or server.
+pandas, pyarrow and polars lazily); never the client, transports, session or server.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -62,6 +65,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
+from nbinfer.interop.outputs import output_blocks
 from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
 from nbinfer.protocol.tensors import Destination, as_array, conform
 from nbinfer.protocol.types import (
@@ -83,7 +87,9 @@ __all__ = [
     "PlannedInput",
     "column_datatype",
     "dataframe_to_inputs",
+    "frame_library",
     "outputs_to_dataframe",
+    "outputs_to_frame",
     "plan_frame",
     "plan_inputs",
     "request_from_dataframe",
@@ -196,13 +202,46 @@ def column_datatype(values: np.ndarray[Any, Any]) -> str:
     return "BYTES" if values.dtype.kind in _TEXT_KINDS else datatype_of(values.dtype)
 
 
+def frame_library(data: Any) -> str | None:
+    """``"pandas"``, ``"arrow"`` (a ``pyarrow.Table`` / ``RecordBatch``) or ``"polars"``.
+
+    ``None`` for anything else. Imports no frame library: one nobody imported has no frames.
+    """
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(data, pandas.DataFrame):
+        return "pandas"
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None and isinstance(data, arrow.Table | arrow.RecordBatch):
+        return "arrow"
+    polars = sys.modules.get("polars")
+    if polars is not None and isinstance(data, polars.DataFrame):
+        return "polars"
+    return None
+
+
 def _names(frame: Any) -> list[Any]:
     """A frame's column names, in order (the plan's one read of the frame's layout)."""
+    if frame_library(frame) == "arrow":
+        return list(frame.column_names)
     return list(frame.columns)
 
 
 def _column(frame: Any, name: Any) -> np.ndarray[Any, Any]:
-    """One column's values as an array (the plan's one read of a frame's data)."""
+    """One column's values as an array (the plan's one read of a frame's data).
+
+    pandas and Polars: ``to_numpy()`` (a view where the library keeps the column in one
+    null-free buffer); Arrow: :func:`nbinfer.interop.arrow.column_values` (zero-copy where the
+    buffer allows). A fixed-size list / Polars ``Array`` column comes back 2-D or deeper.
+    """
+    library = frame_library(frame)
+    if library == "arrow":
+        from nbinfer.interop.arrow import column_values
+
+        return column_values(frame.column(name), str(name))
+    if library == "polars":
+        from nbinfer.interop.polars import column_values as polars_values
+
+        return polars_values(frame[name], str(name))
     values: np.ndarray[Any, Any] = np.asarray(frame[name].to_numpy())
     return values
 
@@ -261,6 +300,8 @@ def _checked(model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[
 
 def _planned(model: str, spec: TensorSpec | _Spec, frame: Any, names: list[Any]) -> PlannedInput:
     arrays = [_checked(model, spec, name, _column(frame, name)) for name in names]
+    if len(names) == 1 and arrays[0].ndim > 1:  # an Arrow fixed-size list / Polars Array column
+        return PlannedInput(spec, [str(names[0])], arrays, "column", arrays[0].shape[1:])
     if len(names) > 1:
         kind = "matrix"
     elif arrays[0].dtype.kind == "O" and len(arrays[0]) and spec.datatype != "BYTES":
@@ -375,7 +416,8 @@ def plan_inputs(
     """Plan how ``frame``'s columns become the model's inputs (see the module docstring).
 
     Args:
-        frame: An object with ``columns`` and ``frame[column].to_numpy()`` (a DataFrame).
+        frame: A pandas DataFrame, ``pyarrow.Table`` / ``RecordBatch`` or ``polars.DataFrame``
+            (else duck-typed: ``frame.columns`` and ``frame[column].to_numpy()``).
         metadata: The model's metadata; ``None``: one input per column, datatype from dtype.
         columns: ``{input: column or [columns]}``, or a list of columns for a single input.
 
@@ -451,6 +493,8 @@ def _frame_specs(meta: ModelMetadata, frame: Any, columns: Any) -> list[TensorSp
             shape = list(spec.shape)
         elif len(cols) > 1:
             shape = [-1, len(cols)]
+        elif values.ndim > 1:
+            shape = [-1, *values.shape[1:]]
         elif values.dtype.kind == "O" and len(values) and isinstance(values[0], np.ndarray | list):
             shape = [-1, *np.shape(values[0])]
         else:
@@ -510,7 +554,7 @@ def plan_frame(
 
 
 def dataframe_to_inputs(
-    df: pd.DataFrame, metadata: ModelMetadata | None, *, columns: ColumnSelection | None = None
+    df: Any, metadata: ModelMetadata | None, *, columns: ColumnSelection | None = None
 ) -> list[InferInput]:
     """Turn a DataFrame into the model's inputs, one row per batch element.
 
@@ -522,7 +566,7 @@ def dataframe_to_inputs(
 
 
 def request_from_dataframe(
-    frame: pd.DataFrame,
+    frame: Any,
     metadata: ModelMetadata | None = None,
     *,
     columns: ColumnSelection | None = None,
@@ -537,7 +581,8 @@ def request_from_dataframe(
     whole frame goes in one request: chunking is :meth:`nbinfer.Session.infer`'s job.
 
     Args:
-        frame: A pandas DataFrame (read duck-typed: ``frame.columns``, ``frame[c].to_numpy()``).
+        frame: A pandas DataFrame, a ``pyarrow.Table`` / ``RecordBatch`` or a
+            ``polars.DataFrame`` (numeric columns read zero-copy where the memory allows).
         metadata: The model's metadata (``client.get_model_metadata(name)``), or ``None``.
         columns: ``{input: column or [columns]}``, or a list of columns for a single input.
         model_name: The request's model name (default: the metadata's).
@@ -560,46 +605,6 @@ def request_from_dataframe(
 # ------------------------------------------------------------------------------------- outputs
 
 
-def _as_text(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    out = np.empty(arr.shape, dtype=object)
-    decoded: list[Any] = []
-    for item in arr.ravel().tolist():
-        if isinstance(item, bytes):
-            try:
-                decoded.append(item.decode())
-            except UnicodeDecodeError:
-                decoded.append(item)
-        else:
-            decoded.append(item)
-    out.reshape(-1)[...] = decoded
-    return out
-
-
-def _classification_block(
-    arr: np.ndarray[Any, Any], labels: Sequence[str] | None, prefix: str
-) -> tuple[list[str], list[np.ndarray[Any, Any]]]:
-    """``label`` / ``score`` columns (then ``label_2`` / ``score_2``, ...) of classifications."""
-    pd_ = _pandas()
-    rows = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
-    flat = pd_.Series(rows.reshape(-1)).str.decode("utf-8")
-    parts = flat.str.split(":", n=2, expand=True)
-    score = parts[0].astype(np.float64).to_numpy()
-    index = parts[1].astype(np.int64).to_numpy()
-    label = parts[2].to_numpy(dtype=object) if parts.shape[1] > 2 else np.full(len(flat), None)
-    missing = pd_.isna(label)
-    if missing.any():  # the server sent no label: use the model's, else the class index
-        known = list(labels or [])
-        label[missing] = [known[i] if i < len(known) else str(i) for i in index[missing].tolist()]
-    k = rows.shape[1]
-    names_out: list[str] = []
-    columns: list[np.ndarray[Any, Any]] = []
-    for rank in range(k):
-        suffix = "" if rank == 0 else f"_{rank + 1}"
-        names_out += [f"{prefix}label{suffix}", f"{prefix}score{suffix}"]
-        columns += [label.reshape(-1, k)[:, rank], score.reshape(-1, k)[:, rank]]
-    return names_out, columns
-
-
 def outputs_to_dataframe(
     outputs: Sequence[InferOutput],
     *,
@@ -620,39 +625,25 @@ def outputs_to_dataframe(
             ``label`` / ``score`` columns.
     """
     pd_ = _pandas()
-    labels = labels or {}
     frames: list[Any] = []
-    many_classified = len([o for o in outputs if o.name in classified]) > 1
     rows = next((len(o.data) for o in outputs if o.data is not None and o.data.ndim), None)
     use_index = index if index is not None and rows is not None and len(index) == rows else None
-    for out in outputs:
-        arr = out.data
-        if arr is None:
+    blocks = output_blocks(outputs, labels=labels, expand=expand, classified=classified)
+    for block in blocks:
+        if block.columns is not None:
+            columns = dict(zip(block.names, block.columns, strict=True))
+            frames.append(pd_.DataFrame(columns, index=use_index))
             continue
-        if arr.ndim == 0:
-            arr = arr.reshape(1)
-        if out.name in classified:
-            prefix = f"{out.name}." if many_classified else ""
-            names, cols = _classification_block(arr, labels.get(out.name), prefix)
-            frames.append(pd_.DataFrame(dict(zip(names, cols, strict=True)), index=use_index))
-            continue
-        if out.datatype == "BYTES":
-            arr = _as_text(arr)
-        if arr.ndim == 1 or (arr.ndim == 2 and arr.shape[1] == 1):
-            block, names = arr.reshape(-1, 1), [out.name]
-        elif arr.ndim == 2 and expand:
-            names = list(labels.get(out.name) or [])
-            if len(names) != arr.shape[1]:
-                names = [str(i) for i in range(arr.shape[1])]
-            block, names = arr, [f"{out.name}[{label}]" for label in names]
-        else:
-            cells = np.empty(len(arr), dtype=object)
-            cells[:] = list(arr)
-            block, names = cells.reshape(-1, 1), [out.name]
-        if not block.flags.writeable:  # a view on received bytes: the user's frame is editable
-            block = block.copy()
+        assert block.values is not None
+        values = block.values
+        if block.cells:
+            cells = np.empty(len(values), dtype=object)
+            cells[:] = list(values)
+            values = cells.reshape(-1, 1)
+        if not values.flags.writeable:  # a view on received bytes: the user's frame is editable
+            values = values.copy()
         # one 2-D block per output: pandas keeps it as is (no per-column copies)
-        frames.append(pd_.DataFrame(block, columns=names, index=use_index, copy=False))
+        frames.append(pd_.DataFrame(values, columns=block.names, index=use_index, copy=False))
     if not frames:
         return pd_.DataFrame(index=use_index)
     from nbinfer.interop.probabilities import with_probabilities  # shown as 0.9976, not 9.98e-01
@@ -662,3 +653,45 @@ def outputs_to_dataframe(
     if int(pd_.__version__.split(".")[0]) < 3:  # pandas 3 never copies here (copy-on-write)
         return with_probabilities(pd_.concat(frames, axis=1, copy=False))
     return with_probabilities(pd_.concat(frames, axis=1))
+
+
+def outputs_to_frame(
+    like: Any,
+    outputs: Sequence[InferOutput],
+    *,
+    labels: Mapping[str, Sequence[str]] | None = None,
+    index: Any = None,
+    expand: bool = True,
+    classified: Sequence[str] = (),
+    note: str = "",
+) -> Any:
+    """Outputs as a frame of ``like``'s library: what :meth:`Session.infer` returns for a frame.
+
+    A ``pyarrow.Table`` / ``RecordBatch`` gives the same (``note`` in the schema metadata,
+    ``b"nbinfer.note"``), a ``polars.DataFrame`` a Polars frame; anything else a pandas
+    DataFrame under ``index`` (``note`` in ``frame.attrs["note"]``). Same columns either way
+    (:func:`output_blocks`).
+    """
+    library = frame_library(like)
+    if library == "arrow":
+        from nbinfer.interop.arrow import outputs_to_arrow
+
+        record_batch = type(like).__name__ == "RecordBatch"
+        return outputs_to_arrow(
+            outputs,
+            labels=labels,
+            expand=expand,
+            classified=classified,
+            record_batch=record_batch,
+            note=note,
+        )
+    if library == "polars":
+        from nbinfer.interop.polars import outputs_to_polars
+
+        return outputs_to_polars(outputs, labels=labels, expand=expand, classified=classified)
+    frame = outputs_to_dataframe(
+        outputs, labels=labels, index=index, expand=expand, classified=classified
+    )
+    if note:
+        frame.attrs["note"] = note
+    return frame

@@ -76,6 +76,7 @@ class _Call:
     progress: bool | None = None
     job: FrameJob | None = None
     index: Any = None
+    like: Any = None  # the input frame: the result is a frame of its library
     data: Any = None
     single: bool = False
     nan: str = ""  # "2 of 5 rows had NaN inputs ('input')": said with the result
@@ -122,20 +123,21 @@ class FrameFront(BinaryProbe):
                 result.notes = (*result.notes, call.nan)
             result.labels = self._labels_cache.get((call.model, call.version), {})  # the card
             return result
-        from nbinfer.interop.pandas import outputs_to_dataframe
+        from nbinfer.interop.pandas import outputs_to_frame
 
         classified = [
             r.name for r in call.requested or () if isinstance(r, RequestedOutput) and r.class_count
         ]
-        frame = outputs_to_dataframe(
+        frame = outputs_to_frame(
+            call.like,
             result.outputs,
             labels=self._labels_cache.get((call.model, call.version), {}),  # read by the op
             index=call.index,
             expand=call.expand,
             classified=classified,
+            note=call.nan,
         )
         if call.nan:
-            frame.attrs["note"] = call.nan
             logger.warning("%s: %s", call.model, call.nan)
         return frame
 
@@ -214,10 +216,12 @@ class FrameFront(BinaryProbe):
 
         Args:
             model: The model name.
-            data: A DataFrame (columns named after the inputs, the feature columns of a single
-                ``[-1, k]`` input, one column per input in the model's declared order, or as
-                mapped by ``columns=``), a dict ``{input: array}``, a list of
-                :class:`~nbinfer.InferInput` or an :class:`~nbinfer.InferRequest`.
+            data: A DataFrame (pandas, ``pyarrow.Table`` / ``RecordBatch`` or
+                ``polars.DataFrame``, one rule for all: columns named after the inputs, the
+                feature columns of a single ``[-1, k]`` input, one column per input in the
+                model's declared order, or as mapped by ``columns=``), a dict
+                ``{input: array}``, a list of :class:`~nbinfer.InferInput` or an
+                :class:`~nbinfer.InferRequest`.
             outputs: Output names or :class:`~nbinfer.RequestedOutput`; default all.
             model_version: A specific version.
             as_frame: Return a DataFrame (default: when ``data`` is a DataFrame).
@@ -242,8 +246,9 @@ class FrameFront(BinaryProbe):
                 timeout, priority, ...).
 
         Returns:
-            A DataFrame (one row per input row, the input's index) or an
-            :class:`~nbinfer.InferResult`.
+            A frame of the input's library (pandas: one row per input row, the input's index;
+            Arrow: a Table / RecordBatch; Polars: a DataFrame; a pandas DataFrame for other
+            data with ``as_frame=True``) or an :class:`~nbinfer.InferResult`.
 
         Numbers are sent as each input declares them when no value changes (float64 -> FP32
         within range, integers that fit exactly; ``uint8`` pixels for a float input get the
@@ -290,7 +295,8 @@ class FrameFront(BinaryProbe):
         if _is_frame(data):
             rows = _count("batch_size", batch_size)
             call.job = yield from self._frame_job(model, model_version, data, columns, rows, inputs)
-            call.index = data.index
+            call.like = data  # pandas, Arrow or Polars: the result follows it
+            call.index = getattr(data, "index", None) if _is_frame(data, "pandas") else None
             call.nan = _plan_nan_note(call.job)
         else:
             call.data, call.single = yield from self._samples(model, model_version, data)
@@ -589,10 +595,12 @@ def _count(option: str, value: Any) -> int | None:
     return int(value)
 
 
-def _is_frame(data: Any) -> bool:
-    """A pandas DataFrame (without importing pandas when nobody has: none can be one)."""
-    pandas = sys.modules.get("pandas")
-    return pandas is not None and isinstance(data, pandas.DataFrame)
+def _is_frame(data: Any, library: str | None = None) -> bool:
+    """A pandas / Arrow / Polars frame (of ``library`` if given), importing none of them."""
+    from nbinfer.interop.pandas import frame_library
+
+    found = frame_library(data)
+    return found is not None and library in (None, found)
 
 
 def _is_input_list(data: Any) -> bool:
