@@ -431,7 +431,8 @@ def plan_inputs(
     if metadata is None:
         planned = []
         for c in all_columns:
-            spec = _Spec(str(c), column_datatype(_column(frame, c)), [-1])
+            values = _column(frame, c)
+            spec = _Spec(str(c), column_datatype(values), [-1, *values.shape[1:]])
             planned.append(_planned("", spec, frame, [c]))
         return InputPlan("", rows, planned)
     model = metadata.name

@@ -19,7 +19,7 @@ import nbinfer  # noqa: E402
 from nbinfer import Client, Session  # noqa: E402
 from nbinfer.errors import DataTypeError, InvalidInputError  # noqa: E402
 from nbinfer.interop.arrow import column_values  # noqa: E402
-from nbinfer.interop.pandas import plan_inputs, request_from_dataframe  # noqa: E402
+from nbinfer.interop.pandas import plan_frame, plan_inputs, request_from_dataframe  # noqa: E402
 from nbinfer.protocol.types import ModelMetadata, TensorSpec  # noqa: E402
 
 IRIS_COLUMNS = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
@@ -107,6 +107,17 @@ def test_nulls_in_a_non_numeric_column_are_refused_by_name(values: list, kind: s
     table = pa.table({"col": pa.array(values)})
     with pytest.raises(InvalidInputError, match=rf"column 'col' \({kind}\) has 1 null value"):
         plan_inputs(table, None)
+
+
+def test_spec_less_metadata_reads_datatypes_and_shapes_off_arrow_columns() -> None:
+    cells = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(32, dtype=np.float32)), 16)
+    words = pa.array(["a", "b"]).dictionary_encode()
+    table = pa.table({"INPUT0": cells, "words": words, "n": pa.array([1, 2], pa.int16())})
+    plan = plan_frame(table, ModelMetadata("kserve", inputs=[]))
+    specs = [(p.spec.name, p.spec.datatype, list(p.spec.shape)) for p in plan.planned]
+    assert specs == [("INPUT0", "FP32", [-1, 16]), ("words", "BYTES", [-1]), ("n", "INT16", [-1])]
+    tensors = {name: array for name, _, array in plan.tensors()}
+    assert tensors["INPUT0"].shape == (2, 16) and tensors["words"].tolist() == [b"a", b"b"]
 
 
 # --------------------------------------------------------- the pandas rules (no server)
