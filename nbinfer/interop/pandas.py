@@ -206,6 +206,9 @@ def frame_library(data: Any) -> str | None:
     """``"pandas"``, ``"arrow"`` (a ``pyarrow.Table`` / ``RecordBatch``) or ``"polars"``.
 
     ``None`` for anything else. Imports no frame library: one nobody imported has no frames.
+
+    Raises:
+        InvalidInputError: A ``polars.LazyFrame`` (a query, not rows: ``.collect()`` it first).
     """
     pandas = sys.modules.get("pandas")
     if pandas is not None and isinstance(data, pandas.DataFrame):
@@ -216,6 +219,11 @@ def frame_library(data: Any) -> str | None:
     polars = sys.modules.get("polars")
     if polars is not None and isinstance(data, polars.DataFrame):
         return "polars"
+    if polars is not None and isinstance(data, polars.LazyFrame):
+        raise InvalidInputError(
+            "a polars LazyFrame is a query, not rows: run it first (`lazy_frame.collect()`) "
+            "and pass the DataFrame"
+        )
     return None
 
 

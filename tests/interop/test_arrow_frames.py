@@ -18,9 +18,9 @@ pa = pytest.importorskip("pyarrow")
 import nbinfer  # noqa: E402
 from nbinfer import Client, Session  # noqa: E402
 from nbinfer.errors import DataTypeError, InvalidInputError  # noqa: E402
-from nbinfer.interop.arrow import column_values  # noqa: E402
+from nbinfer.interop.arrow import column_values, outputs_to_arrow  # noqa: E402
 from nbinfer.interop.pandas import plan_frame, plan_inputs, request_from_dataframe  # noqa: E402
-from nbinfer.protocol.types import ModelMetadata, TensorSpec  # noqa: E402
+from nbinfer.protocol.types import InferOutput, ModelMetadata, TensorSpec  # noqa: E402
 
 IRIS_COLUMNS = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 ONE = ModelMetadata("one", inputs=[TensorSpec("x", "FP32", [-1])])
@@ -118,6 +118,20 @@ def test_spec_less_metadata_reads_datatypes_and_shapes_off_arrow_columns() -> No
     assert specs == [("INPUT0", "FP32", [-1, 16]), ("words", "BYTES", [-1]), ("n", "INT16", [-1])]
     tensors = {name: array for name, _, array in plan.tensors()}
     assert tensors["INPUT0"].shape == (2, 16) and tensors["words"].tolist() == [b"a", b"b"]
+
+
+def test_numeric_result_columns_wrap_the_received_arrays() -> None:
+    received = np.arange(12, dtype=np.float32).reshape(6, 2)
+    scores = np.arange(6, dtype=np.float64)
+    outputs = [InferOutput("p", "FP32", [6, 2], received), InferOutput("s", "FP64", [6], scores)]
+    table = outputs_to_arrow(outputs, labels={"p": ["no", "yes"]}, note="said")
+    assert table.column_names == ["p[no]", "p[yes]", "s"]
+    assert table.schema.metadata == {b"nbinfer.note": b"said"}
+    assert table.column("s").chunk(0).buffers()[1].address == address(scores)  # no copy
+    np.testing.assert_array_equal(table.column("p[yes]").to_numpy(), received[:, 1])
+    kept = outputs_to_arrow(outputs, expand=False, record_batch=True)
+    assert isinstance(kept, pa.RecordBatch)
+    assert kept.column(0).values.buffers()[1].address == address(received)
 
 
 # --------------------------------------------------------- the pandas rules (no server)

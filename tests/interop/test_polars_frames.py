@@ -16,8 +16,8 @@ import nbinfer  # noqa: E402
 from nbinfer import Session  # noqa: E402
 from nbinfer.errors import DataTypeError, InvalidInputError  # noqa: E402
 from nbinfer.interop.pandas import plan_inputs, request_from_dataframe  # noqa: E402
-from nbinfer.interop.polars import column_values  # noqa: E402
-from nbinfer.protocol.types import ModelMetadata, TensorSpec  # noqa: E402
+from nbinfer.interop.polars import column_values, outputs_to_polars  # noqa: E402
+from nbinfer.protocol.types import InferOutput, ModelMetadata, TensorSpec  # noqa: E402
 
 IRIS_COLUMNS = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 IRIS = ModelMetadata("iris", inputs=[TensorSpec("INPUT", "FP32", [-1, 4])])
@@ -77,6 +77,25 @@ def test_an_array_column_feeds_a_2d_input_from_its_buffer() -> None:
 def test_nulls_in_a_non_numeric_column_are_refused_by_name(values: list, kind: str) -> None:
     with pytest.raises(InvalidInputError, match=rf"column 'col' \({kind}\) has 1 null value"):
         plan_inputs(pl.DataFrame({"col": values}), None)
+
+
+def test_numeric_result_columns_wrap_the_received_arrays() -> None:
+    received = np.arange(12, dtype=np.float32).reshape(6, 2)
+    scores = np.arange(6, dtype=np.float64)
+    outputs = [InferOutput("p", "FP32", [6, 2], received), InferOutput("s", "FP64", [6], scores)]
+    frame = outputs_to_polars(outputs, labels={"p": ["no", "yes"]})
+    assert frame.columns == ["p[no]", "p[yes]", "s"]
+    assert np.shares_memory(frame["s"].to_numpy(), scores)  # [n]: no copy
+    np.testing.assert_array_equal(frame["p[yes]"].to_numpy(), received[:, 1])  # strided: copied
+    kept = outputs_to_polars(outputs, expand=False)
+    assert kept.schema["p"] == pl.Array(pl.Float32, 2)
+    assert np.shares_memory(kept["p"].to_numpy(), received)
+
+
+def test_a_lazy_frame_is_refused_with_what_to_do() -> None:
+    lazy = pl.DataFrame({"x": [1.0]}).lazy()
+    with pytest.raises(InvalidInputError, match=r"LazyFrame .*\.collect\(\)"):
+        request_from_dataframe(lazy, ONE)
 
 
 # --------------------------------------------------------- the pandas rules (no server)
@@ -172,3 +191,8 @@ def test_nulls_in_a_float_column_are_sent_as_nan_and_logged_like_pandas(
 def test_a_null_in_an_integer_input_is_refused_as_pandas_nan_is(session: Session) -> None:
     with pytest.raises(DataTypeError, match=r"column 'INPUT0'.*holds nan"):
         session.infer("echo", pl.DataFrame({"INPUT0": [1, None]}), inputs={"INPUT0": "INT64"})
+
+
+def test_session_infer_refuses_a_lazy_frame(session: Session) -> None:
+    with pytest.raises(InvalidInputError, match="collect"):
+        session.infer("iris", to_polars(iris_pandas(2)).lazy())
