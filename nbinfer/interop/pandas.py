@@ -129,8 +129,10 @@ class PlannedInput:
     """How one model input is built from columns.
 
     Attributes:
-        kind: ``"column"`` (one column, one element per row), ``"matrix"`` (several columns
-            side by side, ``[rows, k]``) or ``"cells"`` (one column whose cells are arrays).
+        kind: ``"column"`` (one column, one element per row; a 2-D or deeper array, from an
+            Arrow fixed-size list / Polars ``Array``, gives its ``row_shape``), ``"matrix"``
+            (several columns side by side, ``[rows, k]``) or ``"cells"`` (one column whose
+            cells are arrays).
     """
 
     spec: TensorSpec | _Spec
@@ -237,9 +239,9 @@ def _names(frame: Any) -> list[Any]:
 def _column(frame: Any, name: Any) -> np.ndarray[Any, Any]:
     """One column's values as an array (the plan's one read of a frame's data).
 
-    pandas and Polars: ``to_numpy()`` (a view where the library keeps the column in one
-    null-free buffer); Arrow: :func:`nbinfer.interop.arrow.column_values` (zero-copy where the
-    buffer allows). A fixed-size list / Polars ``Array`` column comes back 2-D or deeper.
+    pandas: ``to_numpy()``; Arrow and Polars: :func:`nbinfer.interop.arrow.column_values` /
+    :func:`nbinfer.interop.polars.column_values` (a view on the library's buffer where it
+    allows one). A fixed-size list / Polars ``Array`` column comes back 2-D or deeper.
     """
     library = frame_library(frame)
     if library == "arrow":
@@ -685,7 +687,7 @@ def outputs_to_frame(
     if library == "arrow":
         from nbinfer.interop.arrow import outputs_to_arrow
 
-        record_batch = type(like).__name__ == "RecordBatch"
+        record_batch = isinstance(like, sys.modules["pyarrow"].RecordBatch)
         return outputs_to_arrow(
             outputs,
             labels=labels,

@@ -296,7 +296,7 @@ class FrameFront(BinaryProbe):
             rows = _count("batch_size", batch_size)
             call.job = yield from self._frame_job(model, model_version, data, columns, rows, inputs)
             call.like = data  # pandas, Arrow or Polars: the result follows it
-            call.index = getattr(data, "index", None) if _is_frame(data, "pandas") else None
+            call.index = data.index if _is_frame(data, "pandas") else None
             call.nan = _plan_nan_note(call.job)
         else:
             call.data, call.single = yield from self._samples(model, model_version, data)
