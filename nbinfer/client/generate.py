@@ -126,6 +126,9 @@ class _Events:
         self.count = 0
         self._parser = SseParser()
         self._failed: list[bytes] | None = [] if status != 200 else None
+        #: The error event met by ``feed``: raised by ``check`` once the responses before it
+        #: are handed out.
+        self.error: NbinferError | None = None
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         if self._failed is not None:  # an error answer: read it whole (it is small)
@@ -134,12 +137,17 @@ class _Events:
         out: list[dict[str, Any]] = []
         for event in self._parser.feed(chunk):
             obj = event.json()
-            error = error_of(obj, self.count)
-            if error is not None:
-                raise error
+            self.error = error_of(obj, self.count)
+            if self.error is not None:
+                break
             self.count += 1
             out.append(obj)
         return out
+
+    def check(self) -> None:
+        """Raise the error event ``feed`` met, if any."""
+        if self.error is not None:
+            raise self.error
 
     def end(self) -> None:
         """The body ended: raise the error of an error answer."""
@@ -189,6 +197,7 @@ def sync_events(engine: Any, plan: GeneratePlan) -> Iterator[dict[str, Any]]:
             if events is None:
                 events = _Events(stream.status, stream.headers)
             yield from events.feed(chunk)
+            events.check()
         if events is None:
             events = _Events(stream.status, stream.headers)
         events.end()
@@ -243,6 +252,7 @@ async def async_events(engine: Any, plan: GeneratePlan) -> AsyncGenerator[dict[s
         async for chunk in stream.chunks():
             for obj in events.feed(chunk):
                 yield obj
+            events.check()
         events.end()
     except NbinferError as exc:
         _counted(exc, events.count)
