@@ -7,6 +7,7 @@ by the model) is pinned against nbinfer and tritonserver alike in
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -40,9 +41,9 @@ def test_generate_routes_need_the_token(server: LocalServer) -> None:
     for route in ("generate", "generate_stream"):
         url = f"{server.http_url}/v2/models/gen_words/{route}"
         assert httpx.post(url, json=body).status_code == 401
-    with Client(server.http_url, auth=None, headers={"authorization": "Bearer wrong"}) as c:
-        with pytest.raises(UnauthenticatedError):
-            list(c.generate_stream("gen_words", text_input="a", max_tokens=1))
+    wrong = {"authorization": "Bearer wrong"}
+    with Client(server.http_url, headers=wrong) as c, pytest.raises(UnauthenticatedError):
+        list(c.generate_stream("gen_words", text_input="a", max_tokens=1))
 
 
 def test_generate_stream_is_refused_to_a_web_page(server: LocalServer) -> None:
@@ -84,9 +85,8 @@ def test_a_client_disconnect_counts_as_cancelled_and_the_model_sees_it(
 ) -> None:
     before = _cancelled(server)
     record = tmp_path / "cancelled.txt"
-    body = (
-        '{"text_input":"w","max_tokens":100000,"delay_ms":20,"cancel_file":"%s"}' % record
-    ).encode()
+    fields = {"text_input": "w", "max_tokens": 100000, "delay_ms": 20, "cancel_file": str(record)}
+    body = json.dumps(fields).encode()
     port = int(server.http_url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(

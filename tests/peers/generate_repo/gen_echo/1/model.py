@@ -7,8 +7,18 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 TYPES = (
-    "bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
-    "fp32", "fp64", "string",
+    "bool",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "fp32",
+    "fp64",
+    "string",
 )
 
 
