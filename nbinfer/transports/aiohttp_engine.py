@@ -170,8 +170,11 @@ class AiohttpStream:
             await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection (idempotent): the server sees the client leave."""
-        self._resp.close()
+        """Done: a fully read body frees its connection; an unread one closes it (a cancel)."""
+        if self._resp.content.at_eof():
+            self._resp.release()
+        else:
+            self._resp.close()
 
 
 async def _close_session(session: Any) -> None:
