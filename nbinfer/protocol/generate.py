@@ -261,6 +261,9 @@ class SseParser:
     def _line_done(self, raw: bytes) -> SseEvent | None:
         if not raw:
             return self._dispatch()
+        if raw.startswith(b"data: "):  # the common line, read without the general parse
+            self._data.append(raw[6:].decode("utf-8", errors="replace"))
+            return None
         line = raw.decode("utf-8", errors="replace")
         if line.startswith(":"):
             return None  # a comment (keep-alive)

@@ -267,15 +267,16 @@ class CurlStream:
         """Advance: return once body bytes arrived, the head completed, or the transfer ended."""
         pc, multi = self._pc, self._multi
         while True:
-            while multi.perform()[0] == pc.E_CALL_MULTI_PERFORM:
-                pass
-            _, ended, failed = multi.info_read()
-            if failed:
+            while True:
+                ret, running = multi.perform()
+                if ret != pc.E_CALL_MULTI_PERFORM:
+                    break
+            if not running:  # the transfer ended: how?
                 self._done = True
-                _handle, code, message = failed[0]
-                raise _curl_error(pc.error(code, message), self.url, pc)
-            if ended:
-                self._done = True
+                _, _, failed = multi.info_read()
+                if failed:
+                    _handle, code, message = failed[0]
+                    raise _curl_error(pc.error(code, message), self.url, pc)
             if not self.status and (self._headers_done() or self._done):
                 self.status = int(self._curl.getinfo(pc.RESPONSE_CODE))
                 self.headers = _parse_headers(self._header_lines)
