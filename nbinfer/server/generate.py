@@ -47,6 +47,7 @@ logger = logging.getLogger("nbinfer")
 
 _JSON = b"application/json"
 _SSE = SSE_CONTENT_TYPE.encode()
+_ERROR = b'data: {"error"'
 _NO_CACHE = [(b"cache-control", b"no-cache")]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _Reply = tuple[int, bytes, Any, list[tuple[bytes, bytes]]]
@@ -120,6 +121,12 @@ class EventStream:
         try:
             while True:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if chunk.startswith(_ERROR):  # an output JSON cannot carry ends the stream
+                    chunk = b""
+                    aclose = getattr(responses, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                    break
                 try:
                     response = await anext(responses)
                 except StopAsyncIteration:

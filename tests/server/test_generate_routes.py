@@ -8,6 +8,7 @@ by the model) is pinned against nbinfer and tritonserver alike in
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -24,9 +25,29 @@ REPO = (Path(__file__).parents[1] / "peers" / "generate_repo").resolve()
 TOKEN = "generate-test-token"
 
 
+#: A native model with the datatypes only nbinfer maps from JSON (Triton refuses them there).
+HALF = """
+import numpy as np
+from nbinfer import Model
+
+class HalfEcho(Model):
+    name = "half_echo"
+    inputs = (("h", "FP16", [-1]), ("bf", "BF16", [-1]))
+    outputs = (("h_out", "FP16", [-1]), ("bf_out", "BF16", [-1]), ("raw", "BYTES", [1]))
+
+    def predict(self, inputs, context):
+        raw = np.array([b"\\xff" if context.parameters.get("bad") else b"ok"], dtype=object)
+        return {"h_out": inputs["h"] * 2, "bf_out": inputs["bf"] * 2, "raw": raw}
+"""
+
+
 @pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    local = LocalServer(model_repository=REPO, demo=False, device="cpu", auth_token=TOKEN)
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    repo = tmp_path_factory.mktemp("generate-repo")
+    shutil.copytree(REPO, repo, dirs_exist_ok=True)
+    (repo / "half_echo" / "1").mkdir(parents=True)
+    (repo / "half_echo" / "1" / "model.py").write_text(HALF)
+    local = LocalServer(model_repository=repo, demo=False, device="cpu", auth_token=TOKEN)
     local.start()
     yield local
     local.stop()
@@ -111,3 +132,26 @@ def test_the_openapi_document_lists_the_generate_routes(server: LocalServer) -> 
     doc = httpx.get(f"{server.http_url}/v2/openapi.json", headers=_auth()).json()
     assert "/v2/models/{model}/generate" in doc["paths"]
     assert "/v2/models/{model}/versions/{version}/generate_stream" in doc["paths"]
+
+
+def test_fp16_and_bf16_map_from_numbers_and_a_non_utf8_output_is_an_error_event(
+    server: LocalServer,
+) -> None:
+    url = f"{server.http_url}/v2/models/half_echo/generate_stream"
+    reply = httpx.post(url, json={"h": [0.5], "bf": 2.5, "bad": True}, headers=_auth())
+    assert reply.status_code == 200
+    events = [line for line in reply.text.split("\n\n") if line]
+    assert len(events) == 1 and events[0].startswith('data: {"error"')
+    assert "raw" in events[0] and "UTF-8" in events[0]
+
+
+def test_generate_answers_fp16_and_bf16_as_numbers(server: LocalServer) -> None:
+    with Client(server.http_url, auth=TOKEN) as c:
+        out = c.generate("half_echo", h=[0.5, 1.5], bf=2.5, parameters={"bad": False})
+    assert out == {
+        "model_name": "half_echo",
+        "model_version": "1",
+        "h_out": [1.0, 3.0],
+        "bf_out": 5.0,
+        "raw": "ok",
+    }
