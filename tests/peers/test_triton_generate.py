@@ -184,3 +184,9 @@ def test_async_client_streams_and_aclose_cancels(server: Peer, wire: str, tmp_pa
     assert words == ["p ", "q ", "p "]
     assert one["out_int64"] == ECHO["in_int64"]
     assert int(_wait_for(record)) < 10_000
+
+
+def test_generate_stream_of_an_ordinary_model_is_one_event(client: Client) -> None:
+    chunks = list(client.generate_stream("gen_echo", ECHO))
+    assert len(chunks) == 1
+    assert chunks[0]["out_string"] == ECHO["in_string"]
