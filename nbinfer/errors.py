@@ -114,6 +114,9 @@ class NbinferError(Exception):
     http_status: ClassVar[int] = 500
     grpc_code: ClassVar[str] = "INTERNAL"
 
+    #: A generate stream's responses received before this error (None: not from a stream).
+    chunks_received: int | None = None
+
     #: What to try for errors of this class, when an error carries no ``hint`` of its own.
     #: ``{model}`` stands for the model the error names (``'iris'``), else ``name``.
     default_hints: ClassVar[tuple[str, ...]] = ()
