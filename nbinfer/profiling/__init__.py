@@ -153,7 +153,7 @@ class ProfileFrame(pd.DataFrame):  # type: ignore[misc]
         return compare(self, other, labels=labels)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.profile_display import mimebundle
+        from nbinfer.render.profile import mimebundle
 
         return mimebundle(self)
 
@@ -794,7 +794,7 @@ def run_profile(args: Any) -> int:
     if args.json:
         frame.to_json(args.json, orient="records", indent=1)
     if args.png:
-        from nbinfer.notebook.profile_display import png
+        from nbinfer.render.profile import png
 
         with open(args.png, "wb") as out:
             out.write(png(frame, dpi=110))

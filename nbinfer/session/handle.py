@@ -106,6 +106,6 @@ class ModelHandle:
         return f"<ModelHandle {self.name!r}{version} at {self._session.url}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+        from nbinfer.render.cards import model_bundle  # drawn from what it holds: no I/O
 
-        return mimebundle(self)
+        return model_bundle(self)
