@@ -66,7 +66,8 @@ def _session(**held: Any) -> Any:
 
 
 def _caps(error: BaseException | None = None) -> Any:
-    return SimpleNamespace(name="nbinfer", version="0.1", extensions=[EVIL, "statistics"], error=error)
+    extensions = [EVIL, "statistics"]
+    return SimpleNamespace(name="nbinfer", version="0.1", extensions=extensions, error=error)
 
 
 def test_metadata_card_names_every_tensor_and_escapes_the_server() -> None:
