@@ -141,7 +141,7 @@ def test_the_chart_is_inline_svg_in_theme_colours_and_scales_to_its_column() -> 
 def test_the_card_needs_no_matplotlib() -> None:
     code = (
         "import sys\n"
-        "from tests.notebook.test_profile_display import _frame\n"
+        "from tests.render.test_render_profile import _frame\n"
         "from nbinfer.render.profile import render_profile\n"
         "assert '<svg' in render_profile(_frame())\n"
         "print('matplotlib' in sys.modules)\n"
