@@ -1,8 +1,8 @@
 """Load profiling of any v2 server, perf_analyzer style, from Python and notebooks.
 
 Layer: imports ``nbinfer.errors``, ``config``, ``protocol``, ``client`` and ``interop``; the
-notebook's ``profile_display`` only lazily inside the frame's repr hook (matplotlib lives there);
-never the server or the session.
+renderer ``nbinfer.render.profile`` only lazily inside the frame's repr hook (matplotlib lives
+there, lazily too); never the server or the session.
 
 ``session.profile("add_sub")`` runs a concurrency sweep (closed loop: N requests always in
 flight) or, with ``request_rate=``, a fixed-rate schedule (open loop: requests leave at their

@@ -4,7 +4,8 @@ A view over its :class:`~nbinfer.Session`: it holds no connection of its own, so
 across ``session.restart()``. What its card shows (metadata, config, readiness, labels) is
 held from the last read (``session.model()`` reads it, :meth:`ModelHandle.refresh` again): a
 repr never calls the server. Must not import the rest of the session package at run time
-(the session imports it), nor the server; the notebook renderer only inside its repr hook.
+(the session imports it), nor the server; its renderer (``nbinfer.render.cards``) only inside
+its repr hook.
 """
 
 from __future__ import annotations
