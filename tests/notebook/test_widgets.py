@@ -577,6 +577,7 @@ def test_display_never_waits_for_the_listing_it_fills_in_when_it_arrives(
             assert "Listing models" not in browser._repr_mimebundle_()["text/html"]
         finally:
             plane.gate.set()
+            browser.wait()  # the listing done before the session closes its client
             browser.close()
 
 
@@ -594,4 +595,5 @@ def test_display_draws_the_sessions_held_listing_at_once(gated: tuple[_GatedPlan
             assert "iris</li>" in html and "Listing models" not in html
         finally:
             plane.gate.set()
+            browser.wait()  # the listing done before the session closes its client
             browser.close()
