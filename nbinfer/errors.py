@@ -143,9 +143,9 @@ class NbinferError(Exception):
         return self.message
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+        from nbinfer.render.error_card import error_bundle  # the renderer, below every layer
 
-        return mimebundle(self)
+        return error_bundle(self)
 
 
 class TransportError(NbinferError):
