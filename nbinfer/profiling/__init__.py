@@ -44,7 +44,3 @@ from nbinfer.profiling.sweep import ProfileProgress, profile
 from nbinfer.profiling.sweep import run_profile as run_profile
 
 __all__ = ["ProfileFrame", "ProfileProgress", "compare", "profile", "random_inputs"]
-renderer ``nbinfer.render.profile`` only lazily inside the frame's repr hook (matplotlib lives
-there, lazily too); never the server or the session. By concern: ``sweep.py`` (settings, windows,
-rows, :func:`profile`), ``load.py`` (the load generator, :func:`random_inputs`), ``frame.py``
-(:class:`ProfileFrame`, :func:`compare`), ``shm.py`` (``shared_memory="system"``).
