@@ -8,6 +8,8 @@ Runs, one after another (never in parallel: they share the machine's cores):
   and a do-nothing grpc.aio server beside them (``--floor``: the ceiling of the gRPC row);
 * ``grpc_big.py`` — the 16 MB gRPC row with the server's CPU per call;
 * ``local_shm.py`` — the zero-copy local path vs HTTP binary (and tritonclient's own shm);
+* ``streaming.py`` — the generate extension's token stream: per-token and time-to-first-token
+  overhead of nbinfer's clients + server, beside a hand-written ``requests`` SSE loop;
 * a fresh kernel: ``import pandas`` then ``import nbinfer`` + ``Session()`` + the first ``infer``.
 
 Usage::
@@ -40,6 +42,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "server.py": (["--rounds", "3", "--duration", "5", "--floor"], ["--duration", "1", "--floor"]),
     "grpc_big.py": ([], ["--seconds", "1", "--rounds", "1"]),
     "local_shm.py": ([], ["--seconds", "1", "--rounds", "1"]),
+    "streaming.py": ([], ["--tokens", "50", "--rounds", "1"]),
 }
 
 FRESH_KERNEL = """
@@ -122,6 +125,14 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
     if big:
         peer = big.get("tritonclient", {}).get("mb_s")
         rows.append(Row("gRPC 16 MB each way", big["nbinfer"]["mb_s"], 450.0, "MB/s", peer=peer))
+    stream = load("streaming.json")
+    if stream:  # the requests loop of the same run is the peer figure
+        ours, peer = stream["nbinfer http"], stream["requests"]
+        for key, name, target in (
+            ("per_token_ms", "generate_stream per token", 0.2),
+            ("ttft_overhead_ms", "generate_stream TTFT overhead", 2.0),
+        ):
+            rows.append(Row(name, ours[key], target, "ms", False, peer=peer[key]))
     if fresh_kernel_s is not None:
         rows.append(Row("fresh kernel to first result", fresh_kernel_s, 0.5, "s", False))
     return rows

@@ -4,8 +4,9 @@ The public API is exactly ``__all__`` (a test checks it). IPython is never impor
 ``%load_ext nbinfer`` works through :func:`load_ipython_extension`, which imports it lazily;
 imported inside a running IPython shell, nbinfer installs its error display there (your frames,
 then the error card: see :mod:`nbinfer.notebook`).
-The server's names (``Model``, ``model``, ``FunctionModel``, ``LocalServer``) are lazy
-attributes: a client-only ``import nbinfer`` never imports :mod:`nbinfer.server`.
+The server's names (``Model``, ``model``, ``FunctionModel``, ``LocalServer``) and the model
+browser's (``browse``, ``ModelBrowser``: ipywidgets) are lazy attributes: a client-only
+``import nbinfer`` never imports :mod:`nbinfer.server` or the notebook layer.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from nbinfer.session import ModelHandle, Session, sessions
 if _typing.TYPE_CHECKING:
     from nbinfer.interop.pandas import request_from_dataframe
     from nbinfer.interop.samples import SampleData, sample_data
+    from nbinfer.notebook.widgets import ModelBrowser, browse
     from nbinfer.server.launcher import LocalServer
     from nbinfer.server.model import FunctionModel, Model, model
 
@@ -72,6 +74,8 @@ __version__ = "0.1.0"
 
 #: Public names imported on first use, by the module that defines them.
 _LAZY = {
+    "ModelBrowser": "nbinfer.notebook.widgets",
+    "browse": "nbinfer.notebook.widgets",
     "FunctionModel": "nbinfer.server.model",
     "LocalServer": "nbinfer.server.launcher",
     "Model": "nbinfer.server.model",
@@ -128,10 +132,12 @@ __all__ = [
     "InferSequence",
     "LocalServer",
     "Model",
+    "ModelBrowser",
     "ModelHandle",
     "SampleData",
     "Sequence",
     "Session",
+    "browse",
     "model",
     "request_from_dataframe",
     "sample_data",

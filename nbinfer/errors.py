@@ -114,6 +114,9 @@ class NbinferError(Exception):
     http_status: ClassVar[int] = 500
     grpc_code: ClassVar[str] = "INTERNAL"
 
+    #: A generate stream's responses received before this error (None: not from a stream).
+    chunks_received: int | None = None
+
     #: What to try for errors of this class, when an error carries no ``hint`` of its own.
     #: ``{model}`` stands for the model the error names (``'iris'``), else ``name``.
     default_hints: ClassVar[tuple[str, ...]] = ()
@@ -140,9 +143,9 @@ class NbinferError(Exception):
         return self.message
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+        from nbinfer.render.error_card import error_bundle  # the renderer, below every layer
 
-        return mimebundle(self)
+        return error_bundle(self)
 
 
 class TransportError(NbinferError):

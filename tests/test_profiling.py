@@ -247,7 +247,7 @@ def test_export_and_compare(session: Session, tmp_path: Any) -> None:
     assert "add_sub" in bundle["text/plain"]
     html = bundle["text/html"]
     assert "<svg" in html and "HTTP · c=2" in html
-    from nbinfer.notebook.profile_display import png
+    from nbinfer.render.profile import png
 
     assert png(http)[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -26,6 +26,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from nbinfer.client import api
 from nbinfer.client.callbacks import stream_metadata
 from nbinfer.client.core import _Core
+from nbinfer.client.generate import GeneratePlan, async_events, collect_one, http_generate_op
 from nbinfer.client.results import InferResult
 from nbinfer.errors import ConnectError, NbinferError, ServerUnavailableError
 from nbinfer.protocol.types import InferRequest
@@ -47,6 +48,41 @@ def _awaiting(
         return await self._run(declared(self, *args, **kwargs))
 
     return api.face_method(method, declared, "AsyncClient", __name__)
+
+
+def _generating(
+    declared: Callable[Concatenate[_Core, P], Op[GeneratePlan]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, dict[str, Any]]]:
+    """The coroutine ``generate``: one POST over HTTP, the collected stream over gRPC."""
+
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        plan = await self._run(declared(self, *args, **kwargs))
+        if plan.message is None:
+            return await self._run(http_generate_op(plan))
+        return collect_one([obj async for obj in async_events(self._engine, plan)], plan.model)
+
+    return api.face_method(method, declared, "AsyncClient", __name__, "dict[str, Any]")
+
+
+def _streaming(
+    declared: Callable[Concatenate[_Core, P], Op[GeneratePlan]],
+) -> Callable[Concatenate[AsyncClient, P], AsyncIterator[dict[str, Any]]]:
+    """The asyncio ``generate_stream``: an async iterator read as the responses arrive."""
+
+    async def method(
+        self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs
+    ) -> AsyncIterator[dict[str, Any]]:
+        plan = await self._run(declared(self, *args, **kwargs))
+        events = async_events(self._engine, plan)
+        try:
+            async for obj in events:
+                yield obj
+        finally:
+            await events.aclose()
+
+    return api.face_method(
+        method, declared, "AsyncClient", __name__, "AsyncIterator[dict[str, Any]]"
+    )
 
 
 class AsyncClient(_Core):
@@ -155,6 +191,8 @@ class AsyncClient(_Core):
     list_models = _awaiting(api.list_models)
     predict = _awaiting(api.predict)
     explain = _awaiting(api.explain)
+    generate = _generating(api.generate)
+    generate_stream = _streaming(api.generate_stream)
 
     # -- streaming (gRPC) ----------------------------------------------------------------
 

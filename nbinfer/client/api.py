@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from nbinfer.client.core import Inputs, Outputs, _Core, check_timeout
+from nbinfer.client.generate import GeneratePlan, plan_generate
 from nbinfer.client.results import InferResult, InferSequence
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.types import (
@@ -33,7 +34,9 @@ __all__: list[str] = []  # the faces publish these; nothing is public from here
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def face_method(method: F, declared: Callable[..., Any], face: str, module: str) -> F:
+def face_method(
+    method: F, declared: Callable[..., Any], face: str, module: str, returns: str | None = None
+) -> F:
     """Dress a face's adapter as the declaration it runs: name, docstring and signature.
 
     ``help()``, IDEs and ``inspect.signature`` then show the declared parameters (``self`` in
@@ -42,9 +45,10 @@ def face_method(method: F, declared: Callable[..., Any], face: str, module: str)
     """
     signature = inspect.signature(declared)
     core, *params = signature.parameters.values()
-    returns = str(signature.return_annotation)
-    if returns.startswith("Op[") and returns.endswith("]"):
-        returns = returns[3:-1]
+    if returns is None:  # the op's result (``returns``: what the face makes of the op's plan)
+        returns = str(signature.return_annotation)
+        if returns.startswith("Op[") and returns.endswith("]"):
+            returns = returns[3:-1]
     method.__signature__ = signature.replace(  # type: ignore[attr-defined]
         parameters=[core.replace(name="self", annotation=inspect.Parameter.empty), *params],
         return_annotation=returns,
@@ -299,6 +303,106 @@ def stream_request(
         sequence.started = True
         sequence.ended = sequence.ended or sequence_end
     return request
+
+
+# -- generate extension ------------------------------------------------------------------------
+
+
+def generate(  # noqa: D417 - ``core`` is the face's ``self``
+    core: _Core,
+    model: str,
+    inputs: Mapping[str, Any] | None = None,
+    /,
+    *,
+    version: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    headers: Mapping[str, str] | None = None,
+    **fields: Any,
+) -> Op[GeneratePlan]:
+    """Run Triton's generate extension on ``model``: one request object in, one out.
+
+    The request object is ``inputs`` and ``fields`` at its top level (a field named like one
+    of the model's inputs is that input, any other is a request parameter) plus
+    ``parameters``. Over HTTP it is ``POST v2/models/M[/versions/V]/generate``; over gRPC the
+    fields are mapped onto the model's inputs from its metadata and sent on
+    ``ModelStreamInfer``, so decoupled models answer the same way.
+
+    Args:
+        model: The model.
+        inputs: Top-level fields by name (e.g. ``{"text_input": "hi"}``).
+        version: A specific version (default: the server's policy).
+        parameters: The request's ``parameters`` object.
+        timeout: Seconds allowed (default: the client's total timeout).
+        headers: Extra headers / gRPC metadata.
+        **fields: More top-level fields, e.g. ``text_input="hi", max_tokens=5``.
+
+    Returns:
+        The response object: ``model_name``, ``model_version`` and each output by name as
+        a JSON value (a scalar for one element, else a flat list; BYTES as ``str``).
+
+    Example::
+
+        client.generate("gpt", text_input="Once upon a time", max_tokens=16)["text_output"]
+
+    Raises:
+        InvalidInputError: A field does not fit its input; the model gave other than 1
+            response (use ``generate_stream``).
+        ModelNotFoundError: Unknown model or version.
+        InferenceError: The model raised (the error event's message).
+        ServerError: Any other server error (most specific subclass).
+        TransportError: The connection failed or timed out.
+    """
+    return plan_generate(
+        core, model, inputs, version, parameters, timeout, headers, fields, stream=False
+    )
+
+
+def generate_stream(  # noqa: D417 - ``core`` is the face's ``self``
+    core: _Core,
+    model: str,
+    inputs: Mapping[str, Any] | None = None,
+    /,
+    *,
+    version: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    headers: Mapping[str, str] | None = None,
+    **fields: Any,
+) -> Op[GeneratePlan]:
+    """Stream Triton's generate extension: one response object per response, as they arrive.
+
+    Takes the arguments of ``generate``. Over HTTP it reads ``.../generate_stream``'s
+    Server-Sent Events as they arrive (never the whole body first); over gRPC the decoupled
+    ``ModelStreamInfer`` stream. Closing the iterator early (``break``, ``close()`` /
+    ``aclose()``, the notebook's stop button) closes the stream, and the server cancels the
+    generation.
+
+    Args:
+        model: The model.
+        inputs: Top-level fields by name.
+        version: A specific version.
+        parameters: The request's ``parameters`` object.
+        timeout: Seconds the whole stream may take (default: ``Timeouts.stream``).
+        headers: Extra headers / gRPC metadata.
+        **fields: More top-level fields.
+
+    Returns:
+        An iterator (an async iterator on ``AsyncClient``) of response objects.
+
+    Example::
+
+        for chunk in client.generate_stream("gpt", text_input="Hello", max_tokens=16):
+            print(chunk["text_output"], end="")
+
+    Raises:
+        InferenceError: An error event (the model failed mid-stream); every error raised
+            while streaming carries ``chunks_received``, the responses before it.
+        ServerError / InvalidInputError / TransportError: as ``generate``.
+    """
+    return plan_generate(
+        core, model, inputs, version, parameters, timeout, headers, fields, stream=True
+    )
 
 
 # -- model repository ----------------------------------------------------------------------------

@@ -255,9 +255,10 @@ class InferResult:
             release()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+        from nbinfer.protocol.classification import decode_classification
+        from nbinfer.render.tensors import result_bundle
 
-        return mimebundle(self)
+        return result_bundle(self, classify=decode_classification)
 
 
 class InferSequence:

@@ -22,6 +22,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
 from nbinfer.client import api
 from nbinfer.client.callbacks import SyncStream, infer_then_call_back, read_stream, stream_metadata
 from nbinfer.client.core import Callback, Inputs, _Core
+from nbinfer.client.generate import GeneratePlan, collect_one, http_generate_op, sync_events
 from nbinfer.client.results import InferResult
 from nbinfer.errors import (
     ConnectError,
@@ -48,6 +49,31 @@ def _blocking(
         return self._run(declared(self, *args, **kwargs))
 
     return api.face_method(method, declared, "Client", __name__)
+
+
+def _generating(
+    declared: Callable[Concatenate[_Core, P], Op[GeneratePlan]],
+) -> Callable[Concatenate[Client, P], dict[str, Any]]:
+    """The blocking ``generate``: one POST over HTTP, the collected stream over gRPC."""
+
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        plan = self._run(declared(self, *args, **kwargs))
+        if plan.message is None:
+            return self._run(http_generate_op(plan))
+        return collect_one(list(sync_events(self._engine, plan)), plan.model)
+
+    return api.face_method(method, declared, "Client", __name__, "dict[str, Any]")
+
+
+def _streaming(
+    declared: Callable[Concatenate[_Core, P], Op[GeneratePlan]],
+) -> Callable[Concatenate[Client, P], Iterator[dict[str, Any]]]:
+    """The blocking ``generate_stream``: an iterator read as the responses arrive."""
+
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[dict[str, Any]]:
+        return sync_events(self._engine, self._run(declared(self, *args, **kwargs)))
+
+    return api.face_method(method, declared, "Client", __name__, "Iterator[dict[str, Any]]")
 
 
 class Client(_Core):
@@ -202,6 +228,8 @@ class Client(_Core):
     list_models = _blocking(api.list_models)
     predict = _blocking(api.predict)
     explain = _blocking(api.explain)
+    generate = _generating(api.generate)
+    generate_stream = _streaming(api.generate_stream)
 
     # -- the sync face's own calls ---------------------------------------------------------
 

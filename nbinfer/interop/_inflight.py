@@ -1,6 +1,7 @@
 """Requests in flight for the chunked runs (DataFrames, images): a window, a progress bar.
 
-Layer: interop (imports ``nbinfer.errors`` only, plus tqdm lazily; a notebook bar is shown
+Layer: interop (imports ``nbinfer.errors`` only, the summary's renderer in ``nbinfer.render``
+lazily, plus tqdm lazily; a notebook bar is shown
 through the ``IPython.display`` that tqdm's notebook bar has loaded, found in ``sys.modules``);
 never the client, transports, session or server.
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import html
 import sys
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator
@@ -117,21 +117,9 @@ class _Summary:
         self.line, self.ok = line, ok
 
     def _repr_mimebundle_(self, **_: Any) -> dict[str, str]:
-        mark, colour = (
-            ("\u2713", "success-color1, #388e3c")
-            if self.ok
-            else ("\u2717", "error-color1, #d32f2f")
-        )
-        line = html.escape(self.line)
-        return {
-            "text/plain": self.line,
-            "text/html": (
-                '<div class="nbinfer-progress" style="font-family: var(--jp-code-font-family, '
-                'monospace); font-size: var(--jp-code-font-size, 13px); padding: 2px 0">'
-                f'<span style="color: var(--jp-{colour})">{mark}</span> {line}'
-                "</div>"
-            ),
-        }
+        from nbinfer.render.progress import summary_bundle
+
+        return summary_bundle(self.line, ok=self.ok)
 
     def __repr__(self) -> str:
         return self.line

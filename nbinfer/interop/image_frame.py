@@ -1,6 +1,6 @@
 """The answer of image classification: a top-k DataFrame that draws itself as an image grid.
 
-Layer: interop (pandas and numpy only); the notebook's gallery only lazily, inside
+Layer: interop (pandas and numpy only); its renderer (``nbinfer.render.gallery``) lazily, inside
 :meth:`ClassificationFrame._repr_html_`. Never the client, transports, session or server.
 :func:`nbinfer.interop.images.classify_images` builds it with :func:`classification_frame`.
 """
@@ -23,7 +23,7 @@ class ClassificationFrame(pd.DataFrame):  # type: ignore[misc]
     """A DataFrame of top-k classes (image, rank, label, score, class) that displays as a grid.
 
     It is a real DataFrame; in a notebook it renders as an image grid with top-k bars
-    (``nbinfer.notebook.gallery``), each card offering the input the model saw (beside the
+    (``nbinfer.render.gallery``), each card offering the input the model saw (beside the
     image with ``show_input=True``). Filtering and copying keep the images and inputs.
     """
 
@@ -64,7 +64,7 @@ class ClassificationFrame(pd.DataFrame):  # type: ignore[misc]
         return bool(getattr(self, "_nbinfer_show_input", False))
 
     def _repr_html_(self) -> str | None:
-        from nbinfer.notebook.gallery import classification_html
+        from nbinfer.render.gallery import classification_html
 
         return classification_html(self)
 

@@ -1,8 +1,8 @@
 """The statistics DataFrame: a plain ``pandas.DataFrame`` that also draws itself in Jupyter.
 
 Layer: interop (imports ``nbinfer.errors`` and ``protocol`` only, plus pandas / Pillow); never the
-client, transports, session or server; ``nbinfer.notebook.display`` only lazily, inside the repr
-hook.
+client, transports, session or server; its repr hook names its renderer in
+:mod:`nbinfer.render.cards`.
 
 ``session.stats()`` returns a :class:`StatsFrame`: everything a DataFrame does still works
 (indexing, ``plot``, ``to_csv``; derived frames are plain DataFrames), and in a notebook it
@@ -22,6 +22,6 @@ class StatsFrame(pd.DataFrame):  # type: ignore[misc]
     """Inference statistics, one row per model version (a DataFrame with a rich HTML repr)."""
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.display import mimebundle
+        from nbinfer.render.cards import stats_bundle
 
-        return mimebundle(self)
+        return stats_bundle(self)

@@ -1,7 +1,11 @@
-"""The notebook layer: rich display, magics and the IPython extension.
+"""The notebook layer: the model browser, magics, the sketch pad and the IPython extension.
 
-Layer: the notebook floor, the top of the tree: it may import anything below it; IPython,
-ipywidgets and matplotlib are imported only in this package, and only by the modules that use them.
+Layer: the notebook floor, the top of the tree: it may import anything below it and nothing below
+imports it; IPython, ipywidgets and anywidget are imported only in this package, and only by the
+modules that use them. The HTML reprs themselves are drawn by :mod:`nbinfer.render` (every layer
+names its renderer there); this package keeps what is bound to IPython or ipywidgets:
+``widgets`` (:class:`~nbinfer.notebook.widgets.ModelBrowser`, ``nbinfer.browse``), ``editors``
+(its try-it form), ``sketch`` (the sketch pad), ``magics`` and the error handler below.
 
 ``%load_ext nbinfer`` calls :func:`load_ipython_extension`, which registers the ``%nbinfer`` and
 ``%%infer`` magics and the error display. The error display needs no ``%load_ext``:
@@ -66,7 +70,7 @@ def _show_error(
     """IPython custom exception handler: your frames, then the error card (see the module)."""
     from IPython.display import display
 
-    from nbinfer.notebook.display import error_report, hints_text
+    from nbinfer.render.error_card import error_report, hints_text
 
     sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # %debug, %tb
     if sys.version_info >= (3, 12):

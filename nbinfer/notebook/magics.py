@@ -167,7 +167,7 @@ class NbinferMagics(Magics):
             %nbinfer use NAME     use the Session held in the variable NAME
             %nbinfer models       the model repository index (a DataFrame)
             %nbinfer status       the session: server, version, extensions, models and state
-            %nbinfer browse       the model browser widget (session.browse())
+            %nbinfer browse       the model browser widget (nbinfer.browse(session))
             %nbinfer stop         close the session (and stop a local server it started)
 
         The cell magic %%infer MODEL [-o NAME] [--grpc] runs inference on the cell's
@@ -202,7 +202,9 @@ class NbinferMagics(Magics):
         if command == "models":
             return session.models
         if command == "browse":
-            return session.browse()
+            from nbinfer.notebook.widgets import browse  # ipywidgets: only when asked for
+
+            return browse(session)
         return session  # status: the session's rich display
 
     def _check_options(self, args: Any) -> None:

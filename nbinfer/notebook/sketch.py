@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from importlib.resources import files
+from pathlib import Path
 
 import anywidget
 import traitlets
@@ -39,7 +39,9 @@ class SketchPad(anywidget.AnyWidget):  # type: ignore[misc,unused-ignore]  # Any
         pen: Pen width in canvas pixels.
     """
 
-    _esm = files("nbinfer.notebook").joinpath("static", "sketch.js").read_text(encoding="utf-8")
+    # Read beside this module (importlib.resources' files("nbinfer.notebook") would import the
+    # notebook package, whose extension hook imports the browser, which imports this module).
+    _esm = (Path(__file__).parent / "static" / "sketch.js").read_text(encoding="utf-8")
     _css = """
     .nbs-pad { display: flex; flex-direction: column; align-items: flex-start; gap: 4px; }
     .nbs-canvas { touch-action: none; cursor: crosshair; border-radius: 4px;

@@ -1,33 +1,36 @@
 """ModelBrowser: an ipywidgets UI over a :class:`~nbinfer.Session`.
 
 Layer: the notebook floor: ipywidgets is imported here; the session and its client are the only way
-to the server (never transports or raw I/O).
+to the server (never transports or raw I/O). The session never imports this module: the notebook
+layer builds the browser over it (:func:`browse`, ``nbinfer.browse(session)``).
 
-``session.browse()`` returns a :class:`ModelBrowser`: the server's models with their state; for
-the selected model its metadata, config, statistics, load / unload buttons and a "try it" form
-built from the input specs (numbers or arrays, text for BYTES, an image upload for image-like
-inputs) that runs inference and shows the result. An image classifier (one image input, labelled
-scores) gets an upload and, for tiny inputs, a sketch pad (:mod:`~nbinfer.notebook.sketch`);
-its Run goes through :meth:`~nbinfer.Session.classify` and shows the top classes.
+``nbinfer.browse(session)`` returns a :class:`ModelBrowser`: the server's models with their
+state; for the selected model its metadata, config, statistics, load / unload buttons and a "try
+it" form built from the input specs (:mod:`~nbinfer.notebook.editors`: numbers or arrays, text
+for BYTES, an image upload for image-like inputs) that runs inference and shows the result. An
+image classifier (one image input, labelled scores) gets an upload and, for tiny inputs, a
+sketch pad (:mod:`~nbinfer.notebook.sketch`); its Run goes through
+:meth:`~nbinfer.Session.classify` and shows the top classes. The HTML inside it comes from the
+renderers of :mod:`nbinfer.render`.
 
 It is a view over the session (every call goes through :class:`~nbinfer.Session` or its client,
 never raw I/O) and it shows only what the server offers: without the ``model_repository``
 extension, or with a restricted repository index, there are no load / unload buttons and the
-model list holds what is known (``browse(models=[...])`` and the "open" box); without the
-``statistics`` extension there is no statistics tab. Slow work (loading, inference) runs on one
-background thread with a busy state, so the kernel stays free; an error in any callback is shown
-in the widget.
+model list holds what is known (``browse(session, models=[...])`` and the "open" box); without
+the ``statistics`` extension there is no statistics tab. Slow work (listing, loading, inference)
+runs on one background thread with a busy state, so the kernel stays free; an error in any
+callback is shown in the widget. Displaying it never waits for the server: it draws what it
+holds (the session's last listing, or "Listing models" until the listing arrives).
 
 Example::
 
-    browser = session.browse()
+    browser = nbinfer.browse(session)
     browser                      # displays the UI in a notebook
     browser.select("iris")       # the same as clicking it
 """
 
 from __future__ import annotations
 
-import ast
 import base64
 import concurrent.futures
 import json
@@ -42,29 +45,24 @@ import ipywidgets as W
 import numpy as np
 
 from nbinfer.errors import InvalidInputError, NbinferError
-from nbinfer.notebook import display
-from nbinfer.notebook.display import escape
-from nbinfer.protocol.dtypes import numpy_dtype
-from nbinfer.protocol.tensors import Destination, as_array
+from nbinfer.notebook.editors import Editor, PictureEditor, classifier_plan, editor_for
+from nbinfer.protocol.classification import decode_classification, top_k
+from nbinfer.protocol.types import ClassificationResult
+from nbinfer.render.cards import render_metadata, render_stats
+from nbinfer.render.error_card import render_error
+from nbinfer.render.html import card, css, escape
+from nbinfer.render.tensors import render_classification, render_result
 
 if TYPE_CHECKING:
     from nbinfer.capabilities import Capabilities
     from nbinfer.client import InferResult
-    from nbinfer.interop.images import ImagePlan
-    from nbinfer.protocol.types import ModelMetadata, TensorSpec
+    from nbinfer.protocol.types import ModelMetadata
     from nbinfer.session import Session
 
-__all__ = ["ModelBrowser"]
+__all__ = ["ModelBrowser", "browse", "static_bundle"]
 
 logger = logging.getLogger("nbinfer")
 
-#: Numeric inputs with at most this many elements get one number box per element.
-SMALL_INPUT = 8
-#: Array inputs up to this many elements start as a list of zeros; larger ones as the scalar 0.
-LISTED_INPUT = 256
-_IMAGE_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp")
-#: Image classifiers whose input is at most this many pixels a side get a sketch pad (digits: 8).
-SKETCH_MAX_SIDE = 32
 #: Classes shown for an image classifier's result.
 TOP_CLASSES = 5
 
@@ -147,340 +145,12 @@ class _Row:
         return self.state.upper() == "READY"
 
 
-# -- the try-it form: one editor per input ----------------------------------------------------
-
-
-def _concrete(shape: Sequence[int]) -> list[int]:
-    """The shape with every variable dimension set to 1."""
-    return [1 if d < 0 else int(d) for d in shape]
-
-
-def _fit(name: str, shape: Sequence[int], size: int) -> list[int]:
-    """A shape for ``size`` elements: the last variable dimension takes what is left."""
-    dims = _concrete(shape)
-    variable = [i for i, d in enumerate(shape) if d < 0]
-    fixed = int(np.prod(dims)) if dims else 1
-    if variable:
-        fixed_part = int(np.prod([d for i, d in enumerate(dims) if i != variable[-1]] or [1]))
-        if size % fixed_part == 0:
-            dims[variable[-1]] = size // fixed_part
-            return dims
-    elif size == fixed:
-        return dims
-    raise InvalidInputError(
-        f"input {name!r}: {size} values do not fit its shape {list(shape)}", tensor=name
-    )
-
-
-def _image_layout(spec: TensorSpec) -> tuple[str, int, int, int] | None:
-    """``(layout, channels, height, width)`` when ``spec`` looks like an image (batch).
-
-    Stricter than :func:`~nbinfer.interop.images.plan_images`: a form offers an upload only
-    where the channel axis is unambiguous, and a plain array editor otherwise.
-    """
-    if spec.datatype not in ("UINT8", "FP32"):
-        return None
-    shape = list(spec.shape)
-    if len(shape) == 4:
-        body = shape[1:]
-    elif len(shape) == 3 and all(d > 0 for d in shape):
-        body = shape
-    else:
-        return None
-    channels = (1, 3, 4)
-    if body[-1] in channels and body[0] not in channels:
-        return "NHWC", body[-1], body[0], body[1]
-    if body[0] in channels and body[-1] not in channels:
-        return "NCHW", body[0], body[1], body[2]
-    return None
-
-
-class _Editor:
-    """One input of the try-it form: a widget and how to read a tensor from it."""
-
-    def __init__(self, spec: TensorSpec, widget: Any) -> None:
-        self.spec = spec
-        self.widget = widget
-
-    def value(self) -> np.ndarray[Any, Any]:
-        raise NotImplementedError
-
-
-class _NumbersEditor(_Editor):
-    """One number box per element (small fixed-size numeric inputs)."""
-
-    def __init__(self, spec: TensorSpec) -> None:
-        self.shape = _concrete(spec.shape)
-        self.dtype = numpy_dtype(spec.datatype)
-        size = int(np.prod(self.shape)) if self.shape else 1
-        if spec.datatype == "BOOL":
-            boxes = [W.Checkbox(value=False, indent=False) for _ in range(size)]
-        elif self.dtype.kind in "iu":
-            boxes = [W.IntText(value=0) for _ in range(size)]
-        else:
-            boxes = [W.FloatText(value=0.0) for _ in range(size)]
-        for i, box in enumerate(boxes):
-            box.layout = W.Layout(width="92px")
-            box.tooltip = f"{spec.name}[{i}]"
-        self.boxes = boxes
-        super().__init__(spec, W.HBox(boxes, layout=W.Layout(flex_flow="row wrap")))
-
-    def value(self) -> np.ndarray[Any, Any]:
-        values = [b.value for b in self.boxes]  # the one conversion rule: 1e39 is no FP32
-        return as_array(values, self.spec.datatype, Destination(tensor=self.spec.name))[0].reshape(
-            self.shape
-        )
-
-
-class _ArrayEditor(_Editor):
-    """A text area holding a (nested) list or a scalar that fills the shape."""
-
-    def __init__(self, spec: TensorSpec) -> None:
-        self.shape = _concrete(spec.shape)
-        self.dtype = numpy_dtype(spec.datatype)
-        size = int(np.prod(self.shape)) if self.shape else 1
-        start = json.dumps(np.zeros(self.shape).tolist()) if size <= LISTED_INPUT else "0"
-        area = W.Textarea(
-            value=start,
-            placeholder=f"a nested list, or one number that fills {self.shape}",
-            layout=W.Layout(width="100%", height="70px" if size > 16 else "34px"),
-        )
-        super().__init__(spec, area)
-
-    def value(self) -> np.ndarray[Any, Any]:
-        name, text = self.spec.name, self.widget.value.strip()
-        try:
-            parsed = ast.literal_eval(text)
-        except (ValueError, TypeError, SyntaxError, MemoryError) as exc:
-            raise InvalidInputError(
-                f"input {name!r}: cannot read {text[:60]!r} as {self.spec.datatype} numbers "
-                f"({exc})",
-                tensor=name,
-            ) from exc
-        # the one conversion rule: 3.7 is no INT32, nan no integer, 1e39 no FP32
-        array = as_array(parsed, self.spec.datatype, Destination(tensor=name))[0]
-        if array.ndim == 0:
-            return np.full(self.shape, array, dtype=self.dtype)
-        if array.ndim != len(self.spec.shape):
-            array = array.reshape(_fit(name, self.spec.shape, array.size))
-        return array
-
-
-class _TextEditor(_Editor):
-    """BYTES input: one element per line."""
-
-    def __init__(self, spec: TensorSpec) -> None:
-        area = W.Textarea(
-            value="hello nbinfer",
-            placeholder="one element per line",
-            layout=W.Layout(width="100%", height="52px"),
-        )
-        super().__init__(spec, area)
-
-    def value(self) -> np.ndarray[Any, Any]:
-        lines = self.widget.value.split("\n")
-        if len(lines) > 1 and lines[-1] == "":
-            lines.pop()
-        array = np.empty(len(lines), dtype=object)
-        array[:] = [line.encode("utf-8") for line in lines]
-        return array.reshape(_fit(self.spec.name, self.spec.shape, len(lines)))
-
-
-class _ImageEditor(_Editor):
-    """Image-like input: an upload preprocessed as ``session.classify`` does (interop.images)."""
-
-    def __init__(self, spec: TensorSpec, layout: tuple[str, int, int, int]) -> None:
-        self.layout = layout
-        order, channels, height, width = layout
-        self.upload = W.FileUpload(accept="image/*", multiple=False, description="Upload image")
-        self.upload.layout = W.Layout(width="150px")
-        size = f"{width}x{height}" if height > 0 and width > 0 else "its own size"
-        self.preview = W.HTML(
-            f'<span class="nbb-muted">resized to {size}, {channels} channel(s), {order}</span>'
-        )
-        self.upload.observe(self._show, names="value")
-        super().__init__(spec, W.HBox([self.upload, self.preview]))
-
-    def _show(self, change: dict[str, Any]) -> None:
-        files = change["new"]
-        if not files:
-            return
-        entry = files[0]
-        mime = entry.get("type") if entry.get("type") in _IMAGE_MIME else "image/png"
-        data = base64.b64encode(bytes(entry["content"])).decode("ascii")
-        self.preview.value = (
-            f'<span class="nbb-thumb"><img src="data:{mime};base64,{data}" '
-            f'alt="{escape(entry.get("name", ""))}"/></span> '
-            f'<span class="nbb-muted">{escape(entry.get("name", ""))}</span>'
-        )
-
-    def value(self) -> np.ndarray[Any, Any]:
-        from nbinfer.interop.images import ImagePlan, pixels
-
-        name, shape = self.spec.name, self.spec.shape
-        if not self.upload.value:
-            raise InvalidInputError(f"input {name!r}: upload an image first", tensor=name)
-        layout, channels, height, width = self.layout
-        plan = ImagePlan(
-            input=name,
-            datatype=self.spec.datatype,
-            output="",
-            layout=layout,
-            channels=channels,
-            height=max(height, 0),  # a variable dim: the image keeps its own size
-            width=max(width, 0),
-            batched=len(shape) == 4,
-            max_batch=0,
-            encoded=False,
-            item_shape=tuple(shape[1:] if len(shape) == 4 else shape),
-        )
-        scaling = "unit" if self.spec.datatype == "FP32" else "none"
-        try:
-            batch = pixels([bytes(self.upload.value[0]["content"])], plan, scaling=scaling)
-        except InvalidInputError as exc:
-            raise InvalidInputError(
-                f"input {name!r}: cannot decode the uploaded file as an image ({exc})",
-                tensor=name,
-            ) from exc
-        return batch if plan.batched else batch[0]
-
-
-def _thumb(data: bytes, mime: str, name: str) -> str:
-    """A small preview of an uploaded file with its name."""
-    mime = mime if mime in _IMAGE_MIME else "image/png"
-    uri = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-    return (
-        f'<span class="nbb-thumb"><img src="{uri}" alt="{escape(name)}"/></span> '
-        f'<span class="nbb-muted">{escape(name)}</span>'
-    )
-
-
-def _sketch_pad(plan: ImagePlan) -> Any | None:
-    """A sketch pad for a tiny image input, or ``None`` (a bigger input; no anywidget)."""
-    if plan.encoded or not 0 < max(plan.height, plan.width) <= SKETCH_MAX_SIDE:
-        return None
-    try:
-        from nbinfer.notebook.sketch import SketchPad
-    except ImportError as exc:  # anywidget missing: the upload alone
-        logger.debug("no sketch pad: %s", exc)
-        return None
-    size = 160
-    pen = int(min(26, max(10, round(size / max(plan.height, plan.width) * 1.3))))
-    return SketchPad(size=size, pen=pen)
-
-
-class _PictureEditor(_Editor):
-    """An image classifier's input: an upload and, for tiny inputs, a sketch pad.
-
-    Run sends the latest image (the upload or the drawing, whichever changed last) through
-    :meth:`~nbinfer.Session.classify`, so it is prepared exactly as ``classify`` prepares it.
-    """
-
-    def __init__(self, spec: TensorSpec, plan: ImagePlan, prepare: Callable[[bytes], Any]) -> None:
-        self.plan = plan
-        self._prepare = prepare
-        self.upload = W.FileUpload(accept="image/*", multiple=False, description="Upload image")
-        self.upload.layout = W.Layout(width="auto", min_width="150px", flex="0 0 auto")
-        self.pad = _sketch_pad(plan)
-        self.source = W.HTML("")
-        self.source.add_class("nbb-prose")
-        #: Which image Run sends: "upload", "pad" or "" (none yet).
-        self.latest = ""
-        self.upload.observe(self._uploaded, names="value")
-        side = W.VBox(
-            [self.upload, self.source],
-            layout=W.Layout(min_width="0", flex="1 1 200px", align_items="flex-start"),
-        )
-        parts: list[Any] = [side]
-        if self.pad is not None:
-            self.pad.observe(self._drawn, names="png")
-            parts.insert(0, self.pad)
-        self._describe()
-        box = W.HBox(parts, layout=W.Layout(flex_flow="row wrap", align_items="flex-start"))
-        box.add_class("nbb-picture")
-        super().__init__(spec, box)
-
-    def _uploaded(self, change: dict[str, Any]) -> None:
-        self.latest = "upload" if change["new"] else ("pad" if self._drawing() else "")
-        self._describe()
-
-    def _drawn(self, change: dict[str, Any]) -> None:
-        self.latest = "pad" if change["new"] else ("upload" if self.upload.value else "")
-        self._describe()
-
-    def _drawing(self) -> bool:
-        return self.pad is not None and bool(self.pad.png)
-
-    def _describe(self) -> None:
-        plan = self.plan
-        target = (
-            "sent as the encoded file"
-            if plan.encoded
-            else f"classified at {plan.width}x{plan.height}, {plan.channels} channel(s)"
-        )
-        if self.latest == "upload":
-            entry = self.upload.value[0]
-            what = _thumb(bytes(entry["content"]), entry.get("type", ""), entry.get("name", ""))
-        elif self.latest == "pad":
-            what = '<span class="nbb-muted">the drawing on the pad</span>'
-        else:
-            ask = "Draw on the pad or upload" if self.pad is not None else "Upload"
-            what = f'<span class="nbb-muted">{ask} an image, then Run.</span>'
-        self.source.value = f'<div>{what}</div><div class="nbb-muted">{escape(target)}</div>'
-
-    def image(self) -> bytes:
-        """The image Run sends (encoded file bytes).
-
-        Raises:
-            InvalidInputError: Nothing uploaded or drawn yet.
-        """
-        if self.latest == "pad" and self.pad is not None:
-            drawn = self.pad.image()
-            if drawn is not None:
-                return bytes(drawn)
-        if self.upload.value:
-            return bytes(self.upload.value[0]["content"])
-        ask = "draw on the sketch pad or upload an image" if self.pad else "upload an image"
-        raise InvalidInputError(f"input {self.spec.name!r}: {ask} first", tensor=self.spec.name)
-
-    def value(self) -> np.ndarray[Any, Any]:
-        sample = np.asarray(self._prepare(self.image()))
-        return sample[np.newaxis] if self.plan.batched else sample
-
-
-def _classifier_plan(
-    meta: ModelMetadata, config: dict[str, Any], labels: dict[str, list[str]]
-) -> ImagePlan | None:
-    """The image plan of an image classifier (one image input, labelled scores), else None."""
-    from nbinfer.interop.images import plan_images
-
-    if len(meta.inputs) != 1:
-        return None
-    try:
-        plan = plan_images(meta, config)
-    except InvalidInputError:
-        return None
-    return plan if labels.get(plan.output) else None
-
-
-def _editor(spec: TensorSpec) -> _Editor:
-    layout = _image_layout(spec)
-    if layout is not None:
-        return _ImageEditor(spec, layout)
-    if spec.datatype == "BYTES":
-        return _TextEditor(spec)
-    shape = _concrete(spec.shape)
-    if shape and int(np.prod(shape)) <= SMALL_INPUT and len(shape) <= 2:
-        return _NumbersEditor(spec)
-    return _ArrayEditor(spec)
-
-
-# -- HTML pieces (the notebook display layer's renderers inside the browser's frame) ----------
+# -- HTML pieces (nbinfer.render's renderers inside the browser's frame) -----------------------
 
 
 def _error_html(what: str, exc: BaseException) -> str:
     """A visible error: what failed, the server's message, what to try (and a bug's traceback)."""
-    parts = [f'<div class="nbb-error"><b>{escape(what)} failed</b>', display.render_error(exc)]
+    parts = [f'<div class="nbb-error"><b>{escape(what)} failed</b>', render_error(exc)]
     if not isinstance(exc, NbinferError):  # a bug, ours or the model's: show where
         trace = "".join(traceback.format_exception(exc))
         parts.append(
@@ -492,9 +162,6 @@ def _error_html(what: str, exc: BaseException) -> str:
 
 def _top_classes(result: InferResult, labels: dict[str, list[str]], top: int = 5) -> str:
     """Top classes of each labelled score output (first row) as bars."""
-    from nbinfer.protocol.classification import top_k
-    from nbinfer.protocol.types import ClassificationResult
-
     parts = []
     for name, names in labels.items():
         if name not in result:
@@ -508,9 +175,7 @@ def _top_classes(result: InferResult, labels: dict[str, list[str]], top: int = 5
             for i, v in zip(index.tolist(), score.tolist(), strict=True)
         ]
         text = ", ".join(f"{c.label} {c.score:.4f}" for c in best)
-        parts.append(
-            display.card("Top classes", name, display.render_classification(best), text=text)
-        )
+        parts.append(card("Top classes", name, render_classification(best), text=text))
     return "".join(parts)
 
 
@@ -519,7 +184,8 @@ def _result_html(result: InferResult, labels: dict[str, list[str]], elapsed: flo
         f'<div class="nbb-label"><span class="nbb-ok">&#10004;</span> '
         f"<b>{escape(result.model_name)}</b> answered in {elapsed * 1e3:.1f} ms</div>"
     )
-    return head + _top_classes(result, labels) + display.render_result(result)
+    drawn = render_result(result, classify=decode_classification)
+    return head + _top_classes(result, labels) + drawn
 
 
 # -- the browser ------------------------------------------------------------------------------
@@ -545,7 +211,7 @@ class ModelBrowser:
         self.session = session
         self._known = list(models)
         self._rows: dict[str, _Row] = {}
-        self._editors: list[_Editor] = []
+        self._editors: list[Editor] = []
         self._current: str | None = None
         self._index_error: BaseException | None = None
         #: Why the list holds only known models (the session's note on a server with no listing).
@@ -562,6 +228,13 @@ class ModelBrowser:
         self._can_unload = True
         self.capabilities = self._read_capabilities()
         self._build()
+        held = self._held_rows()
+        if held is not None:  # what the session last listed: drawn now, refreshed below
+            self._apply_rows(held, indexed=True)
+        else:
+            self.list_note.value = (
+                '<div class="nbb-muted"><span class="nbb-spin"></span> Listing models&hellip;</div>'
+            )
         self._task("Listing models", self._refresh_list)
 
     # -- construction ----------------------------------------------------------------------
@@ -653,7 +326,7 @@ class ModelBrowser:
 
         body = W.HBox([side, main], layout=W.Layout(align_items="stretch"))
         body.add_class("nbb-body")  # browser.css: the side narrows, then stacks, in narrow outputs
-        style = W.HTML(f"<style>{display.css()}{display.css('browser.css')}</style>")
+        style = W.HTML(f"<style>{css()}{css('browser.css')}</style>")
         self.widget = W.VBox([style, top, body])
         self.widget.add_class("nbinfer-browser")
         if self._meta_error is not None:
@@ -662,8 +335,8 @@ class ModelBrowser:
     # -- display ---------------------------------------------------------------------------
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        if self._pool is not None:  # the static copy shows the first listing when it is quick
-            concurrent.futures.wait(self._pending, timeout=1.0)
+        # Drawn from what the browser holds, never waiting for the server: the live widget
+        # fills in when the listing arrives, the static copy shows the state at display time.
         return static_bundle(self.widget, repr(self), **kwargs)
 
     def __repr__(self) -> str:
@@ -767,11 +440,32 @@ class ModelBrowser:
             rows.append(_Row(name, state=state))
         return rows
 
+    def _held_rows(self) -> list[_Row] | None:
+        """The session's last full listing (no I/O), or None when it holds none."""
+        frame: Any = getattr(self.session, "_listing", None)
+        if (
+            not self.capabilities.repository
+            or not hasattr(frame, "to_dict")
+            or frame.attrs.get("complete") is False
+            or "state" not in frame.columns
+        ):
+            return None
+        return [
+            _Row(str(r["name"]), str(r["version"]), str(r["state"]), str(r["reason"]))
+            for r in frame.to_dict("records")
+        ]
+
     def _refresh_list(self) -> None:
         rows = self._index()
         indexed = rows is not None
         if rows is None:
             rows = self._known_rows()
+        self._apply_rows(rows, indexed=indexed)
+        if self._current in self._rows:
+            self._show(self._current)
+
+    def _apply_rows(self, rows: list[_Row], *, indexed: bool) -> None:
+        """Show ``rows`` in the model list (no I/O)."""
         self._rows = {r.name: r for r in rows}
         self.repository_enabled = indexed
         self.load_button.layout.display = self.unload_button.layout.display = (
@@ -803,8 +497,6 @@ class ModelBrowser:
             self.model_list.value = current if current in self._rows else None
         finally:
             self.model_list.observe(self._on_pick, names="value")
-        if current in self._rows:
-            self._show(current)
 
     @staticmethod
     def _label(row: _Row) -> str:
@@ -868,7 +560,7 @@ class ModelBrowser:
             self._show_stats(name)
             return
         self.header.value = self._header_html(row, meta)
-        self.metadata_view.value = display.render_metadata(meta)
+        self.metadata_view.value = render_metadata(meta)
         self._show_config(name, row.version)
         self._show_stats(name)
         self._editors = self._form_editors(name, row.version, meta)
@@ -934,9 +626,9 @@ class ModelBrowser:
                 f"(<code>{escape(type(exc).__name__)}</code>: {escape(exc)}).</div>"
             )
             return
-        self.stats_view.value = display.render_stats(frame)
+        self.stats_view.value = render_stats(frame)
 
-    def _form_editors(self, name: str, version: str, meta: ModelMetadata) -> list[_Editor]:
+    def _form_editors(self, name: str, version: str, meta: ModelMetadata) -> list[Editor]:
         """One editor per input; an image classifier gets the picture form instead."""
         from nbinfer.interop.images import image_sample
 
@@ -944,14 +636,14 @@ class ModelBrowser:
             config = self.session.client.get_model_config(name, version)
         except NbinferError:
             config = {}
-        plan = _classifier_plan(meta, config, self.session.model(name).labels)
+        plan = classifier_plan(meta, config, self.session.model(name).labels)
         if plan is None:
-            return [_editor(spec) for spec in meta.inputs]
+            return [editor_for(spec) for spec in meta.inputs]
 
         def prepare(data: bytes) -> Any:
             return image_sample(meta, config, data, input=plan.input)
 
-        return [_PictureEditor(meta.inputs[0], plan, prepare)]
+        return [PictureEditor(meta.inputs[0], plan, prepare)]
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -1009,17 +701,17 @@ class ModelBrowser:
     @property
     def sketch_pad(self) -> Any | None:
         """The selected image classifier's sketch pad (a ``SketchPad``), or ``None``."""
-        pads = [ed.pad for ed in self._editors if isinstance(ed, _PictureEditor)]
+        pads = [ed.pad for ed in self._editors if isinstance(ed, PictureEditor)]
         return pads[0] if pads else None
 
     def _picture(self) -> bytes | None:
         """The image of an image classifier's form (None for other forms)."""
-        pictures = [ed for ed in self._editors if isinstance(ed, _PictureEditor)]
+        pictures = [ed for ed in self._editors if isinstance(ed, PictureEditor)]
         return pictures[0].image() if pictures else None
 
     def _classify(self, model: str, image: bytes) -> None:
         """Classify ``image`` with ``session.classify`` and show the top classes."""
-        from nbinfer.notebook.gallery import classification_html
+        from nbinfer.render.gallery import classification_html
 
         started = time.perf_counter()
         frame = self.session.classify(model, image, top_k=TOP_CLASSES)
@@ -1030,3 +722,26 @@ class ModelBrowser:
         )
         self.result.value = head + classification_html(frame)
         self._show_stats(model)
+
+
+def browse(
+    session: Session, *, models: Sequence[str] = (), background: bool = True
+) -> ModelBrowser:
+    """Open the model browser over ``session``: an ipywidgets UI of its server's models.
+
+    The model list with state; for the selected model its metadata, config, statistics,
+    load / unload buttons and a "try it" form built from its inputs. What the server does not
+    offer is hidden (no repository extension: no load / unload). The notebook layer builds it
+    over the session (the session never imports the notebook layer); ``%nbinfer browse`` is
+    the same for the magics' session.
+
+    Args:
+        session: The session to browse.
+        models: Model names to list when the server offers no repository index.
+        background: Run server calls on a background thread (the kernel stays free).
+
+    Example::
+
+        nbinfer.browse(session)     # the last expression of a cell displays it
+    """
+    return ModelBrowser(session, models=models, background=background)

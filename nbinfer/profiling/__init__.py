@@ -1,9 +1,9 @@
 """Load profiling of any v2 server, perf_analyzer style, from Python and notebooks.
 
 Layer: imports ``nbinfer.errors``, ``config``, ``protocol``, ``client`` and ``interop``; the
-notebook's ``profile_display`` only lazily inside the frame's repr hook (matplotlib lives there);
-never the server or the session. By concern: ``sweep.py`` (settings, windows, rows,
-:func:`profile`), ``load.py`` (the load generator, :func:`random_inputs`), ``frame.py``
+renderer ``nbinfer.render.profile`` only lazily inside the frame's repr hook (matplotlib lives
+there, lazily too); never the server or the session. By concern: ``sweep.py`` (settings, windows,
+rows, :func:`profile`), ``load.py`` (the load generator, :func:`random_inputs`), ``frame.py``
 (:class:`ProfileFrame`, :func:`compare`), ``shm.py`` (``shared_memory="system"``).
 
 ``session.profile("add_sub")`` runs a concurrency sweep (closed loop: N requests always in

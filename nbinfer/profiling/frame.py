@@ -1,7 +1,7 @@
 """The load profiler's results: :class:`ProfileFrame` (one row per setting) and :func:`compare`.
 
-Layer: part of ``nbinfer.profiling``; imports ``nbinfer.errors``; the notebook's
-``profile_display`` only lazily inside the frame's repr hook (matplotlib lives there).
+Layer: part of ``nbinfer.profiling``; imports ``nbinfer.errors``; the renderer
+``nbinfer.render.profile`` only lazily inside the frame's repr hook (matplotlib lives there).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class ProfileFrame(pd.DataFrame):  # type: ignore[misc]
         return compare(self, other, labels=labels)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.profile_display import mimebundle
+        from nbinfer.render.profile import mimebundle
 
         return mimebundle(self)
 

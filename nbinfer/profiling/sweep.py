@@ -7,7 +7,7 @@ one row each (client and server time split, saturation of the load generator) an
 :class:`~nbinfer.profiling.frame.ProfileFrame`. :func:`run_profile` is ``nbinfer profile``.
 
 Layer: part of ``nbinfer.profiling``; imports ``nbinfer.errors``, ``protocol``, ``client`` and
-``interop``; the notebook's ``profile_display`` only lazily, for ``--png``.
+``interop``; the renderer ``nbinfer.render.profile`` only lazily, for ``--png``.
 """
 
 from __future__ import annotations
@@ -482,7 +482,7 @@ def run_profile(args: Any) -> int:
     if args.json:
         frame.to_json(args.json, orient="records", indent=1)
     if args.png:
-        from nbinfer.notebook.profile_display import png
+        from nbinfer.render.profile import png
 
         with open(args.png, "wb") as out:
             out.write(png(frame, dpi=110))

@@ -4,7 +4,8 @@ Tensor data is always a numpy array in these types (BYTES: ``object`` array of `
 codecs in :mod:`nbinfer.protocol.rest`, :mod:`nbinfer.protocol.grpc` and :mod:`nbinfer.protocol.v1`
 turn these into wire messages and back.
 
-Layer: protocol (pure); imports numpy, errors and protocol modules; no I/O.
+Layer: protocol (pure); imports numpy, errors and protocol modules; no I/O. Each displayable
+type's ``_repr_mimebundle_`` names its renderer in :mod:`nbinfer.render` (imported lazily).
 """
 
 from __future__ import annotations
@@ -36,17 +37,6 @@ ParamValue = bool | int | float | str
 Parameters = dict[str, ParamValue]
 
 
-class _Rich:
-    """Jupyter display: a rich HTML repr, rendered by nbinfer.notebook.display (imported lazily)."""
-
-    __slots__ = ()
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
-
-        return mimebundle(self)
-
-
 @dataclass(slots=True)
 class TensorSpec:
     """A declared input or output of a model: name, v2 datatype and shape (-1 = variable)."""
@@ -58,16 +48,21 @@ class TensorSpec:
 
 
 @dataclass(slots=True)
-class ServerMetadata(_Rich):
+class ServerMetadata:
     """Answer of ``GET /v2``: server name, version and the protocol extensions it supports."""
 
     name: str
     version: str
     extensions: list[str] = field(default_factory=list)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.render.cards import server_metadata_bundle
+
+        return server_metadata_bundle(self)
+
 
 @dataclass(slots=True)
-class ModelMetadata(_Rich):
+class ModelMetadata:
     """Answer of ``GET /v2/models/{m}``: the model's versions, platform and tensor specs."""
 
     name: str
@@ -76,6 +71,11 @@ class ModelMetadata(_Rich):
     inputs: list[TensorSpec] = field(default_factory=list)
     outputs: list[TensorSpec] = field(default_factory=list)
     parameters: Parameters = field(default_factory=dict)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.render.cards import metadata_bundle
+
+        return metadata_bundle(self)
 
 
 @dataclass(slots=True)
@@ -162,9 +162,14 @@ class RepositoryModel:
 
 
 @dataclass(slots=True, frozen=True)
-class ClassificationResult(_Rich):
+class ClassificationResult:
     """One decoded entry of a classification-extension output (``"value:index[:label]"``)."""
 
     score: float
     index: int
     label: str | None = None
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from nbinfer.render.tensors import classification_bundle
+
+        return classification_bundle(self)

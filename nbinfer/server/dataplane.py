@@ -70,6 +70,7 @@ logger = logging.getLogger("nbinfer")
 DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "binary_tensor_data",
     "classification",
+    "generate",
     "model_configuration",
     "model_repository",
     "parameters",
@@ -406,7 +407,9 @@ class DataPlane:
             else:
                 mv.stats.record_failure(time.perf_counter_ns() - t0)
             raise
-        except asyncio.CancelledError:  # the client left the stream
+        except (asyncio.CancelledError, GeneratorExit):  # the client left the stream
+            if ctx is not None:
+                ctx.cancelled = True  # the model's generator / is_cancelled() sees it
             mv.stats.record_cancel(time.perf_counter_ns() - t0)
             raise
         except Exception as exc:

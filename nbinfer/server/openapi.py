@@ -165,6 +165,8 @@ _OPERATIONS: dict[str, tuple[str, str | None, str]] = {
     "_model_metadata": ("metadata", None, "ModelMetadata"),
     "_config": ("metadata", None, "Object"),
     "_infer": ("inference", "InferenceRequest", "InferenceResponse"),
+    "generate": ("inference", "Object", "Object"),
+    "generate_stream": ("inference", "Object", "text/event-stream"),
     "_repository_index": ("repository", "RepositoryIndexRequest", "RepositoryIndex"),
     "_load": ("repository", "LoadRequest", ""),
     "_unload": ("repository", "Object", ""),

@@ -35,6 +35,7 @@ from nbinfer.errors import (
 from nbinfer.protocol import rest as codec
 from nbinfer.protocol import rest_metadata as metadata_json
 from nbinfer.protocol.types import InferRequest
+from nbinfer.server import generate
 from nbinfer.server.auth import PUBLIC_HTTP_PATHS, authorized
 from nbinfer.server.kserve_v1 import KServeV1, parse_body
 from nbinfer.server.observability import (
@@ -158,6 +159,19 @@ def _compress(body: bytes, encoding: bytes) -> bytes:
     return c.compress(body) + c.flush()
 
 
+def _encoded(body: bytes, accept: bytes, out_headers: list[tuple[bytes, bytes]]) -> bytes:
+    """``body`` compressed as the client asked (adding its content-encoding header), or as is.
+
+    Only an explicit single choice (as tritonclient sends when asked to compress): generic
+    "gzip, deflate" defaults of HTTP libraries would only cost CPU on loopback.
+    """
+    enc = accept.strip().lower()
+    if enc not in (b"gzip", b"deflate"):
+        return body
+    out_headers.append((b"content-encoding", enc))
+    return _compress(body, enc)
+
+
 def _binary_outputs(req: InferRequest) -> bool | set[str]:
     """Which response outputs go in the binary section (per-output setting wins)."""
     flag_value = req.parameters.get("binary_data_output", False)
@@ -250,6 +264,9 @@ class RestApp:
             status, ctype, extra = 500, _JSON, _EMPTY
             body = _error_body(f"internal server error: {type(exc).__name__}: {exc}")
         out_headers = [(b"content-type", ctype), *extra, *cors]
+        if isinstance(body, generate.EventStream):  # generate_stream: sent as it is produced
+            await body.send_to(send, status, out_headers)
+            return
         if isinstance(body, list):
             # A large binary response: send the parts as they are (no join copy).
             if not accept or accept.strip().lower() not in (b"gzip", b"deflate"):
@@ -257,12 +274,7 @@ class RestApp:
                 return
             body = b"".join(body)
         if accept and len(body) >= _MIN_COMPRESS:
-            # Only an explicit single choice (as tritonclient sends when asked to compress):
-            # generic "gzip, deflate" defaults of HTTP libraries would only cost CPU on loopback.
-            enc = accept.strip().lower()
-            if enc in (b"gzip", b"deflate"):
-                body = _compress(body, enc)
-                out_headers.append((b"content-encoding", enc))
+            body = _encoded(body, accept, out_headers)
         out_headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": out_headers})
         await send({"type": "http.response.body", "body": body})
@@ -594,6 +606,12 @@ def _routes() -> tuple[Route, ...]:
     table = [
         Route("/v2/models/{model}/infer", _POST, app._infer),
         Route("/v2/models/{model}/versions/{version}/infer", _POST, app._infer),
+        Route("/v2/models/{model}/generate", _POST, generate.generate),
+        Route("/v2/models/{model}/versions/{version}/generate", _POST, generate.generate),
+        Route("/v2/models/{model}/generate_stream", _POST, generate.generate_stream),
+        Route(
+            "/v2/models/{model}/versions/{version}/generate_stream", _POST, generate.generate_stream
+        ),
         Route("/v2/health/live", _GET, app._live),
         Route("/v2/health/ready", _GET, app._ready),
         Route("/v2", _GET, app._server_metadata),

@@ -9,8 +9,9 @@ listing, statistics, and ``close()``; what its card shows is held from the last 
 What escapes a public method, and how a dead local server is named, is ``boundary``'s.
 
 May import ``capabilities``, ``client``, ``errors``, ``protocol`` and, from the server, only
-``server.launcher`` (lazily, when a local server starts); ``notebook.display`` only inside the
-repr hook, ``notebook.widgets`` only inside ``browse()``, ``profiling`` only inside ``profile()``.
+``server.launcher`` (lazily, when a local server starts), ``profiling`` only inside
+``profile()``, and the renderer ``render.cards`` inside the repr hook; never the notebook layer
+(the model browser is built over a session by ``nbinfer.browse(session)``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -42,7 +43,6 @@ from nbinfer.session.registry import Resources, register, retire_previous, share
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nbinfer.notebook.widgets import ModelBrowser
     from nbinfer.profiling import ProfileFrame
     from nbinfer.protocol.types import ModelMetadata
     from nbinfer.server.launcher import LocalServer
@@ -603,24 +603,6 @@ class SessionCore(Boundary):
             url = self._local_url(protocol)
         return profile(url, model, inputs, client_options=client_options, **options)
 
-    def browse(self, *, models: Sequence[str] = ()) -> ModelBrowser:
-        """Open the model browser: an ipywidgets UI over this session's server.
-
-        The model list with state; for the selected model its metadata, config, statistics,
-        load / unload buttons and a "try it" form built from its inputs. What the server does
-        not offer is hidden (no repository extension: no load / unload).
-
-        Args:
-            models: Model names to list when the server offers no repository index.
-
-        Example::
-
-            session.browse()        # the last expression of a cell displays it
-        """
-        from nbinfer.notebook.widgets import ModelBrowser
-
-        return ModelBrowser(cast("Session", self), models=models)
-
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -653,9 +635,9 @@ class SessionCore(Boundary):
         return f"<Session {self.url} ({where}, {state})>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+        from nbinfer.render.cards import session_bundle  # drawn from what it holds: no I/O
 
-        return mimebundle(self)
+        return session_bundle(self)
 
 
 def _check_where(local: bool, *, keep_previous: bool, ssl: Any) -> None:

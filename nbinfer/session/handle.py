@@ -4,7 +4,8 @@ A view over its :class:`~nbinfer.Session`: it holds no connection of its own, so
 across ``session.restart()``. What its card shows (metadata, config, readiness, labels) is
 held from the last read (``session.model()`` reads it, :meth:`ModelHandle.refresh` again): a
 repr never calls the server. Must not import the rest of the session package at run time
-(the session imports it), nor the server; the notebook renderer only inside its repr hook.
+(the session imports it), nor the server; its renderer (``nbinfer.render.cards``) only inside
+its repr hook.
 """
 
 from __future__ import annotations
@@ -106,6 +107,6 @@ class ModelHandle:
         return f"<ModelHandle {self.name!r}{version} at {self._session.url}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from nbinfer.notebook.display import mimebundle  # the one lazy edge into notebook/
+        from nbinfer.render.cards import model_bundle  # drawn from what it holds: no I/O
 
-        return mimebundle(self)
+        return model_bundle(self)

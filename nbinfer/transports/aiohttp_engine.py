@@ -8,7 +8,7 @@ headers) -> HttpReply``; raises only :mod:`nbinfer.errors`. aiohttp is imported 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from nbinfer.config import ClientConfig
@@ -103,10 +103,78 @@ class AiohttpEngine:
         except aiohttp.ClientError as exc:
             raise TransportError(f"HTTP request to {url} failed: {exc}", url=url) from exc
 
+    async def stream_request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        timeout: float | None = None,
+    ) -> AiohttpStream:
+        """Start a request whose body is read as it arrives; its head is read before returning.
+
+        ``timeout`` bounds the whole stream (``None``: no limit).
+
+        Raises:
+            ConnectError / RequestTimeoutError / TransportError: as ``request``.
+        """
+        import aiohttp
+
+        if self._closed:
+            raise TransportError("the client is closed")
+        session = self._sessions.get()
+        if session is None or session.closed:
+            session = self._new_session()
+        url = self._base + path
+        all_headers = dict(headers)
+        body = compress(body, all_headers, self._config)
+        limit = aiohttp.ClientTimeout(total=timeout, sock_connect=self._config.timeouts.connect)
+        try:
+            resp = await session.request(method, url, data=body, headers=all_headers, timeout=limit)
+        except aiohttp.ClientConnectorError as exc:
+            raise ConnectError(f"cannot connect to {url}: {exc}", url=url) from exc
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise RequestTimeoutError(f"request to {url} timed out", url=url) from exc
+        except aiohttp.ClientError as exc:
+            raise TransportError(f"HTTP request to {url} failed: {exc}", url=url) from exc
+        return AiohttpStream(resp, url)
+
     async def aclose(self) -> None:
         """Close the sessions (idempotent): this loop's now, other running loops' in their loop."""
         self._closed = True
         await self._sessions.aclose()
+
+
+class AiohttpStream:
+    """A response read as it arrives: ``status``, ``headers``, then ``chunks()``; ``aclose``."""
+
+    def __init__(self, resp: Any, url: str) -> None:
+        self._resp = resp
+        self.url = url
+        self.status: int = resp.status
+        self.headers = {k.lower(): v for k, v in resp.headers.items()}
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's bytes as they arrive (the connection is closed when this ends)."""
+        import aiohttp
+
+        try:
+            async for chunk in self._resp.content.iter_any():
+                yield chunk
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise RequestTimeoutError(f"stream from {self.url} timed out", url=self.url) from exc
+        except aiohttp.ClientError as exc:
+            raise TransportError(f"stream from {self.url} failed: {exc}", url=self.url) from exc
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Done: a fully read body frees its connection; an unread one closes it (a cancel)."""
+        if self._resp.content.at_eof():
+            self._resp.release()
+        else:
+            self._resp.close()
 
 
 async def _close_session(session: Any) -> None:

@@ -45,6 +45,11 @@ class SyncHttpEngine(Protocol):
     ``request`` raises :mod:`nbinfer.errors` classes only (``ConnectError``,
     ``RequestTimeoutError``, ``TransportError``); statuses are the binding's business, not the
     engine's.
+
+    An engine may also offer ``stream_request`` (same arguments): a response whose ``status``
+    and ``headers`` are known and whose body is read as it arrives through ``chunks()``, and
+    whose ``close()`` (``aclose()`` on asyncio engines) closes its connection. The generate
+    extension's ``generate_stream`` needs it; the curl, aiohttp and httpx engines have it.
     """
 
     def request(

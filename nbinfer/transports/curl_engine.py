@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nbinfer.config import ClientConfig
@@ -176,6 +176,42 @@ class CurlEngine:
             if method == "POST" and body:
                 c.setopt(pc.POSTFIELDS, b"")
 
+    def stream_request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        timeout: float | None = None,
+    ) -> CurlStream:
+        """Start a request whose body is read as it arrives (a server-sent event stream).
+
+        Its own connection (closing the stream closes it, which the server sees as the
+        client leaving). ``timeout`` bounds the whole stream (``None``: no limit).
+
+        Raises:
+            ConnectError: The server could not be reached.
+            RequestTimeoutError: The connect timeout or ``timeout`` passed.
+            TransportError: Any other transfer failure, or the engine is closed.
+        """
+        if self._closed:
+            raise TransportError("the client is closed")
+        pc = self._pycurl
+        c = self._new_handle()
+        c.setopt(pc.FORBID_REUSE, 1)
+        c.setopt(pc.FRESH_CONNECT, 1)
+        merged = {**self._headers, **headers}
+        body = compress(body, merged, self._config)
+        c.setopt(pc.HTTPHEADER, [f"{k}: {v}" for k, v in merged.items()] + ["Expect:"])
+        c.setopt(pc.URL, self._base + path)
+        if method == "POST":
+            c.setopt(pc.POSTFIELDS, body if body is not None else b"")
+        else:
+            c.setopt(pc.HTTPGET, 1)
+        c.setopt(pc.TIMEOUT_MS, 0 if timeout is None else max(1, int(timeout * 1000)))
+        return CurlStream(c, pc, self._base + path, self._epoch)
+
     def _header_list(self, headers: Mapping[str, str]) -> list[str]:
         """The curl header lines for per-call ``headers`` (cached for reused header dicts)."""
         if not headers:
@@ -198,6 +234,90 @@ class CurlEngine:
             self._handles = weakref.WeakSet()
         for c in handles:
             c.close()
+
+
+class CurlStream:
+    """A response read as it arrives: ``status`` / ``headers`` once known, then ``chunks()``.
+
+    Driven by a ``CurlMulti`` in the caller's thread, waking at least every 0.1 s, so a
+    KeyboardInterrupt (the notebook's stop button) is raised promptly; the generator's
+    ``finally`` closes the connection. Close it when done (``close`` is idempotent).
+    """
+
+    _WAIT = 0.1
+
+    def __init__(self, curl: Any, pc: Any, url: str, epoch: list[int]) -> None:
+        self._curl = curl
+        self._pc = pc
+        self.url = url
+        self._pending: list[bytes] = []
+        self._header_lines: list[bytes] = []
+        curl.setopt(pc.WRITEFUNCTION, self._pending.append)
+        curl.setopt(pc.HEADERFUNCTION, self._header_lines.append)
+        started = epoch[0]
+        curl.setopt(pc.XFERINFOFUNCTION, lambda *_: epoch[0] != started)
+        self._multi = pc.CurlMulti()
+        self._multi.add_handle(curl)
+        self._done = False
+        self._closed = False
+        self.status = 0
+        self.headers: dict[str, str] = {}
+
+    def _step(self) -> None:
+        """Advance: return once body bytes arrived, the head completed, or the transfer ended."""
+        pc, multi = self._pc, self._multi
+        while True:
+            while True:
+                ret, running = multi.perform()
+                if ret != pc.E_CALL_MULTI_PERFORM:
+                    break
+            if not running:  # the transfer ended: how?
+                self._done = True
+                _, _, failed = multi.info_read()
+                if failed:
+                    _handle, code, message = failed[0]
+                    raise _curl_error(pc.error(code, message), self.url, pc)
+            if not self.status and (self._headers_done() or self._done):
+                self.status = int(self._curl.getinfo(pc.RESPONSE_CODE))
+                self.headers = _parse_headers(self._header_lines)
+                return
+            if self._pending or self._done:
+                return
+            multi.select(self._WAIT)
+
+    def _headers_done(self) -> bool:
+        lines = self._header_lines
+        return bool(lines) and lines[-1] in (b"\r\n", b"\n")
+
+    def start(self) -> None:
+        """Wait for the response head (``status`` and ``headers``)."""
+        while not self.status and not self._done:
+            self._step()
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body's bytes as they arrive (the stream is closed when this ends or is closed)."""
+        try:
+            self.start()
+            while True:
+                if self._pending:
+                    got = b"".join(self._pending)
+                    self._pending.clear()
+                    yield got
+                    continue
+                if self._done:
+                    return
+                self._step()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the connection (idempotent): the server sees the client leave."""
+        if self._closed:
+            return
+        self._closed = True
+        self._multi.remove_handle(self._curl)
+        self._curl.close()
+        self._multi.close()
 
 
 class _HandleState:

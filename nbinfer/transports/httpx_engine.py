@@ -25,7 +25,7 @@ Imports config, errors and :mod:`nbinfer.transports` only; never the client, ses
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from nbinfer.config import ClientConfig
@@ -178,6 +178,31 @@ class HttpxEngine(_Requests):
             raise self._error(exc, url) from exc
         return _reply(response)
 
+    def stream_request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        timeout: float | None = None,
+    ) -> HttpxStream:
+        """Start a request whose body is read as it arrives (its head is read here).
+
+        Raises:
+            ConnectError / RequestTimeoutError / TransportError: as :meth:`request`.
+        """
+        url, body, merged, limits = self._prepare(path, body, headers, timeout)
+        client = self._client
+        try:
+            request = client.build_request(
+                method, url, content=body, headers=merged, timeout=limits
+            )
+            response = client.send(request, stream=True)
+        except (self._httpx.HTTPError, self._httpx.StreamError, RuntimeError) as exc:
+            raise self._error(exc, url) from exc
+        return HttpxStream(response, url, self)
+
     def close(self) -> None:
         """Close the client nbinfer created (idempotent); a user's client stays open."""
         self._closed = True
@@ -243,10 +268,82 @@ class AsyncHttpxEngine(_Requests):
             raise self._error(exc, url) from exc
         return _reply(response)
 
+    async def stream_request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        timeout: float | None = None,
+    ) -> AsyncHttpxStream:
+        """Start a request whose body is read as it arrives (its head is read here)."""
+        url, body, merged, limits = self._prepare(path, body, headers, timeout)
+        client = self._client()
+        try:
+            request = client.build_request(
+                method, url, content=body, headers=merged, timeout=limits
+            )
+            response = await client.send(request, stream=True)
+        except (self._httpx.HTTPError, self._httpx.StreamError, RuntimeError) as exc:
+            raise self._error(exc, url) from exc
+        return AsyncHttpxStream(response, url, self)
+
     async def aclose(self) -> None:
         """Close nbinfer's clients (idempotent; other running loops' in their loop)."""
         self._closed = True
         await self._clients.aclose()
+
+
+class HttpxStream:
+    """A streamed httpx response: ``status``, ``headers``, ``chunks()``; ``close`` (idempotent)."""
+
+    def __init__(self, response: httpx.Response, url: str, engine: _Requests) -> None:
+        self._response = response
+        self._url = url
+        self._engine = engine
+        self.status = response.status_code
+        self.headers = dict(response.headers.items())
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body's bytes as they arrive (the response is closed when this ends)."""
+        hx = self._engine._httpx
+        try:
+            yield from self._response.iter_bytes()
+        except (hx.HTTPError, hx.StreamError) as exc:
+            raise self._engine._error(exc, self._url) from exc
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the response: unread, its connection is closed (the server sees it)."""
+        self._response.close()
+
+
+class AsyncHttpxStream:
+    """A streamed ``httpx.AsyncClient`` response; the asyncio twin of :class:`HttpxStream`."""
+
+    def __init__(self, response: httpx.Response, url: str, engine: _Requests) -> None:
+        self._response = response
+        self._url = url
+        self._engine = engine
+        self.status = response.status_code
+        self.headers = dict(response.headers.items())
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's bytes as they arrive (the response is closed when this ends)."""
+        hx = self._engine._httpx
+        try:
+            async for chunk in self._response.aiter_bytes():
+                yield chunk
+        except (hx.HTTPError, hx.StreamError) as exc:
+            raise self._engine._error(exc, self._url) from exc
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the response (its connection too, when unread)."""
+        await self._response.aclose()
 
 
 def _new_client(factory: Any, url: str, config: ClientConfig) -> Any:

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 import nbinfer
-from nbinfer.notebook import display
+from nbinfer.render import cards, html, tensors
 
 EVIL = "<script>alert(1)"
 EVIL_LABELS = ["<img src=x onerror=alert(2)>", "safe & sound"]
@@ -161,7 +161,7 @@ def test_classification_result_and_rows_render(session: nbinfer.Session) -> None
         "iris", IRIS, outputs=[nbinfer.RequestedOutput("probabilities", class_count=3)]
     )
     rows = result.as_classification("probabilities")
-    text = Page(display.render_classification(rows)).joined()
+    text = Page(tensors.render_classification(rows)).joined()
     assert "setosa" in text and "virginica" in text and "row 1" in text
     assert rows[0][0].label in html_of(rows[0][0]).joined()
 
@@ -184,7 +184,7 @@ def test_encoded_image_bytes_output_shows_as_image() -> None:
     response = nbinfer.InferResponse(
         "enc", [nbinfer.InferOutput("png", "BYTES", [1], data)], model_version="1"
     )
-    page = Page(display.render_result(nbinfer.InferResult(response)))
+    page = Page(tensors.render_result(nbinfer.InferResult(response)))
     assert [a["src"][:22] for t, a in page.tags if t == "img"] == ["data:image/png;base64,"]
 
 
@@ -227,14 +227,14 @@ def test_text_fallback_is_inside_the_html_for_untrusted_notebooks(
     session: nbinfer.Session,
 ) -> None:
     meta = session.model("iris").metadata
-    page = Page(display.render_metadata(meta))
+    page = Page(cards.render_metadata(meta))
     fallback = [a for t, a in page.tags if t == "pre" and a.get("class") == "nbi-fallback"]
     assert fallback and repr(meta) in page.joined()
 
 
 def test_helpers_escape_everything_but_html() -> None:
-    cell = display.Html("<b>kept</b>")
-    markup = display.table(["<th>"], [["<td>", cell]])
+    cell = html.Html("<b>kept</b>")
+    markup = html.table(["<th>"], [["<td>", cell]])
     assert "&lt;th&gt;" in markup and "&lt;td&gt;" in markup and "<b>kept</b>" in markup
-    assert display.escape('"<x>"') == "&quot;&lt;x&gt;&quot;"
-    assert "--jp-layout-color0" in display.css() and "--jp-content-font-color0" in display.css()
+    assert html.escape('"<x>"') == "&quot;&lt;x&gt;&quot;"
+    assert "--jp-layout-color0" in html.css() and "--jp-content-font-color0" in html.css()

@@ -21,7 +21,7 @@ from IPython.utils.capture import capture_output
 import nbinfer
 import nbinfer.notebook as notebook
 from nbinfer.errors import NbinferError
-from nbinfer.notebook import display
+from nbinfer.render import error_card
 
 PACKAGE = str(Path(nbinfer.__file__).resolve().parent)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -52,12 +52,12 @@ def connect_error() -> nbinfer.ConnectError:
 def test_an_error_carries_its_own_hint_else_its_class_defaults() -> None:
     own = nbinfer.DataTypeError("FP64 is not FP32", hint="Cast it: `x.astype(np.float32)`.")
     assert own.hints == ("Cast it: `x.astype(np.float32)`.",) and own.hint_given
-    assert display.hints(own) == ["Cast it: `x.astype(np.float32)`."]
+    assert error_card.hints(own) == ["Cast it: `x.astype(np.float32)`."]
     several = nbinfer.InvalidInputError("bad", hint=["one", "two"])
     assert several.hints == ("one", "two")
     default = nbinfer.ModelNotFoundError("unknown model 'irs'", model="irs")
     assert default.hints == nbinfer.ModelNotFoundError.default_hints and not default.hint_given
-    assert display.hints(ValueError("not ours")) == []
+    assert error_card.hints(ValueError("not ours")) == []
 
 
 def test_default_hints_name_the_model_of_the_error() -> None:
@@ -67,15 +67,15 @@ def test_default_hints_name_the_model_of_the_error() -> None:
     )
     anonymous = nbinfer.InvalidInputError("bad")
     assert "`session.model(name).metadata`" in anonymous.hints[0]
-    text = display.error_text(nbinfer.ModelNotReadyError("not ready", model="iris"))
+    text = error_card.error_text(nbinfer.ModelNotReadyError("not ready", model="iris"))
     assert "session.load('iris')" in text
 
 
 def test_an_error_can_be_given_a_better_hint_after_it_is_raised() -> None:
     error = nbinfer.InvalidInputError("bad spec", model="f")
     error.hints = ("Fix the spec.",)
-    assert "Fix the spec." in display.render_error(error)
-    assert "session.model(" not in display.render_error(error)
+    assert "Fix the spec." in error_card.render_error(error)
+    assert "session.model(" not in error_card.render_error(error)
 
 
 @pytest.mark.parametrize(
@@ -130,16 +130,16 @@ def test_library_frames_are_nbinfer_and_installed_code_reached_from_it() -> None
         _frame("/home/me/models.py", "predict"),  # user code nbinfer called back
         _frame(f"{PACKAGE}/server/model.py", "check"),
     ]
-    assert display.library_frames(frames) == [False, False, True, True, True, False, True]
+    assert error_card.library_frames(frames) == [False, False, True, True, True, False, True]
 
 
 def test_short_traceback_keeps_the_users_frames_and_folds_the_librarys(
     connect_error: nbinfer.ConnectError,
 ) -> None:
     frames = traceback.extract_tb(connect_error.__traceback__)
-    library = sum(display.library_frames(frames))
+    library = sum(error_card.library_frames(frames))
     assert library >= 3  # client, transport, engine: what used to bury the card
-    text = display.short_traceback(connect_error, frames)
+    text = error_card.short_traceback(connect_error, frames)
     assert "user_code_calling_nbinfer" in text and "client.is_server_live()" in text
     assert PACKAGE not in text  # no library frame is printed
     assert f"[... {library} library frames: under 'Library frames'" in text
@@ -153,7 +153,7 @@ def test_cell_names_and_colour_are_the_shells() -> None:
         exec(compile("raise nbinfer.InvalidInputError('x')", "<cell-7>", "exec"))
     except nbinfer.InvalidInputError as exc:
         frames = traceback.extract_tb(exc.__traceback__)[1:]  # this test's own frame: skip
-        text = display.short_traceback(
+        text = error_card.short_traceback(
             exc, frames, name_of=lambda f: "Cell In[7]" if f == "<cell-7>" else None, color=True
         )
     assert "\x1b[" in text
@@ -163,7 +163,7 @@ def test_cell_names_and_colour_are_the_shells() -> None:
 def test_report_text_keeps_every_frame_and_the_chain_then_the_card(
     connect_error: nbinfer.ConnectError,
 ) -> None:
-    report = display.error_report(connect_error)
+    report = error_card.error_report(connect_error)
     plain = report.bundle["text/plain"]
     for frame in traceback.extract_tb(connect_error.__traceback__):
         assert f'"{frame.filename}", line {frame.lineno}' in plain  # every frame, always
@@ -175,7 +175,7 @@ def test_report_text_keeps_every_frame_and_the_chain_then_the_card(
 def test_report_html_is_the_card_with_library_frames_and_chain_collapsed(
     connect_error: nbinfer.ConnectError,
 ) -> None:
-    page = display.error_report(connect_error).bundle["text/html"]
+    page = error_card.error_report(connect_error).bundle["text/html"]
     assert "ConnectError" in page and "What to try" in page
     card_end = page.index('<div class="nbi-library">')
     assert page.index("What to try") < card_end  # the card first, then the folded frames
@@ -183,7 +183,7 @@ def test_report_html_is_the_card_with_library_frames_and_chain_collapsed(
     assert library.startswith('<div class="nbi-library"><details><summary>Library frames')
     assert "<details open" not in library  # collapsed: one click opens it
     frames = traceback.extract_tb(connect_error.__traceback__)
-    for frame, is_library in zip(frames, display.library_frames(frames), strict=True):
+    for frame, is_library in zip(frames, error_card.library_frames(frames), strict=True):
         quoted = f"&quot;{frame.filename}&quot;, line {frame.lineno}"
         assert (quoted in library) is is_library, frame
     assert "raised from:" in library and "pycurl" in library.lower()
@@ -203,12 +203,12 @@ def test_an_error_raised_while_handling_another_says_so() -> None:
         except ValueError:
             raise nbinfer.InvalidInputError("the second")  # noqa: B904 (the implicit context)
     except nbinfer.InvalidInputError as exc:
-        page = display.render_error(exc)
+        page = error_card.render_error(exc)
     assert "raised while handling:" in page and "ValueError: the first problem" in page
 
 
 def test_an_error_without_traceback_has_no_library_section() -> None:
-    page = display.render_error(nbinfer.InvalidInputError("bad"))
+    page = error_card.render_error(nbinfer.InvalidInputError("bad"))
     assert "Library frames" not in page
 
 

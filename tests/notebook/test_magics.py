@@ -165,10 +165,12 @@ def test_local_serves_a_model_repository_on_the_device_asked(
 
 
 def test_browse_returns_the_model_browser(shell: InteractiveShell) -> None:
-    if not hasattr(nbinfer.Session, "browse"):
-        pytest.skip("Session.browse() (the model browser, notebook/widgets.py) is not there yet")
     browser = shell.run_line_magic("nbinfer", "browse")
-    assert browser is not None and hasattr(browser, "_repr_mimebundle_")
+    try:
+        assert isinstance(browser, nbinfer.ModelBrowser)
+        assert browser.session is magics(shell).session  # the magics' session
+    finally:
+        browser.close()
 
 
 def test_nbinfer_errors_show_traceback_then_a_what_to_try_card(

@@ -89,7 +89,7 @@ CELLS = [
             print("stopped")
         """
     ),
-    "browser = session.browse()\nbrowser.wait()\nbrowser",
+    "browser = nbinfer.browse(session)\nbrowser.wait()\nbrowser",
 ]
 
 

@@ -1,4 +1,4 @@
-"""The model browser (``session.browse()``): its widget tree and callbacks, without a browser.
+"""The model browser (``nbinfer.browse(session)``): its widgets and callbacks, without a browser.
 
 Against the embedded server (every extension), and against real servers on 127.0.0.1 that offer
 less: one that advertises neither the repository nor the statistics extension, and one whose
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import nbinfer
 from nbinfer import Session
 from nbinfer.errors import UnauthenticatedError
 from nbinfer.notebook.widgets import ModelBrowser
@@ -33,7 +35,7 @@ def session() -> Iterator[Session]:
 
 @pytest.fixture
 def browser(session: Session) -> Iterator[ModelBrowser]:
-    b = session.browse()
+    b = nbinfer.browse(session)
     b.wait()
     yield b
     b.close()
@@ -108,9 +110,15 @@ def test_selecting_iris_shows_metadata_config_stats_and_a_number_form(
     result = browser.result.value
     assert "answered in" in result and "probabilities" in result
     assert "setosa" in result  # labelled top classes
+    # the statistics tab is read again after Run: it shows the server's counts as they are now
+    (row,) = browser.session.stats("iris").to_dict("records")
+    assert row["success"] >= 1
+    counts = (
+        f'<td class="nbi-num">{row["success"]}</td><td class="nbi-num">{row["execution_count"]}'
+    )
+    assert counts in browser.stats_view.value
     expected = browser.session.infer("iris", {"input": np.array([[5.1, 3.5, 1.4, 0.2]], "f4")})
     assert expected["probabilities"].argmax() == 0
-    assert ">1<" in browser.stats_view.value or "inferences" in browser.stats_view.value
 
 
 def test_try_it_sends_text_to_a_bytes_input(browser: ModelBrowser) -> None:
@@ -166,7 +174,9 @@ def test_unload_then_try_it_shows_the_server_error_then_load_restores(
     assert browser.load_button.description == "Load" and browser.unload_button.disabled
     browser.run()  # the form is gone with the metadata: the click names the problem
     browser.wait()
-    assert "failed" in browser.result.value or "failed" in browser.metadata_view.value
+    # both say it: the metadata tab could not be read, and Run (no form to read) failed too
+    assert "Reading the metadata failed" in browser.metadata_view.value
+    assert "Running iris failed" in browser.result.value
     try:
         browser.load()
         browser.wait()
@@ -179,7 +189,7 @@ def test_unload_then_try_it_shows_the_server_error_then_load_restores(
 
 
 def test_errors_in_callbacks_are_shown_not_swallowed(session: Session) -> None:
-    browser = session.browse()
+    browser = nbinfer.browse(session)
     browser.wait()
     browser.select("no_such_model")
     browser.wait()
@@ -218,7 +228,7 @@ def test_image_inputs_get_an_upload_decoded_and_resized(session: Session) -> Non
         inputs=[("image", "UINT8", [-1, -1, -1, 4])],
         outputs=[("mean", "FP32", [-1, 3])],
     )
-    browser = session.browse()
+    browser = nbinfer.browse(session)
     browser.wait()
     try:
         _pick(browser, "image_mean")
@@ -294,7 +304,7 @@ def test_image_classifier_form_uploads_and_sketches_through_classify(session: Se
     try:
         _pick(browser, "digits")
         (editor,) = browser._editors
-        assert type(editor).__name__ == "_PictureEditor"  # not a 64-number text box
+        assert type(editor).__name__ == "PictureEditor"  # not a 64-number text box
         assert editor.pad is not None and editor.plan.height == editor.plan.width == 8
         assert browser.sketch_pad is editor.pad
         assert editor.upload.accept == "image/*"
@@ -336,7 +346,7 @@ def test_encoded_image_classifier_gets_the_upload_without_a_pad(session: Session
     try:
         _pick(browser, "digits_encoded")
         (editor,) = browser._editors
-        assert type(editor).__name__ == "_PictureEditor" and editor.pad is None
+        assert type(editor).__name__ == "PictureEditor" and editor.pad is None
         assert "sent as the encoded file" in editor.source.value
         browser.run()
         assert "upload an image first" in browser.result.value
@@ -362,7 +372,7 @@ def test_picture_form_without_anywidget_keeps_the_upload(
     try:
         _pick(browser, "digits")
         (editor,) = browser._editors
-        assert type(editor).__name__ == "_PictureEditor" and editor.pad is None
+        assert type(editor).__name__ == "PictureEditor" and editor.pad is None
         assert "Upload an image, then Run." in editor.source.value
     finally:
         browser.close()
@@ -383,7 +393,7 @@ def test_unlabelled_image_models_and_iris_keep_their_forms(session: Session) -> 
 def test_browser_layout_never_cuts_refresh_and_lets_the_panes_wrap(browser: ModelBrowser) -> None:
     layout = browser.refresh_button.layout
     assert layout.min_width == "max-content" and layout.flex == "0 0 auto"
-    from nbinfer.notebook.display import css
+    from nbinfer.render.html import css
 
     sheet = css("browser.css")
     assert "container-type: inline-size" in sheet and "flex-wrap: wrap" in sheet
@@ -422,7 +432,7 @@ def restricted_url() -> Iterator[str]:
 
 def test_server_without_repository_or_statistics_hides_them(bare_url: str) -> None:
     with Session(bare_url) as session:
-        browser = session.browse(models=["iris"])
+        browser = nbinfer.browse(session, models=["iris"])
         browser.wait()
         assert browser.models == ["iris"]
         assert not browser.capabilities.repository and not browser.capabilities.statistics
@@ -454,7 +464,7 @@ def test_restricted_repository_and_statistics_are_explained_not_raised(
     restricted_url: str,
 ) -> None:
     with Session(restricted_url) as session:
-        browser = session.browse(models=["echo"])
+        browser = nbinfer.browse(session, models=["echo"])
         browser.wait()
         assert browser.error.value == ""
         assert browser.capabilities.repository  # advertised ...
@@ -490,7 +500,7 @@ def test_slow_work_runs_in_the_background_with_a_busy_state(session: Session) ->
     session.serve(
         slow, name="slow", inputs=[("x", "FP32", [-1, 2])], outputs=[("y", "FP32", [-1, 2])]
     )
-    browser = session.browse()
+    browser = nbinfer.browse(session)
     try:
         _pick(browser, "slow")
         started = time.perf_counter()
@@ -512,7 +522,7 @@ def test_buttons_on_a_server_whose_model_control_refuses_show_the_refusal() -> N
     repo = ModelRepository(models=demo_models(), control=ModelControl(mode="none"))
     for url in _serve(DataPlane(repo)):
         with Session(url) as session:
-            browser = session.browse()
+            browser = nbinfer.browse(session)
             browser.wait()
             _pick(browser, "iris")
             browser.unload()
@@ -521,4 +531,69 @@ def test_buttons_on_a_server_whose_model_control_refuses_show_the_refusal() -> N
             assert "PermissionDeniedError" in browser.error.value
             assert "--model-control-mode none" in browser.error.value
             assert "READY" in browser.header.value  # still serving
+            browser.close()
+
+
+class _GatedPlane(DataPlane):
+    """Holds its repository index until the test opens the gate (a listing on its way)."""
+
+    def __init__(self, repo: ModelRepository) -> None:
+        super().__init__(repo)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.asked = threading.Event()
+
+    def repository_index(self, *, ready_only: bool = False) -> Any:
+        self.asked.set()
+        assert self.gate.wait(60), "the test never opened the gate"
+        return super().repository_index(ready_only=ready_only)
+
+
+@pytest.fixture
+def gated() -> Iterator[tuple[_GatedPlane, str]]:
+    plane = _GatedPlane(ModelRepository(models=demo_models()))
+    try:
+        for url in _serve(plane):
+            yield plane, url
+    finally:
+        plane.gate.set()
+
+
+def test_display_never_waits_for_the_listing_it_fills_in_when_it_arrives(
+    gated: tuple[_GatedPlane, str],
+) -> None:
+    plane, url = gated
+    plane.gate.clear()
+    with Session(url) as session:
+        browser = nbinfer.browse(session)
+        try:
+            assert plane.asked.wait(30)  # the listing is asked for and held at the server
+            bundle = browser._repr_mimebundle_()  # returns while the server holds the answer
+            assert browser.busy and browser.models == []
+            assert "Listing models" in bundle["text/html"]  # the static copy says what it waits for
+            plane.gate.set()
+            browser.wait()
+            assert {"iris", "add_sub"} <= set(browser.models)  # the live widget filled in
+            assert "Listing models" not in browser._repr_mimebundle_()["text/html"]
+        finally:
+            plane.gate.set()
+            browser.wait()  # the listing done before the session closes its client
+            browser.close()
+
+
+def test_display_draws_the_sessions_held_listing_at_once(gated: tuple[_GatedPlane, str]) -> None:
+    plane, url = gated
+    with Session(url) as session:
+        assert "iris" in set(session.models["name"])  # the session holds this listing now
+        plane.gate.clear()
+        plane.asked.clear()
+        browser = nbinfer.browse(session)
+        try:
+            assert plane.asked.wait(30)  # the browser's own refresh is held at the server
+            assert browser.busy and "iris" in browser.models  # drawn from the session's listing
+            html = browser._repr_mimebundle_()["text/html"]
+            assert "iris</li>" in html and "Listing models" not in html
+        finally:
+            plane.gate.set()
+            browser.wait()  # the listing done before the session closes its client
             browser.close()

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import nbinfer
 from nbinfer import (
     InvalidInputError,
     ModelNotFoundError,
@@ -287,7 +288,7 @@ def test_token_and_auth_together_are_refused() -> None:
 
 
 def test_session_display_uses_the_capability_record(kserve_undeclared: Peer) -> None:
-    from nbinfer.notebook.display import render_session
+    from nbinfer.render.cards import render_session
 
     with Session(kserve_undeclared.http_url) as session:
         assert "session.refresh()" in str(render_session(session))  # nothing read yet
@@ -299,7 +300,7 @@ def test_session_display_uses_the_capability_record(kserve_undeclared: Peer) -> 
 def test_model_browser_lists_kserve_models_from_the_same_record(kserve_undeclared: Peer) -> None:
     pytest.importorskip("ipywidgets")
     with Session(kserve_undeclared.http_url) as session:
-        browser = session.browse()
+        browser = nbinfer.browse(session)
         browser.wait()
         assert browser.capabilities is session.capabilities
         assert browser.models == ["add_sub", "times_two", "upper"]
@@ -314,7 +315,7 @@ def test_model_browser_over_kserve_grpc_shows_the_met_models_and_the_note(
     pytest.importorskip("ipywidgets")
     with Session(kserve_undeclared.grpc_url) as session:
         _check_add_sub(session.infer("add_sub", FRAME))
-        browser = session.browse(models=["upper"])
+        browser = nbinfer.browse(session, models=["upper"])
         browser.wait()
         assert browser.models == ["upper", "add_sub"]  # browse(models=) and what the session met
         assert browser.load_button.layout.display == "none"  # no repository: no load / unload

@@ -148,6 +148,7 @@ def test_server_metadata_lists_exactly_the_implemented_extensions(dp: DataPlane)
     assert sorted(meta.extensions) == [
         "binary_tensor_data",
         "classification",
+        "generate",
         "model_configuration",
         "model_repository",
         "parameters",

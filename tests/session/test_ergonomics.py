@@ -235,7 +235,7 @@ def test_code_defined_in_a_notebook_cell_shows_its_source_line_in_the_traceback(
 
 def test_error_card_shows_the_model_traceback_first_and_other_servers_messages_stay() -> None:
     from nbinfer.errors import MODEL_TRACEBACK_MARKER, error_for_grpc_code, error_for_status
-    from nbinfer.notebook.display import error_text, render_error
+    from nbinfer.render.error_card import error_text, render_error
 
     tb = 'Model traceback (most recent call last):\n  File "f.py", line 1, in f\nKeyError: 1'
     error = error_for_status(500, f"model 'f' failed: KeyError: 1{MODEL_TRACEBACK_MARKER}{tb}")

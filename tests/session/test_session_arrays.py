@@ -20,7 +20,7 @@ import pytest
 
 import nbinfer
 from nbinfer.errors import DataTypeError, InvalidInputError
-from nbinfer.notebook.display import error_text, mimebundle
+from nbinfer.render.error_card import error_text
 from nbinfer.session import Session
 
 SETOSA = [5.1, 3.5, 1.4, 0.2]
@@ -159,11 +159,11 @@ def test_nan_in_a_float_input_is_sent_and_said_in_the_card(session: Session) -> 
     assert result.notes == (
         "1 of 3 rows had NaN inputs ('input'); NaN in, NaN out: their outputs are NaN",
     )
-    bundle = mimebundle(result)
+    bundle = result._repr_mimebundle_()
     assert "1 of 3 rows had NaN inputs" in bundle["text/html"]
     assert "1 of 3 rows had NaN inputs" in bundle["text/plain"]
     clean = session.infer("iris", np.array([SETOSA]))
-    assert clean.notes == () and "NaN" not in mimebundle(clean)["text/html"]
+    assert clean.notes == () and "NaN" not in clean._repr_mimebundle_()["text/html"]
 
 
 def test_nan_in_a_dataframe_is_noted_on_the_frame_and_logged(
@@ -228,13 +228,13 @@ def test_dataframe_float64_overflow_names_the_column(session: Session) -> None:
 def test_result_card_names_the_top_classes(session: Session) -> None:
     result = session.infer("iris", np.array(SETOSA))
     assert result.labels == {"probabilities": SPECIES}
-    html = mimebundle(result)["text/html"]
+    html = result._repr_mimebundle_()["text/html"]
     assert html.index("setosa") < html.index("versicolor")  # best first, by name
 
 
 def test_try_it_form_follows_the_same_rule(session: Session) -> None:
     pytest.importorskip("ipywidgets")
-    browser = session.browse()
+    browser = nbinfer.browse(session)
     browser.wait()
     try:
         browser.select("add_sub")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nbinfer
-from nbinfer.notebook import display
+from nbinfer.render import error_card
 from nbinfer.session import Session
 from nbinfer.session.serving import SERVE_SPEC_HINTS
 
@@ -81,7 +81,7 @@ def test_serve_spec_error_points_at_the_spec_not_at_model_metadata(session: Sess
     with pytest.raises(nbinfer.InvalidInputError, match="cannot infer the datatype") as info:
         session.serve(no_hints)
     assert info.value.hints == SERVE_SPEC_HINTS
-    text = display.error_text(info.value)
+    text = error_card.error_text(info.value)
     assert "session.serve()" in text and "inputs=" in text and "example=" in text
     assert "session.model(" not in text
 
@@ -92,7 +92,7 @@ def test_serve_spec_error_found_by_the_server_points_at_the_spec(session: Sessio
             lambda x: x, name="typo", inputs=[("x", "FLOAT99", [-1])], outputs=[("y", "FP32", [-1])]
         )
     assert info.value.hints == SERVE_SPEC_HINTS
-    assert "session.model(" not in display.render_error(info.value)
+    assert "session.model(" not in error_card.render_error(info.value)
 
 
 def test_serve_spec_that_is_not_a_list_points_at_the_spec(session: Session) -> None:

@@ -336,7 +336,7 @@ def test_a_remote_session_reports_the_bearer_token_it_sends(session: Session) ->
 
 
 def test_the_session_card_shows_how_to_connect_without_the_token_value(session: Session) -> None:
-    from nbinfer.notebook.display import connect_snippet
+    from nbinfer.render.cards import connect_snippet
 
     assert session.server is not None and session.token is not None
     html = session._repr_mimebundle_()["text/html"]

@@ -281,8 +281,8 @@ class InferenceRequest:
         return self._model_version
 
     def is_cancelled(self) -> bool:
-        """Always False: the embedded server does not cancel running requests."""
-        return False
+        """Whether the client gave up on the request (as its response sender sees it)."""
+        return self._sender.is_cancelled()
 
     def get_response_sender(self) -> ResponseSender:
         """The sender a decoupled model uses to return its response(s)."""

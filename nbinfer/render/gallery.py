@@ -1,7 +1,7 @@
 """The image grid of a classification frame: one card per image with its top-k bars.
 
-Layer: the notebook floor, light like :mod:`~nbinfer.notebook.display` (it is reached from
-interop's repr hook): no IPython, ipywidgets or matplotlib.
+Layer: render (pure, duck-typed): numpy, Pillow for the thumbnails; imports nothing of nbinfer
+outside :mod:`nbinfer.render`. Image files are opened with Pillow, imported lazily.
 
 :meth:`nbinfer.Session.classify` returns a :class:`~nbinfer.interop.image_frame.ClassificationFrame`
 whose ``_repr_html_`` calls :func:`classification_html`. Thumbnails are PNG data URIs (tiny
@@ -9,25 +9,25 @@ images are scaled up with crisp pixels by CSS). Each card offers the input the m
 frame's ``inputs``: e.g. the 8x8 a digit became, scaled up nearest-neighbour so its pixels show)
 in a ``<details>``, or beside the image when the frame asks (``show_input=True``). Every path
 and label passes through
-:func:`~nbinfer.notebook.display.escape`; colours come from JupyterLab's ``--jp-*`` variables
+:func:`~nbinfer.render.html.escape`; colours come from JupyterLab's ``--jp-*`` variables
 through the shared stylesheet, so dark themes work.
 
 Example::
 
-    from nbinfer.notebook.gallery import classification_html
+    from nbinfer.render.gallery import classification_html
     html = classification_html(session.classify("digits", "digits/*.png"))
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from typing import Any
 
 import numpy as np
 
-from nbinfer.errors import InvalidInputError
-from nbinfer.notebook.display import Html, bars, card, escape, png_data_uri
+from nbinfer.render.html import Html, bars, card, escape, png_data_uri
 
 __all__ = [
     "GALLERY_CSS",
@@ -73,11 +73,33 @@ GALLERY_CSS = """
 """
 
 
-def thumbnail_uri(source: Any, size: int = THUMB) -> str:
-    """A PNG data URI of one image source (path, bytes, PIL image or array), at most ``size``."""
-    from nbinfer.interop.images import load_image
+def _open_image(source: Any) -> Any:
+    """A PIL image of a path, encoded bytes or a PIL image (Pillow imported here, lazily)."""
+    if hasattr(source, "mode") and hasattr(source, "convert"):  # already a PIL image
+        return source
+    from PIL import Image
 
-    image = load_image(source)
+    if isinstance(source, str):
+        with Image.open(source) as opened:
+            opened.load()
+            return opened.copy()
+    if isinstance(source, bytes | bytearray | memoryview):
+        image = Image.open(io.BytesIO(bytes(source)))
+        image.load()
+        return image
+    raise ValueError(f"cannot draw a {type(source).__name__} as an image")
+
+
+def thumbnail_uri(source: Any, size: int = THUMB) -> str:
+    """A PNG data URI of one image source (path, bytes, PIL image or array), at most ``size``.
+
+    Raises:
+        ValueError: A source that is none of those.
+        OSError: A file that is gone or not an image Pillow reads.
+    """
+    if isinstance(source, np.ndarray):
+        return png_data_uri(source, size)
+    image = _open_image(source)
     if image.mode not in ("L", "RGB", "RGBA"):
         image = image.convert("RGB")
     return png_data_uri(np.asarray(image), size)
@@ -128,13 +150,19 @@ def _caption(key: Any) -> str:
 
 
 def _cell(
-    key: Any, source: Any, rows: Any, seen: Any = None, note: str = "", show: bool = False
+    key: Any,
+    source: Any,
+    rows: Any,
+    seen: Any = None,
+    note: str = "",
+    show: bool = False,
 ) -> str:
     img = '<div class="nbi-missing">no preview</div>'
     if source is not None:
-        # A file changed or gone since classify keeps its bars, without a picture.
-        with contextlib.suppress(InvalidInputError, OSError, ValueError):
-            img = f'<img src="{escape(thumbnail_uri(source))}" alt="{escape(key)}">'
+        # A file changed, gone or unreadable since classify keeps its bars, without a picture.
+        with contextlib.suppress(OSError, ValueError):
+            uri = thumbnail_uri(source)
+            img = f'<img src="{escape(uri)}" alt="{escape(key)}">'
     beside, details = _input_html(key, seen, note, show=show)
     if beside:
         img = (

@@ -20,8 +20,9 @@ import nbinfer
 from nbinfer.interop.pandas import outputs_to_dataframe
 from nbinfer.interop.probabilities import ProbabilityFrame, probability_columns
 from nbinfer.interop.stats import StatsFrame
-from nbinfer.notebook import display, profile_display
 from nbinfer.profiling import COLUMNS, ProfileFrame, ProfileProgress
+from nbinfer.render import profile
+from nbinfer.render.html import css as stylesheet
 
 #: Given out of order on purpose: the card sorts by concurrency.
 ORDER = (8, 1, 4, 2)
@@ -100,7 +101,7 @@ class Svg(HTMLParser):
 
 
 def test_points_are_sorted_and_joined_by_concurrency() -> None:
-    html = profile_display.render_profile(_frame())
+    html = profile.render_profile(_frame())
     charts = Svg(html).charts
     assert len(charts) == 2  # throughput, latency
     throughput, latency = charts
@@ -125,12 +126,12 @@ def test_points_are_sorted_and_joined_by_concurrency() -> None:
 
 
 def test_the_chart_is_inline_svg_in_theme_colours_and_scales_to_its_column() -> None:
-    html = profile_display.render_profile(_frame())
+    html = profile.render_profile(_frame())
     assert "data:image/png" not in html and "<img" not in html
     (first, _) = Svg(html).charts
     assert first["attrs"]["width"] == "100%" and first["attrs"]["viewbox"].startswith("0 0 ")
     assert "var(--nbi-c3)" in first["lines"][0]["style"]  # the run's colour: a theme variable
-    css = display.css()
+    css = stylesheet()
     rules = css[css.index(".nbi svg.nbi-chart") :]
     assert "color: var(--nbi-fg)" in rules and "fill: currentColor" in rules
     assert "stroke: var(--nbi-border)" in rules
@@ -140,8 +141,8 @@ def test_the_chart_is_inline_svg_in_theme_colours_and_scales_to_its_column() -> 
 def test_the_card_needs_no_matplotlib() -> None:
     code = (
         "import sys\n"
-        "from tests.notebook.test_profile_display import _frame\n"
-        "from nbinfer.notebook.profile_display import render_profile\n"
+        "from tests.render.test_render_profile import _frame\n"
+        "from nbinfer.render.profile import render_profile\n"
         "assert '<svg' in render_profile(_frame())\n"
         "print('matplotlib' in sys.modules)\n"
     )
@@ -172,7 +173,7 @@ def test_stable_runs_still_say_what_stable_means() -> None:
 
 
 def test_saturated_points_are_ringed_and_named() -> None:
-    html = profile_display.render_profile(_frame(c8={"client_saturated": True}))
+    html = profile.render_profile(_frame(c8={"client_saturated": True}))
     assert html.count('class="nbi-ring"') == 2  # on both charts
     assert "load generator saturated: c=8" in html
 
@@ -180,7 +181,7 @@ def test_saturated_points_are_ringed_and_named() -> None:
 def test_two_runs_draw_two_lines_and_a_legend() -> None:
     other = _frame().assign(run="iris (grpc)", throughput=lambda f: f["throughput"] / 2)
     both = _frame().compare(other)
-    html = profile_display.render_profile(both)
+    html = profile.render_profile(both)
     throughput, latency = Svg(html).charts
     assert len(throughput["lines"]) == 2 and len(latency["lines"]) == 4
     for line in throughput["lines"]:
@@ -194,7 +195,7 @@ def test_request_rates_sort_numerically() -> None:
         {**_row(1), "mode": "rate", "concurrency": None, "request_rate": rate, "throughput": rate}
         for rate in (500.0, 50.0, 100.0)
     ]
-    html = profile_display.render_profile(ProfileFrame(rows))
+    html = profile.render_profile(ProfileFrame(rows))
     (line,) = Svg(html).charts[0]["lines"]
     assert [x for x, _ in line["points"]] == sorted(x for x, _ in line["points"])
     assert re.findall(r"<tr><td>([\d.]+/s)</td>", html) == ["50/s", "100/s", "500/s"]
@@ -202,7 +203,7 @@ def test_request_rates_sort_numerically() -> None:
 
 
 def test_the_matplotlib_figure_is_sorted_too() -> None:
-    fig = profile_display.figure(_frame())
+    fig = profile.figure(_frame())
     throughput = fig.axes[0]
     (line,) = throughput.get_lines()
     assert list(line.get_xdata()) == [0, 1, 2, 3]
@@ -210,7 +211,7 @@ def test_the_matplotlib_figure_is_sorted_too() -> None:
 
 
 def test_names_in_the_chart_are_escaped() -> None:
-    svg = profile_display.chart_svg("<t>", "x", ["<c>"], [("<b>", "red", False, [(0, 1.0)])])
+    svg = profile.chart_svg("<t>", "x", ["<c>"], [("<b>", "red", False, [(0, 1.0)])])
     assert "<t>" not in svg and "&lt;t&gt;" in svg and "&lt;b&gt;" in svg and "<b>" not in svg
 
 
@@ -265,7 +266,7 @@ def test_stats_name_requests_executions_and_inferences_and_say_what_rows_are() -
 
 
 def test_code_names_keep_their_style_on_striped_rows() -> None:
-    css = display.css()
+    css = stylesheet()
     # JupyterLab's .jp-RenderedHTMLCommon tbody tr:nth-child(even) is (0,2,2): ours outranks it
     assert ".nbi table.nbi-table tr:nth-child(n) { background: transparent; }" in css
     rule = css[css.index(".nbi table.nbi-table :not(pre) > code") :].split("}")[0]

@@ -1,8 +1,9 @@
 """How a profile (``session.profile(...)``, a :class:`~nbinfer.profiling.ProfileFrame`) draws.
 
-Layer: the notebook floor; nothing below it imports this module except the profile frame's repr
-hook. matplotlib is imported only inside :func:`figure` / :func:`png` (for files and for users
-who want a figure); the card itself needs none.
+Layer: render (pure, duck-typed: a profile is any frame with ``to_dict("records")`` and the
+profile's columns); imports nothing of nbinfer outside :mod:`nbinfer.render`. matplotlib is
+imported only inside :func:`figure` / :func:`png` (for files and for users who want a figure),
+pandas only inside :func:`mimebundle`; the card itself needs neither.
 
 The card draws two charts as inline SVG: throughput, and latency (p50 solid, p99 dashed), each
 against the setting (concurrency or request rate) on an evenly spaced axis, the points of a run
@@ -15,8 +16,8 @@ setting was not, settings where the load generator set the pace, and the table.
 
 Example::
 
-    from nbinfer.notebook import profile_display
-    profile_display.figure(frame).savefig("profile.png")
+    from nbinfer.render import profile
+    profile.figure(frame).savefig("profile.png")
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbinfer.notebook.display import (
+from nbinfer.render.html import (
     Html,
     badge,
     bars,
     card,
+    code_spans,
     escape,
     facts,
     legend,
@@ -349,11 +351,6 @@ def stability_note(records: Sequence[dict[str, Any]], runs: int) -> tuple[str, b
     )
 
 
-def _code(text: str) -> Html:
-    parts = escape(text).split("`")
-    return Html("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
-
-
 def _cell(row: dict[str, Any], column: str | None, runs: int) -> Any:
     if column is None:
         return _label(row, runs)
@@ -389,9 +386,9 @@ def _notes(records: list[dict[str, Any]], runs: int) -> tuple[list[str], list[st
     note, shaky = stability_note(records, runs)
     if shaky:
         head, rest = note.split(". ", 1)
-        html.append(badge(head, "warn") + Html(" ") + _code(rest))
+        html.append(badge(head, "warn") + Html(" ") + code_spans(rest))
     else:
-        html.append(Html('<span class="nbi-muted">') + _code(note) + Html("</span>"))
+        html.append(Html('<span class="nbi-muted">') + code_spans(note) + Html("</span>"))
     text.append(note.replace("`", ""))
     return html, text
 

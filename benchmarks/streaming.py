@@ -1,0 +1,186 @@
+"""Token-streaming overhead of the generate extension, beside a hand-written ``requests`` loop.
+
+A decoupled model on the embedded server emits N tokens at a fixed model-side rate and stamps
+each with ``time.monotonic_ns()`` when it yields it (and the moment its ``predict`` began). The
+monotonic clock is shared by the processes of one host, so each client measures, per token,
+*emission -> the token in the caller's hands* (server framing + loopback + client parsing), and
+the *time-to-first-token overhead*: request sent -> first token received, minus the model's own
+time to its first token. The same server is read in the same run by:
+
+* ``nbinfer http``: ``Client.generate_stream`` (pycurl, SSE parsed incrementally);
+* ``nbinfer grpc``: ``Client.generate_stream`` over the decoupled ``ModelStreamInfer`` stream;
+* ``nbinfer async``: ``AsyncClient.generate_stream`` (aiohttp);
+* ``requests``: the loop users write by hand (``requests.post(stream=True)``, ``iter_lines``,
+  ``json.loads`` of each ``data:`` line).
+
+Prints medians (over rounds) of the per-token overhead (median over tokens) and the TTFT
+overhead, in ms, and nbinfer's ratios to the ``requests`` loop. Issue 27's targets: nbinfer
+client + server add < 0.2 ms per token and < 2 ms to the first token.
+
+Usage::
+
+    python benchmarks/streaming.py [--tokens 200] [--interval-ms 1] [--rounds 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from nbinfer import AsyncClient, Client
+from nbinfer.server.launcher import LocalServer
+
+MODEL = """
+import asyncio
+import time
+
+import numpy as np
+
+from nbinfer import Model
+
+
+class Ticker(Model):
+    name = "ticker"
+    decoupled = True
+    inputs = (("count", "INT32", [1]), ("interval_us", "INT32", [1]))
+    outputs = (("text_output", "BYTES", [1]), ("emit_ns", "INT64", [1]), ("start_ns", "INT64", [1]))
+
+    async def predict(self, inputs, context):
+        start = time.monotonic_ns()
+        interval = int(inputs["interval_us"][0]) / 1e6
+        for i in range(int(inputs["count"][0])):
+            if i and interval:
+                await asyncio.sleep(interval)
+            yield {
+                "text_output": np.array([b"tok "], dtype=object),
+                "emit_ns": np.array([time.monotonic_ns()], dtype=np.int64),
+                "start_ns": np.array([start], dtype=np.int64),
+            }
+"""
+
+#: One run: (per-token overheads in ns, TTFT overhead in ns).
+Sample = tuple[list[int], int]
+Runner = Callable[[], Sample]
+
+
+def _sample(sent: int, chunks: list[tuple[int, dict[str, Any]]]) -> Sample:
+    per_token = [arrived - c["emit_ns"] for arrived, c in chunks]
+    first_at, first = chunks[0]
+    model_ttft = first["emit_ns"] - first["start_ns"]
+    return per_token, (first_at - sent) - model_ttft
+
+
+def nbinfer_sync(url: str, fields: dict[str, int], closers: list[Callable[[], Any]]) -> Runner:
+    client = Client(url)
+    closers.append(client.close)
+
+    def run() -> Sample:
+        sent = time.monotonic_ns()
+        chunks = [(time.monotonic_ns(), c) for c in client.generate_stream("ticker", fields)]
+        return _sample(sent, chunks)
+
+    return run
+
+
+def nbinfer_async(url: str, fields: dict[str, int], closers: list[Callable[[], Any]]) -> Runner:
+    client = AsyncClient(url)
+    loop = asyncio.new_event_loop()
+    closers.append(lambda: (loop.run_until_complete(client.aclose()), loop.close()))
+
+    async def once() -> Sample:
+        sent = time.monotonic_ns()
+        chunks = [(time.monotonic_ns(), c) async for c in client.generate_stream("ticker", fields)]
+        return _sample(sent, chunks)
+
+    return lambda: loop.run_until_complete(once())
+
+
+def requests_loop(url: str, fields: dict[str, int], closers: list[Callable[[], Any]]) -> Runner:
+    session = requests.Session()
+    closers.append(session.close)
+    route = f"{url}/v2/models/ticker/generate_stream"
+
+    def run() -> Sample:
+        sent = time.monotonic_ns()
+        chunks = []
+        with session.post(route, json=fields, stream=True) as reply:
+            for line in reply.iter_lines():
+                if line.startswith(b"data:"):
+                    chunks.append((time.monotonic_ns(), json.loads(line[5:])))
+        return _sample(sent, chunks)
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--interval-ms", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    repo = Path(tempfile.mkdtemp(prefix="nbinfer-stream-bench-"))
+    (repo / "ticker" / "1").mkdir(parents=True)
+    (repo / "ticker" / "1" / "model.py").write_text(MODEL)
+    fields = {"count": args.tokens, "interval_us": int(args.interval_ms * 1000)}
+    results: dict[str, dict[str, float]] = {}
+    with LocalServer(model_repository=repo, demo=False, device="cpu", auth_token=None) as server:
+        closers: list[Callable[[], Any]] = []
+        runners = {
+            "nbinfer http": nbinfer_sync(server.http_url, fields, closers),
+            "nbinfer grpc": nbinfer_sync(server.grpc_url, fields, closers),
+            "nbinfer async": nbinfer_async(server.http_url, fields, closers),
+            "requests": requests_loop(server.http_url, fields, closers),
+        }
+        for run in runners.values():
+            run()  # warm up: connections, metadata
+        per: dict[str, list[float]] = {name: [] for name in runners}
+        ttft: dict[str, list[float]] = {name: [] for name in runners}
+        for _ in range(args.rounds):  # rounds alternate the clients (the machine is shared)
+            for name, run in runners.items():
+                tokens, first = run()
+                per[name].append(statistics.median(tokens) / 1e6)
+                ttft[name].append(first / 1e6)
+        for close in closers:
+            close()
+    print(
+        f"{args.tokens} tokens every {args.interval_ms:g} ms; medians of {args.rounds} rounds "
+        "(per token: emission -> in the caller's hands)"
+    )
+    print(f"{'client':<15} {'per token ms':>13} {'TTFT overhead ms':>17}")
+    for name in per:
+        results[name] = {
+            "per_token_ms": statistics.median(per[name]),
+            "ttft_overhead_ms": statistics.median(ttft[name]),
+        }
+        r = results[name]
+        print(f"{name:<15} {r['per_token_ms']:>13.3f} {r['ttft_overhead_ms']:>17.3f}")
+    base = results["requests"]
+    for name in ("nbinfer http", "nbinfer grpc", "nbinfer async"):
+        r = results[name]
+        print(
+            f"{name} / requests: per token {r['per_token_ms'] / base['per_token_ms']:.2f}x, "
+            f"TTFT overhead {r['ttft_overhead_ms'] / base['ttft_overhead_ms']:.2f}x"
+        )
+    http = results["nbinfer http"]
+    print(
+        f"targets: per token {http['per_token_ms']:.3f} ms (< 0.2), "
+        f"TTFT overhead {http['ttft_overhead_ms']:.3f} ms (< 2)"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The stop button on a token stream: SIGINT in ``for chunk in client.generate_stream(...)``.
+
+A child process streams from a decoupled model of nbinfer's server and is sent SIGINT after its
+first tokens; the model records the token at which it saw the cancellation. Asserted: the child
+got KeyboardInterrupt, and the model observed the cancel (it stopped long before its last token,
+within ~1 s of the signal by the model's own clock: 20 ms per token, so < 50 tokens later).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nbinfer.server.launcher import LocalServer
+
+REPO = (Path(__file__).parents[1] / "peers" / "generate_repo").resolve()
+
+CHILD = r"""
+import sys
+from nbinfer import Client
+url, record = sys.argv[1], sys.argv[2]
+with Client(url) as client:
+    try:
+        for chunk in client.generate_stream(
+            "gen_words", text_input="w", max_tokens=100000, delay_ms=20, cancel_file=record
+        ):
+            print("TOKEN", chunk["index"], flush=True)
+    except KeyboardInterrupt:
+        print("INTERRUPTED", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalServer]:
+    local = LocalServer(model_repository=REPO, demo=False, device="cpu", auth_token=None)
+    local.start()
+    yield local
+    local.stop()
+
+
+@pytest.mark.parametrize("wire", ["http", "grpc"])
+def test_sigint_in_a_token_loop_cancels_the_generation_on_the_server(
+    server: LocalServer, wire: str, tmp_path: Path
+) -> None:
+    url = server.http_url if wire == "http" else server.grpc_url
+    record = tmp_path / "cancelled.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, url, str(record)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        assert child.stdout is not None
+        tokens = 0
+        for line in child.stdout:
+            if line.startswith("TOKEN"):
+                tokens += 1
+                if tokens == 3:
+                    break
+        assert tokens == 3, "the child never streamed"
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=30)
+        assert "INTERRUPTED" in out, out
+        deadline = time.monotonic() + 20
+        while not (record.exists() and record.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen_at = int(record.read_text())
+        # the model observed the cancel a few tokens after the third (not at its 100 000th)
+        assert 3 <= seen_at < 3 + 50, seen_at
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
