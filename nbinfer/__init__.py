@@ -61,6 +61,8 @@ from nbinfer.protocol import (
     TensorSpec,
 )
 from nbinfer.session import ModelHandle, Session, sessions
+from nbinfer.session.chat import Chat
+from nbinfer.session.generate import Generation
 
 if _typing.TYPE_CHECKING:
     from nbinfer.interop.samples import SampleData, sample_data
@@ -127,6 +129,8 @@ __all__ = [
     "LocalServer",
     "Model",
     "ModelHandle",
+    "Chat",
+    "Generation",
     "SampleData",
     "Sequence",
     "Session",

@@ -60,6 +60,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "nbinfer.server.model",
         "nbinfer.capabilities",
         "nbinfer.session",
+        "nbinfer.render",  # renderers: pure functions, below every layer
+        # Lazy, inside the calls of session.generate / chat that show a live output only.
+        "nbinfer.notebook.live",
         # Lazy, inside Session.browse() only: the model browser is a view over the session.
         "nbinfer.notebook.widgets",
         # Lazy, inside Session.profile() only: the load profiler (a thin front).
