@@ -31,7 +31,7 @@ CSS = """<style>
 rgba(127,127,127,.95));--g-border:var(--jp-border-color2,rgba(127,127,127,.35));
 --g-bg:var(--jp-layout-color0,transparent);--g-alt:var(--jp-layout-color2,rgba(127,127,127,.12));
 --g-accent:var(--jp-brand-color1,#3b82f6);--g-err:var(--jp-error-color1,#d9453d);
---g-user:var(--jp-brand-color3,rgba(59,130,246,.18));
+--g-user:rgba(59,130,246,.2);
 color:var(--g-fg);font-family:var(--jp-content-font-family,system-ui,sans-serif);
 font-size:var(--jp-content-font-size1,13px);line-height:1.5;max-width:820px;margin:2px 0}
 .nbi-gen .g-head{color:var(--g-muted);font-size:11px;margin-bottom:2px}
@@ -47,8 +47,10 @@ font-family:var(--jp-code-font-family,monospace)}
 .nbi-gen .g-error b{color:var(--g-err)}
 .nbi-gen .g-chat{display:flex;flex-direction:column;gap:6px;padding:4px 0}
 .nbi-gen .g-row{display:flex}
-.nbi-gen .g-row.user{justify-content:flex-end}
-.nbi-gen .g-bubble{max-width:78%;padding:6px 11px;border-radius:12px;white-space:pre-wrap;
+.nbi-gen .g-row.user{justify-content:flex-end;text-align:right}
+.nbi-gen .user .g-bubble{text-align:left}
+.nbi-gen .g-row>div{max-width:78%}
+.nbi-gen .g-bubble{padding:6px 11px;border-radius:12px;white-space:pre-wrap;
 word-wrap:break-word;border:1px solid var(--g-border)}
 .nbi-gen .user .g-bubble{background:var(--g-user);border-bottom-right-radius:3px}
 .nbi-gen .assistant .g-bubble{background:var(--g-alt);border-bottom-left-radius:3px}

@@ -16,7 +16,15 @@ from typing import Any
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.render.generate import chat_html, chat_text
-from nbinfer.session.generate import Generation, StreamSource, _adrive, _drive, _live, _Run
+from nbinfer.session.generate import (
+    Generation,
+    StreamSource,
+    _adrive,
+    _drive,
+    _live,
+    _Request,
+    _Run,
+)
 
 __all__ = ["Chat", "transcript"]
 
@@ -97,10 +105,8 @@ class Chat:
 
         return draw
 
-    def _run(
-        self, text: str, prompt: str, meta: Any, fields: Mapping[str, Any]
-    ) -> tuple[Any, _Run]:
-        req = self.session._request(
+    def _request(self, prompt: str, meta: Any, fields: Mapping[str, Any]) -> _Request:
+        return self.session._request(
             self.model,
             prompt,
             meta,
@@ -111,9 +117,11 @@ class Chat:
             prompt_input=None,
             fields={**self.fields, **fields},
         )
+
+    def _run(self, text: str, req: _Request) -> _Run:
         draw = self._drawer(text)
         live = _live(self.display, draw, f"{self.model}: ")
-        return req, _Run(req.model, req.version, req.prompt, req.output, draw, live)
+        return _Run(req.model, req.version, req.prompt, req.output, draw, live)
 
     def _keep(self, turns: list[tuple[str, str]], reply: Generation) -> Generation:
         self.history = [*turns, ("assistant", reply.text.strip())]
@@ -130,18 +138,18 @@ class Chat:
             NbinferError: The request failed (the history is left as it was).
         """
         turns, prompt = self._start(text)
-        meta = self.session._meta(self.model, self.version)
-        req, run = self._run(text, prompt, meta, fields)
-        return self._keep(turns, _drive(run, self.session._stream(req)))
+        req = self._request(prompt, self.session._meta(self.model, self.version), fields)
+        chunks = self.session._stream(req)
+        return self._keep(turns, _drive(self._run(text, req), chunks))
 
     __call__ = send
 
     async def asend(self, text: str, **fields: Any) -> Generation:
         """The asyncio face of :meth:`send`."""
         turns, prompt = self._start(text)
-        meta = await self.session._ameta(self.model, self.version)
-        req, run = self._run(text, prompt, meta, fields)
-        return self._keep(turns, await _adrive(run, self.session._astream(req)))
+        req = self._request(prompt, await self.session._ameta(self.model, self.version), fields)
+        chunks = await self.session._astream(req)
+        return self._keep(turns, await _adrive(self._run(text, req), chunks))
 
     def reset(self) -> None:
         """Forget the conversation (a ``system`` turn stays)."""

@@ -134,7 +134,7 @@ async def agenerate_frame(
             async with gate:
                 run = _Run(plan.model, plan.version, plan.prompt, plan.output, None, None)
                 try:
-                    result = await _adrive(run, self._astream(plan))
+                    result = await _adrive(run, await self._astream(plan))
                 except NbinferError as exc:
                     result = str(exc) or type(exc).__name__
         batch.done(result)

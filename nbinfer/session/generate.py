@@ -202,19 +202,25 @@ def _chunks(
 ) -> Iterator[dict[str, Any]]:
     """The responses of one generation, each as a dict, as they arrive.
 
-    Closing the iterator cancels the request on the server.
+    What precedes the request (the model's metadata) is read here; the request goes out on the
+    first ``next()``, so a run's clock starts there. Closing the iterator cancels the request
+    on the server.
     """
-    # SEAM(generate_stream): client.generate_stream(model, version=version,
-    # parameters=parameters, timeout=timeout, **fields) yields these very dicts.
+    # SEAM(generate_stream): return client.generate_stream(model, version=version,
+    # parameters=parameters, timeout=timeout, **fields), which yields these very dicts.
     meta = client.get_model_metadata(model, version)
     inputs, params = _request_inputs(meta, fields, parameters)
     request = client.build_request(model, inputs, model_version=version, parameters=params)
-    stream = client.stream_infer([request], timeout=timeout)
-    try:
-        for result in stream:
-            yield response_dict(result)
-    finally:
-        stream.close()  # type: ignore[attr-defined]  # a generator: cancels the call
+
+    def responses() -> Iterator[dict[str, Any]]:
+        stream = client.stream_infer([request], timeout=timeout)
+        try:
+            for result in stream:
+                yield response_dict(result)
+        finally:
+            stream.close()  # type: ignore[attr-defined]  # a generator: cancels the call
+
+    return responses()
 
 
 async def _achunks(
@@ -226,17 +232,21 @@ async def _achunks(
     timeout: float | None,
 ) -> AsyncIterator[dict[str, Any]]:
     """The asyncio twin of :func:`_chunks`."""
-    # SEAM(generate_stream): async for chunk in client.generate_stream(model, version=version,
-    # parameters=parameters, timeout=timeout, **fields): yield chunk
+    # SEAM(generate_stream): return client.generate_stream(model, version=version,
+    # parameters=parameters, timeout=timeout, **fields), an async iterator of these dicts.
     meta = await client.get_model_metadata(model, version)
     inputs, params = _request_inputs(meta, fields, parameters)
     request = await client.build_request(model, inputs, model_version=version, parameters=params)
-    stream = client.stream_infer([request], timeout=timeout)
-    try:
-        async for result in stream:
-            yield response_dict(result)
-    finally:
-        await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+
+    async def responses() -> AsyncIterator[dict[str, Any]]:
+        stream = client.stream_infer([request], timeout=timeout)
+        try:
+            async for result in stream:
+                yield response_dict(result)
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+
+    return responses()
 
 
 # -- one run: chunks in, text and figures out ----------------------------------------------------
@@ -343,6 +353,7 @@ def _failed(run: _Run, exc: BaseException) -> None:
 
 def _drive(run: _Run, chunks: Iterator[dict[str, Any]]) -> Generation:
     """Feed ``chunks`` to ``run``; a failure keeps the text drawn and raises."""
+    run.start = time.perf_counter()  # the request goes out on the first next()
     try:
         for chunk in chunks:
             run.add(chunk)
@@ -361,6 +372,7 @@ def _drive(run: _Run, chunks: Iterator[dict[str, Any]]) -> Generation:
 
 async def _adrive(run: _Run, chunks: AsyncIterator[dict[str, Any]]) -> Generation:
     """The asyncio twin of :func:`_drive`."""
+    run.start = time.perf_counter()
     try:
         async for chunk in chunks:
             run.add(chunk)
@@ -436,7 +448,7 @@ class StreamSource(Protocol):
 
     def _stream(self, req: _Request) -> Iterator[dict[str, Any]]: ...
 
-    def _astream(self, req: _Request) -> AsyncIterator[dict[str, Any]]: ...
+    async def _astream(self, req: _Request) -> AsyncIterator[dict[str, Any]]: ...
 
 
 def _prompt_field(meta: ModelMetadata, model: str) -> str:

@@ -216,16 +216,16 @@ class GenerateFront(Lookups):
             prompt_input=prompt_input,
             fields=fields,
         )
-        run = self._run(req, display, show_prompt)
-        return _drive(run, self._stream(req))
+        chunks = self._stream(req)  # before the live output: an error here draws nothing
+        return _drive(self._run(req, display, show_prompt), chunks)
 
     def _stream(self, req: _Request) -> Iterator[dict[str, Any]]:
         return _chunks(
             self._stream_client(), req.model, req.version, req.fields, req.parameters, req.timeout
         )
 
-    def _astream(self, req: _Request) -> AsyncIterator[dict[str, Any]]:
-        return _achunks(
+    async def _astream(self, req: _Request) -> AsyncIterator[dict[str, Any]]:
+        return await _achunks(
             self._astream_client(), req.model, req.version, req.fields, req.parameters, req.timeout
         )
 
@@ -274,8 +274,8 @@ class GenerateFront(Lookups):
             prompt_input=prompt_input,
             fields=fields,
         )
-        run = self._run(req, display, show_prompt)
-        return await _adrive(run, self._astream(req))
+        chunks = await self._astream(req)
+        return await _adrive(self._run(req, display, show_prompt), chunks)
 
     def chat(
         self,
