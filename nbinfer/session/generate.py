@@ -330,7 +330,8 @@ class _Run:
 
     def finish(self, state: str, error: BaseException | None = None) -> Generation:
         """The result; the live output drawn in its final ``state``."""
-        message = "" if error is None else str(error) or type(error).__name__
+        # the error's first paragraph: a model's traceback stays on the error itself
+        message = "" if error is None else str(error).split("\n\n")[0] or type(error).__name__
         gen = self.result(message if state == "error" else "")
         if self.live is not None:
             footer = f"{self.model}: {stats_line(gen.stats())}"
