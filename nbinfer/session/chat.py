@@ -17,6 +17,7 @@ from typing import Any
 from nbinfer.errors import InvalidInputError
 from nbinfer.render.generate import chat_html, chat_text
 from nbinfer.session.generate import (
+    Display,
     Generation,
     StreamSource,
     _adrive,
@@ -67,7 +68,7 @@ class Chat:
         system: str = "",
         version: str = "",
         template: Template | None = None,
-        display: bool | str | None = None,
+        display: Display = None,
         **fields: Any,
     ) -> None:
         self.session = session

@@ -45,7 +45,7 @@ from nbinfer.render.generate import (
 if TYPE_CHECKING:
     from nbinfer.notebook.live import LiveOutput
 
-__all__ = ["Generation", "StreamSource", "response_dict"]
+__all__ = ["Display", "Generation", "StreamSource", "response_dict"]
 
 #: The prompt input and text output of Triton's LLM models (vLLM, TensorRT-LLM, ...).
 TEXT_INPUT = "text_input"
@@ -262,7 +262,7 @@ class _Run:
         prompt: str,
         output: str | None,
         draw: Drawer | None,
-        live: LiveOutput | None,
+        live: LiveOutput | _Callback | None,
     ) -> None:
         self.model, self.version, self.prompt = model, version, prompt
         self.output = output
@@ -404,10 +404,37 @@ def _generation_drawer(model: str, prompt: str, show_prompt: bool) -> Drawer:
     return draw
 
 
-def _live(display: bool | str | None, draw: Drawer, head: str) -> LiveOutput | None:
+#: ``display=`` of generate / chat: auto, on / off, a form, or a callback given each bundle.
+Display = bool | str | Callable[[dict[str, str]], None] | None
+
+#: Fewest seconds between two calls of a ``display=`` callback (the last one always comes).
+CALLBACK_INTERVAL = 0.05
+
+
+class _Callback:
+    """A live output that hands each drawing (a mime bundle) to a callback (widgets)."""
+
+    def __init__(self, call: Callable[[dict[str, str]], None], draw: Callable[[], Any]) -> None:
+        self.call = call
+        self.last = time.monotonic()
+        call(draw())
+
+    def update(self, delta: str, draw: Callable[[], dict[str, str]]) -> None:
+        now = time.monotonic()
+        if now - self.last >= CALLBACK_INTERVAL:
+            self.last = now
+            self.call(draw())
+
+    def finish(self, draw: Callable[[], dict[str, str]], footer: str) -> None:
+        self.call(draw())
+
+
+def _live(display: Display, draw: Drawer, head: str) -> LiveOutput | _Callback | None:
     """The live output for ``display`` (None: show nothing), first drawn empty."""
     if display is False:
         return None
+    if callable(display):
+        return _Callback(display, lambda: draw("", "streaming", {}, ""))
     from nbinfer.notebook.live import live_output  # the top floor, for this call only
 
     return live_output(display, lambda: draw("", "streaming", {}, ""), head=head)

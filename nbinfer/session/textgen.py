@@ -23,6 +23,7 @@ from nbinfer.session.chat import Chat
 from nbinfer.session.completions import agenerate_frame, generate_frame
 from nbinfer.session.core import public
 from nbinfer.session.generate import (
+    Display,
     _achunks,
     _adrive,
     _chunks,
@@ -115,7 +116,7 @@ class GenerateFront(Lookups):
             output=output,
         )
 
-    def _run(self, req: _Request, display: bool | str | None, show_prompt: bool = False) -> _Run:
+    def _run(self, req: _Request, display: Display, show_prompt: bool = False) -> _Run:
         draw = _generation_drawer(req.model, req.prompt, show_prompt)
         live = _live(display, draw, req.prompt if show_prompt else "")
         return _Run(req.model, req.version, req.prompt, req.output, draw, live)
@@ -134,7 +135,7 @@ class GenerateFront(Lookups):
         /,
         *,
         version: str = "",
-        display: bool | str | None = None,
+        display: Display = None,
         parameters: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         output: str | None = None,
@@ -161,7 +162,7 @@ class GenerateFront(Lookups):
                 and ``progress`` shows how far the batch got.
             version: The model version ("" = the server's choice).
             display: None / True: show it live; False: show nothing; ``"html"`` / ``"text"``
-                force a form.
+                force a form; a callable gets each drawing (a mime bundle, throttled) instead.
             parameters: Request parameters, sent as they are.
             timeout: Seconds the whole stream may take.
             output: The output holding the text (default ``text_output``, else the only text
@@ -237,7 +238,7 @@ class GenerateFront(Lookups):
         /,
         *,
         version: str = "",
-        display: bool | str | None = None,
+        display: Display = None,
         parameters: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         output: str | None = None,
@@ -284,7 +285,7 @@ class GenerateFront(Lookups):
         system: str = "",
         version: str = "",
         template: Callable[[list[tuple[str, str]]], str] | None = None,
-        display: bool | str | None = None,
+        display: Display = None,
         **fields: Any,
     ) -> Chat:
         """A conversation with ``model`` that keeps its history (see :class:`~nbinfer.Chat`).
