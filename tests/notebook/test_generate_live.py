@@ -27,9 +27,11 @@ reply
 
 
 @pytest.fixture(scope="module")
-def kernel() -> Iterator[Any]:
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    manager = KernelManager(kernel_name="python3")
+    # IPC sockets, not TCP ports: no port to race other processes for
+    where = tmp_path_factory.mktemp("kernel") / "kernel"
+    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(where))
     manager.start_kernel(env=env)
     client = manager.client()
     client.start_channels()
