@@ -76,6 +76,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "nbinfer.capabilities",  # shared_memory="system" asks what the server advertises
         "nbinfer.profiling",
         "nbinfer.interop",
+        "nbinfer.render",  # renderers: pure functions, below every layer
         "nbinfer.notebook.profile_display",
     ),
 }
