@@ -92,3 +92,32 @@ def test_the_result_shown_in_a_later_cell_draws_the_whole_text(kernel: Any) -> N
     (result,) = [m for m in messages if m["msg_type"] == "execute_result"]
     data = result["content"]["data"]
     assert "text shown above" not in data["text/plain"] and "g-text" in data["text/html"]
+
+
+def test_the_stop_button_ends_the_stream_and_keeps_the_text(kernel: Any) -> None:
+    manager = kernel.parent
+    msg_id = kernel.execute(
+        'stopped = session.generate("story", "Alice", max_tokens=500, seed=2, token_delay_ms=50)'
+    )
+    messages: list[dict[str, Any]] = []
+    interrupted = False
+    while True:
+        msg = kernel.get_iopub_msg(timeout=90)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(msg)
+        updates = [m for m in messages if m["msg_type"] == "update_display_data"]
+        if not interrupted and len(updates) >= 3:  # streaming: press the stop button
+            manager.interrupt_kernel()
+            interrupted = True
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    (error,) = [m["content"] for m in messages if m["msg_type"] == "error"]
+    assert error["ename"] == "KeyboardInterrupt"
+    final = [m for m in messages if m["msg_type"] == "update_display_data"][-1]["content"]["data"]
+    assert "stopped" in final["text/html"] and 'class="g-cursor"' not in final["text/html"]
+    kept = final["text/plain"].split("\n[story:")[0]
+    assert kept.strip() and "tokens 500" not in final["text/plain"]  # ended early, text kept
+    # the server let the generation go: the next one starts at once and completes
+    after = _run(kernel, 'print(session.generate("story", "Alice", max_tokens=3, display=False))')
+    assert [m for m in after if m["msg_type"] == "error"] == []
