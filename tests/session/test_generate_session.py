@@ -188,3 +188,31 @@ def test_closing_the_session_closes_its_stream_clients() -> None:
         s.generate("story", "Alice", max_tokens=2, display=False)
         clients = list(s.__dict__["_generate_clients"].values())
     assert clients and all(c._closed for c in clients)
+
+
+def test_chat_asend_keeps_history_like_send(session: Session) -> None:
+    chat = session.chat("story", max_tokens=5, seed=6, display=False)
+    reply = asyncio.run(chat.asend("Who is late?"))
+    assert chat.history == [("user", "Who is late?"), ("assistant", reply.text.strip())]
+    assert reply.tokens == 5
+
+
+def test_bad_display_and_concurrency_options_are_named(session: Session) -> None:
+    with pytest.raises(InvalidInputError, match="display must be"):
+        session.generate("story", "Alice", max_tokens=2, display="fancy")
+    with pytest.raises(InvalidInputError, match="concurrency must be a positive int"):
+        session.generate("story", pd.DataFrame({"prompt": ["a"]}), concurrency=0, display=False)
+    with pytest.raises(InvalidInputError, match="prompt must be a str or a DataFrame"):
+        session.generate("story", 42, display=False)  # type: ignore[arg-type]
+
+
+def test_a_display_callback_gets_each_drawing(session: Session) -> None:
+    drawings: list[dict[str, str]] = []
+    gen = session.generate(
+        "story", "Alice", max_tokens=6, seed=1, token_delay_ms=60, display=drawings.append
+    )
+    assert len(drawings) >= 3  # the first (empty), some while streaming, the last
+    assert 'class="g-cursor"' in drawings[0]["text/html"]
+    assert (
+        drawings[-1]["text/plain"].startswith(gen.text) and "tokens 6" in drawings[-1]["text/plain"]
+    )
