@@ -64,6 +64,9 @@ class GenerateFront(Lookups):
         with _CLIENTS_LOCK:
             client = clients.get(url)
             if client is None:
+                for old in clients.values():  # a restarted server's old address
+                    old.close()
+                clients.clear()
                 client = clients[url] = Client(url, protocol="grpc", **self._client_options)
         return client
 

@@ -216,3 +216,17 @@ def test_a_display_callback_gets_each_drawing(session: Session) -> None:
     assert (
         drawings[-1]["text/plain"].startswith(gen.text) and "tokens 6" in drawings[-1]["text/plain"]
     )
+
+
+def test_generate_works_again_after_a_restart() -> None:
+    with Session(device="cpu", keep_previous=True) as s:
+        before = s.generate("story", "Alice", max_tokens=3, seed=1, display=False)
+        (old_url,) = s.__dict__["_generate_clients"]
+        (old,) = s.__dict__["_generate_clients"].values()
+        s.restart()
+        after = s.generate("story", "Alice", max_tokens=3, seed=1, display=False)
+        assert after.text == before.text
+        (new_url,) = s.__dict__["_generate_clients"]
+        assert new_url == s.server.grpc_url  # type: ignore[union-attr]
+        # a new address: the old server's stream client is closed (the same one: reused)
+        assert old._closed == (new_url != old_url)
