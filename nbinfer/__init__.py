@@ -62,6 +62,8 @@ from nbinfer.protocol import (
     TensorSpec,
 )
 from nbinfer.session import ModelHandle, Session, sessions
+from nbinfer.session.chat import Chat
+from nbinfer.session.generate import Generation
 
 if _typing.TYPE_CHECKING:
     from nbinfer.interop.pandas import request_from_dataframe
@@ -134,6 +136,8 @@ __all__ = [
     "Model",
     "ModelBrowser",
     "ModelHandle",
+    "Chat",
+    "Generation",
     "SampleData",
     "Sequence",
     "Session",

@@ -4,7 +4,9 @@ Run from the repository root (needs scikit-learn, a test extra; the runtime need
 
     python scripts/train_demo_models.py
 
-Rewrites ``nbinfer/server/demo/weights/{iris,digits}.npz`` deterministically (fixed seeds) and
+    python scripts/train_demo_models.py story     # only the ones named
+
+Rewrites ``nbinfer/server/demo/weights/{iris,digits,story}.npz`` deterministically (fixed seeds) and
 prints the held-out accuracy of each model, computed with the pure-numpy forward functions of
 ``nbinfer.server.demo.nets`` on float32 weights, i.e. exactly what the server will run.
 
@@ -18,8 +20,12 @@ prints the held-out accuracy of each model, computed with the pure-numpy forward
   ``session.classify`` and ``digits_encoded`` prepare images with. The printed report adds the
   accuracy on a fresh rendered set (other seed) and per kind of augmentation.
 
-Both use a stratified 70/30 train/test split with ``random_state=SEED``; the held-out indices
-and accuracy are stored in the npz so tests can re-check them without re-deriving the split.
+* ``story``: word counts (unigrams, bigrams) of ``scripts/data/alice_ch1.txt``, the first
+  paragraphs of *Alice's Adventures in Wonderland* (public domain); the model samples from them.
+
+``iris`` and ``digits`` use a stratified 70/30 train/test split with ``random_state=SEED``; the
+held-out indices and accuracy are stored in the npz so tests can re-check them without
+re-deriving the split.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from nbinfer.protocol.inkfit import fit_ink_image  # noqa: E402
-from nbinfer.server.demo import nets  # noqa: E402
+from nbinfer.server.demo import nets, story  # noqa: E402
 
 SEED = 0
 TEST_SIZE = 0.3
@@ -401,14 +407,63 @@ def train_digits() -> dict[str, np.ndarray]:
     return weights
 
 
+#: The public-domain text the ``story`` model counts its words in.
+STORY_TEXT = ROOT / "scripts" / "data" / "alice_ch1.txt"
+
+
+def train_story() -> dict[str, np.ndarray]:
+    """Word counts of :data:`STORY_TEXT`: unigrams and bigrams (a paragraph break is a word)."""
+    words: list[str] = []
+    for paragraph in STORY_TEXT.read_text(encoding="utf-8").split("\n\n"):
+        if paragraph.strip():
+            words.append(story.PARAGRAPH)
+            words.extend(paragraph.split())
+    vocab = sorted(set(words))
+    index = {w: i for i, w in enumerate(vocab)}
+    ids = [index[w] for w in words]
+    unigram = np.bincount(ids, minlength=len(vocab)).astype(np.int32)
+
+    def ngrams(n: int) -> np.ndarray:
+        counts: dict[tuple[int, ...], int] = {}
+        for i in range(len(ids) - n + 1):
+            key = tuple(ids[i : i + n])
+            counts[key] = counts.get(key, 0) + 1
+        return np.array([(*k, c) for k, c in sorted(counts.items())], dtype=np.int32)
+
+    weights = {
+        "vocab": np.array(vocab, dtype=f"<U{max(len(w) for w in vocab)}"),
+        "unigram": unigram,
+        "bigram": ngrams(2),
+    }
+    sample = "".join(
+        story.generate_words(
+            story.StoryWeights(weights), "Alice", max_tokens=24, temperature=0.8, seed=SEED
+        )
+    )
+    print(f"story: {len(vocab)} words, {len(ids)} tokens; seed {SEED}: Alice{sample}")
+    return weights
+
+
+TRAINERS = {"iris": train_iris, "digits": train_digits, "story": train_story}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR, help="output directory")
+    parser.add_argument(
+        "models", nargs="*", choices=[[], *TRAINERS], help="models to train (default: all)"
+    )
     args = parser.parse_args(argv)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    for name, train in (("iris", train_iris), ("digits", train_digits)):
+    for name in args.models or TRAINERS:
+        train = TRAINERS[name]
         weights = train()
+        if name == "story":
+            path = out / f"{name}.npz"
+            np.savez_compressed(path, **weights)
+            print(f"{name}: -> {path} ({path.stat().st_size} bytes)")
+            continue
         path = out / f"{name}.npz"
         np.savez_compressed(path, **weights)
         acc = float(weights["test_accuracy"])

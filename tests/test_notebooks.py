@@ -35,6 +35,7 @@ EXPECTED = [
     "05_remote_servers",
     "06_async_and_performance",
     "07_magics_and_browser",
+    "08_generative",
 ]
 KERNEL = "nbinfer-binder"
 #: The guard's ``sitecustomize``: the whole ``PYTHONPATH`` of the notebook kernel.
@@ -43,7 +44,7 @@ OFFLINE = ROOT / "tests" / "offline"
 NETNS = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "netns"]
 
 
-def test_the_seven_notebooks_are_there_and_committed_without_outputs() -> None:
+def test_the_notebooks_are_there_and_committed_without_outputs() -> None:
     assert [p.stem for p in NOTEBOOKS] == EXPECTED
     for path in NOTEBOOKS:
         nb = json.loads(path.read_text())

@@ -46,6 +46,7 @@ import numpy as np
 
 from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.notebook.editors import Editor, PictureEditor, classifier_plan, editor_for
+from nbinfer.notebook.generate_try import generative_prompt, stream_into
 from nbinfer.protocol.classification import decode_classification, top_k
 from nbinfer.protocol.types import ClassificationResult
 from nbinfer.render.cards import render_metadata, render_stats
@@ -212,6 +213,7 @@ class ModelBrowser:
         self._known = list(models)
         self._rows: dict[str, _Row] = {}
         self._editors: list[Editor] = []
+        self._prompt: str | None = None  # a generative model's prompt input
         self._current: str | None = None
         self._index_error: BaseException | None = None
         #: Why the list holds only known models (the session's note on a server with no listing).
@@ -564,6 +566,9 @@ class ModelBrowser:
         self._show_config(name, row.version)
         self._show_stats(name)
         self._editors = self._form_editors(name, row.version, meta)
+        self._prompt = generative_prompt(self.session, name, row.version, meta)
+        if self._prompt is not None:  # a generative model: the prompt alone, streamed
+            self._editors = [ed for ed in self._editors if ed.spec.name == self._prompt]
         rows: list[Any] = []
         for ed in self._editors:
             rows.append(
@@ -689,6 +694,10 @@ class ModelBrowser:
                 self._classify(model, picture)
                 return
             tensors = self.inputs()
+            if self._prompt is not None:
+                stream_into(self.session, model, tensors[self._prompt], self.result)
+                self._show_stats(model)
+                return
             started = time.perf_counter()
             result = self.session.infer(model, tensors)
             elapsed = time.perf_counter() - started

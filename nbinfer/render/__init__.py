@@ -17,6 +17,8 @@ Modules:
 * :mod:`~nbinfer.render.gallery`: the image grid of a classification frame.
 * :mod:`~nbinfer.render.profile`: a load profile's card (inline SVG charts) and its matplotlib
   figure.
+* :mod:`~nbinfer.render.generate`: a streamed generation, a chat as a conversation.
+* :mod:`~nbinfer.render.stream_profile`: a streaming model's profile (TTFT, inter-token latency).
 
 Every value from a server passes through :func:`~nbinfer.render.html.escape`; colours come from
 JupyterLab's ``--jp-*`` theme variables with fallbacks, so light and dark themes both work.

@@ -26,6 +26,8 @@ The package, by what each part does (each module says what it may import):
   ``binary`` (binary tensors on servers that do not list them);
 - ``serving``: ``serve()`` / ``load()`` / ``unload()``;
 - ``handle``: :class:`ModelHandle`;
+- ``textgen`` (over ``generate``, ``chat``, ``completions``): text generation streamed live
+  (``generate`` / ``agenerate``, ``chat()``), a prompt column to a completion column;
 - ``registry``: :func:`sessions`, ``Session.shared()``'s table, the finalizer and ``atexit``.
 
 This module joins them into :class:`Session`. From the server, the package imports only
@@ -40,11 +42,12 @@ from nbinfer.session.frames import FrameFront
 from nbinfer.session.handle import ModelHandle
 from nbinfer.session.registry import sessions
 from nbinfer.session.serving import Serving
+from nbinfer.session.textgen import GenerateFront
 
 __all__ = ["ModelHandle", "Session", "sessions"]
 
 
-class Session(FrameFront, Serving):
+class Session(FrameFront, GenerateFront, Serving):
     """Clients plus (optionally) the embedded local server, with DataFrames in and out.
 
     Args:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from nbinfer.profiling import ProfileFrame
+    from nbinfer.profiling.streaming import StreamProfileFrame
     from nbinfer.protocol.types import ModelMetadata
     from nbinfer.server.launcher import LocalServer
     from nbinfer.session import Session
@@ -575,7 +576,7 @@ class SessionCore(Boundary):
     @public
     def profile(
         self, model: str, inputs: Any = None, *, protocol: str | None = None, **options: Any
-    ) -> ProfileFrame:
+    ) -> ProfileFrame | StreamProfileFrame:
         """Load-profile ``model`` on this session's server (perf_analyzer in the notebook).
 
         A thin front of :func:`nbinfer.profiling.profile` with the session's URL and
@@ -586,12 +587,23 @@ class SessionCore(Boundary):
 
             frame = session.profile("add_sub", concurrency=[1, 2, 4, 8])
 
+        A streaming (decoupled) model on a server reachable over gRPC gets
+        :func:`nbinfer.profiling.streaming.profile_stream` instead (``inputs``: the prompt;
+        options ``concurrency``, ``duration`` and the model's inputs such as ``max_tokens``):
+        time to first token, inter-token latency, output tokens/s, latency percentiles.
+
         Raises:
             InvalidInputError: ``protocol`` differs from the session's on a server it did not
                 start (call :func:`nbinfer.profiling.profile` with that server's URL).
         """
         from nbinfer.profiling import profile
+        from nbinfer.profiling.streaming import is_streaming, profile_stream
 
+        grpc_url = self.url if self.protocol == "grpc" else self._server and self._local_url("grpc")
+        if grpc_url and is_streaming(self.client, model, options.get("model_version", "")):
+            return profile_stream(
+                grpc_url, model, inputs, client_options=self._client_options, **options
+            )
         url, client_options = self.url, {**self._client_options, "protocol": self.protocol}
         if protocol is not None and protocol != self.protocol:
             if self._server is None:

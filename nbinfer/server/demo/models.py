@@ -13,6 +13,8 @@
   ``[1]``, the running sum of every value sent so far in the sequence.
 * ``repeat`` (decoupled, gRPC stream only): INT32 ``INPUT`` ``[-1]`` and ``COUNT`` ``[1]`` ->
   ``COUNT`` responses, the i-th with ``OUTPUT`` = ``INPUT`` and ``INDEX`` = ``[i]``.
+* ``story`` (decoupled, generative): BYTES ``text_input`` -> ``text_output``, one word per
+  response, as Triton's LLM models take them; see :mod:`nbinfer.server.demo.story`.
 
 Layer: server (demo); imports server.model and the demo nets, nothing above the server.
 """
@@ -32,6 +34,7 @@ from nbinfer.server.demo.nets import (
     iris_predict,
     load_weights,
 )
+from nbinfer.server.demo.story import Story
 from nbinfer.server.model import InferContext, Model, TensorDef
 
 __all__ = ["Accumulate", "AddSub", "Digits", "Echo", "Iris", "Repeat", "demo_models"]
@@ -157,4 +160,4 @@ class Repeat(Model):
 
 def demo_models() -> list[Model]:
     """Fresh instances of the demo models: add_sub, echo, iris, digits(_encoded), accumulate, ..."""
-    return [AddSub(), Echo(), Iris(), Digits(), DigitsEncoded(), Accumulate(), Repeat()]
+    return [AddSub(), Echo(), Iris(), Digits(), DigitsEncoded(), Accumulate(), Repeat(), Story()]
