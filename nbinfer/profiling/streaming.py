@@ -38,7 +38,6 @@ from nbinfer.client import AsyncClient, Client
 from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.types import ModelMetadata
-from nbinfer.render.stream_profile import stream_profile_html
 
 __all__ = ["STREAM_COLUMNS", "StreamProfileFrame", "is_streaming", "profile_stream"]
 
@@ -76,6 +75,8 @@ class StreamProfileFrame(pd.DataFrame):  # type: ignore[misc]
         return StreamProfileFrame
 
     def _repr_html_(self) -> str:
+        from nbinfer.render.stream_profile import stream_profile_html
+
         rows = self.to_dict("records")
         table = pd.DataFrame(self).to_html(index=False, float_format=lambda v: f"{v:.2f}")
         return stream_profile_html(rows, table_html=table)

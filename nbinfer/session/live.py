@@ -13,8 +13,9 @@ The session layer drives it through the duck-typed :class:`LiveOutput` (``update
 knows nothing of what is drawn. Updates are throttled (at most one per
 :data:`MIN_INTERVAL` seconds; the last one always goes out).
 
-Layer: session (IPython-bound but no widget: the session shows its streams through it); imports
-IPython lazily and nothing else of nbinfer.
+Layer: session; imports nothing of nbinfer, and never imports IPython: it uses IPython only when
+the process already runs it (through ``sys.modules``, as ``client/callbacks.py`` does).
+``display="html"`` outside IPython falls back to the text form.
 """
 
 from __future__ import annotations
@@ -46,9 +47,8 @@ class _Display:
     """One IPython display, updated in place (``display_id``)."""
 
     def __init__(self, draw: Draw) -> None:
-        from IPython.display import display
-
-        self._handle = display(draw(), raw=True, display_id=True)  # type: ignore[no-untyped-call]
+        display = _ipython().display.display  # running: checked by live_output
+        self._handle = display(draw(), raw=True, display_id=True)
         self._last = time.monotonic()
 
     def update(self, delta: str, draw: Draw) -> None:
@@ -102,16 +102,20 @@ def live_output(mode: bool | str | None, draw: Draw, *, head: str = "") -> LiveO
         return None
     if mode not in (None, True, "html", "text"):
         raise ValueError(f"display must be True, False, 'html' or 'text', got {mode!r}")
-    if mode == "html" or (mode in (None, True) and _in_kernel()):
+    if (mode == "html" and _ipython() is not None) or (mode in (None, True) and _in_kernel()):
         return _Display(draw)
     return _Stdout(head, sys.stdout)
 
 
+def _ipython() -> Any:
+    """IPython when this process runs it (found through ``sys.modules``, never imported here)."""
+    return sys.modules.get("IPython")
+
+
 def _shell() -> Any:
     """The running IPython shell, or None."""
-    from IPython.core.getipython import get_ipython
-
-    return get_ipython()  # type: ignore[no-untyped-call]
+    ipython = _ipython()
+    return None if ipython is None else ipython.get_ipython()
 
 
 def shown_in_this_cell() -> Callable[[], bool]:
