@@ -48,7 +48,12 @@ from nbinfer.server.model import InferContext, Model
 from nbinfer.server.modelio import Offload, Timings, model_failed
 from nbinfer.server.offload import DEFAULT_MAX_PARAMETERS, InflightBytes
 from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
-from nbinfer.server.repository import READY, ModelRepository, is_latest_alias
+from nbinfer.server.repository import (
+    READY,
+    ModelRepository,
+    is_latest_alias,
+    unknown_version_error,
+)
 from nbinfer.server.sequence import (
     DEFAULT_MAX_SEQUENCE_ID_BYTES,
     DEFAULT_MAX_SEQUENCES,
@@ -201,12 +206,7 @@ class DataPlane:
         if version and not is_latest_alias(version, [v.version for v in versions]):
             match = [v for v in versions if v.version == str(version)]
             if not match:
-                known = ", ".join(v.version for v in versions) or "(none loaded)"
-                raise ModelNotFoundError(
-                    f"Request for unknown model: {name!r} version {version} is not found; "
-                    f"versions: {known}",
-                    model=name,
-                )
+                raise unknown_version_error(name, version, [v.version for v in versions])
             return match[0].state == READY
         return any(v.state == READY for v in versions)
 

@@ -183,6 +183,32 @@ def is_latest_alias(version: str, versions: Iterable[str]) -> bool:
     return str(version) == "0" and "0" not in versions
 
 
+def unknown_version_error(name: str, version: str, known: Iterable[str]) -> NbinferError:
+    """The error for a version ``name`` does not have, in Triton's words first.
+
+    A version that is not a number at all is bad input (Triton: "failed to get model version
+    from specified version string ..."), a negative one too; any other is not found.
+    """
+    have = ", ".join(known) or "(none loaded)"
+    text = str(version)
+    if not text.lstrip("-").isdigit():
+        return InvalidInputError(
+            f"failed to get model version from specified version string {text!r}, version "
+            f"should be an integral value > 0; model {name!r} has versions: {have}",
+            model=name,
+        )
+    if text.startswith("-"):
+        return InvalidInputError(
+            f"invalid model version specified {text!r} , version should be an integral "
+            f"value > 0; model {name!r} has versions: {have}",
+            model=name,
+        )
+    return ModelNotFoundError(
+        f"Request for unknown model: {name!r} version {version} is not found; versions: {have}",
+        model=name,
+    )
+
+
 def _select_versions(config: Mapping[str, Any], available: list[str]) -> list[str]:
     policy = config.get("version_policy") or {}
     ordered = sorted(available, key=_version_key)
@@ -567,12 +593,7 @@ class ModelRepository:
         if version:
             mv = entry.versions.get(str(version))
             if mv is None:
-                known = ", ".join(sorted(entry.versions, key=_version_key)) or "(none loaded)"
-                raise ModelNotFoundError(
-                    f"Request for unknown model: {name!r} version {version} is not found; "
-                    f"versions: {known}",
-                    model=name,
-                )
+                raise unknown_version_error(name, version, sorted(entry.versions, key=_version_key))
             if mv.state != READY:
                 raise ModelNotReadyError(
                     f"model {name!r} version {mv.version} is not ready ({mv.state}"
@@ -681,8 +702,8 @@ class ModelRepository:
             return entry.path, None, frozenset()
         known = ", ".join(sorted(self._entries)) or "(none)"
         raise ModelNotFoundError(
-            f"cannot load model {name!r}: no such model directory in the repository and no "
-            f"files given; known models: {known}",
+            f"failed to load {name!r}, failed to poll from model repository: no such model "
+            f"directory in the repository and no files given; known models: {known}",
             model=name,
         )
 
@@ -715,7 +736,7 @@ class ModelRepository:
         """
         if remote:
             self._check_remote_request(name, files)
-        override = _parse_config_override(config)
+        override = _parse_config_override(name, config)
         changes = override is not None or bool(files)
         entry = self._entry_to_load(name, remote=remote, changes=changes)
         if (entry is not None and entry.busy) or name in self._preparing:
@@ -993,8 +1014,13 @@ def _unload_model_object(model: Model) -> None:
         logger.exception("unload() of model %r raised", model.name)
 
 
-def _parse_config_override(config: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The load request's config override, its file names checked by the path policy."""
+def _parse_config_override(
+    name: str, config: str | Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The load request's config override, its file names checked by the path policy.
+
+    A malformed one fails the load in Triton's words ("failed to load 'NAME' ...") first.
+    """
     if config is None or config == "":
         return None
     if isinstance(config, Mapping):
@@ -1004,10 +1030,12 @@ def _parse_config_override(config: str | Mapping[str, Any] | None) -> dict[str, 
             data = json.loads(config)
         except json.JSONDecodeError as exc:
             raise InvalidInputError(
-                f"the load 'config' parameter is not valid JSON: {exc}"
+                f"failed to load {name!r}: the load 'config' parameter is not valid JSON: {exc}"
             ) from exc
     if not isinstance(data, dict):
-        raise InvalidInputError("the load 'config' parameter must be a JSON object")
+        raise InvalidInputError(
+            f"failed to load {name!r}: the load 'config' parameter must be a JSON object"
+        )
     _check_config_paths(data)
     return data
 

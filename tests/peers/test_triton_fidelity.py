@@ -32,12 +32,17 @@ from tests.server.triton_calls import (
     addresses,
     client,
     client_view,
+    control_error,
     infer_one,
+    is_ready,
+    mixed_contents_request,
     model_config,
     probe,
     run_sequence,
     run_stream,
     serving,
+    stub_error,
+    versioned_request,
 )
 
 if TYPE_CHECKING:
@@ -53,7 +58,9 @@ def servers(
 ) -> Iterator[dict[str, dict[str, str]]]:
     repository = tmp_path_factory.mktemp("triton-examples") / "models"
     shutil.copytree(EXAMPLES, repository, ignore=shutil.ignore_patterns("__pycache__"))
-    triton = triton_launcher(repository, models=MODELS)
+    # explicit model control, every model loaded at start: the model-control calls work
+    flags = ("--model-control-mode=explicit", "--load-model=*")
+    triton = triton_launcher(repository, models=MODELS, flags=flags)
     with serving(repository) as ours:
         yield {"nbinfer": ours, "triton": addresses(triton)}
 
@@ -233,3 +240,79 @@ def test_model_metadata_matches(servers: dict[str, dict[str, str]], model: str) 
         return meta
 
     assert _both(servers, metadata)["platform"] == "python"
+
+
+# -- the explicit-contents and model-control examples: Triton's wording --------------------
+
+
+def _starts_alike(servers: dict[str, dict[str, str]], call: Callable[[dict[str, str]], Any]) -> Any:
+    """``call`` on both servers; nbinfer's answer starts with Triton's. Triton's answer."""
+    ours, theirs = call(servers["nbinfer"]), call(servers["triton"])
+    assert str(ours).startswith(str(theirs)), (ours, theirs)
+    return theirs
+
+
+def test_mixing_raw_and_typed_contents_is_refused_in_tritons_words(
+    servers: dict[str, dict[str, str]],
+) -> None:
+    ours = stub_error(servers["nbinfer"]["grpc"], mixed_contents_request())
+    theirs = stub_error(servers["triton"]["grpc"], mixed_contents_request())
+    assert ours[0] == theirs[0] == "INVALID_ARGUMENT"
+    assert theirs[1] == (
+        "contents field must not be specified when using raw_input_contents "
+        "for 'INPUT0' for model 'simple'"
+    )
+    assert ours[1].startswith(theirs[1])
+
+
+@pytest.mark.parametrize("version", ["wrong_specification", "-1"])
+def test_a_version_that_is_not_a_number_is_refused_in_tritons_words(
+    servers: dict[str, dict[str, str]], version: str
+) -> None:
+    def refusal(urls: dict[str, str]) -> tuple[str, str]:
+        return stub_error(urls["grpc"], versioned_request(version))
+
+    ours, theirs = refusal(servers["nbinfer"]), refusal(servers["triton"])
+    assert ours[0] == theirs[0] == "INVALID_ARGUMENT"
+    # Triton adds its parser's name, "(details: stol)", after the version string
+    head = theirs[1].split(" (details")[0].split(" , ")[0]
+    assert ours[1].startswith(head), (ours, theirs)
+    assert version in head
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_loading_an_unknown_model_fails_in_tritons_words(
+    servers: dict[str, dict[str, str]], protocol: str
+) -> None:
+    theirs = _starts_alike(
+        servers, lambda urls: control_error(protocol, urls[protocol], "load_model", "no_such_model")
+    )
+    assert theirs == "failed to load 'no_such_model', failed to poll from model repository"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_malformed_config_override_fails_to_load_alike(
+    servers: dict[str, dict[str, str]], protocol: str
+) -> None:
+    bad = '"parameters": {"config": {{"max_batch_size": "16"}}}'  # what the example sends
+
+    def error(urls: dict[str, str]) -> str:
+        return control_error(protocol, urls[protocol], "load_model", "config_full", config=bad)
+
+    for text in (error(servers["nbinfer"]), error(servers["triton"])):
+        assert text.startswith("failed to load 'config_full'"), text
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_readiness_of_an_unknown_model_or_version_is_false_alike(
+    servers: dict[str, dict[str, str]], protocol: str
+) -> None:
+    def readiness(urls: dict[str, str]) -> list[bool]:
+        url = urls[protocol]
+        return [
+            is_ready(protocol, url, "simple"),
+            is_ready(protocol, url, "no_such_model"),
+            is_ready(protocol, url, "simple", "7"),
+        ]
+
+    assert _both(servers, readiness) == [True, False, False]

@@ -20,6 +20,7 @@ import numpy as np
 import tritonclient.grpc as tg
 import tritonclient.http as th
 from google.protobuf import json_format
+from tritonclient.utils import InferenceServerException
 
 from nbinfer.server.launcher import LocalServer
 
@@ -226,3 +227,65 @@ def _ints(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip("-").isdigit():
         return int(value)
     return value
+
+
+# -- the calls grpc_explicit_*_content / *_model_control make, answered with an error ---------
+
+
+def _simple_request(version: str = "") -> Any:
+    """A ModelInferRequest for ``simple`` with both inputs in typed ``int_contents``."""
+    from tritonclient.grpc import service_pb2
+
+    request = service_pb2.ModelInferRequest(model_name="simple", model_version=version)
+    for name in ("INPUT0", "INPUT1"):
+        tensor = request.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        tensor.contents.int_contents[:] = list(range(16))
+    return request
+
+
+def stub_error(url: str, request: Any) -> tuple[str, str]:
+    """Send ``request`` with the generated stub (as the explicit examples do): code, details."""
+    import grpc
+    from tritonclient.grpc import service_pb2_grpc
+
+    with grpc.insecure_channel(url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        try:
+            stub.ModelInfer(request)
+        except grpc.RpcError as exc:
+            return exc.code().name, str(exc.details())
+    raise AssertionError("the request was answered")
+
+
+def mixed_contents_request() -> Any:
+    """``simple`` with INPUT0 half in raw_input_contents, half in typed contents."""
+    request = _simple_request()
+    request.raw_input_contents.append(np.arange(8, dtype=np.int32).tobytes())
+    request.inputs[0].contents.int_contents[:] = list(range(8, 16))
+    return request
+
+
+def versioned_request(version: str) -> Any:
+    """A well-formed ``simple`` request naming ``version``."""
+    return _simple_request(version)
+
+
+def control_error(protocol: str, url: str, call: str, *args: Any, **kw: Any) -> str:
+    """The message of the error a model-control / readiness call of tritonclient raises."""
+    c = client(protocol, url)
+    try:
+        getattr(c, call)(*args, **kw)
+    except InferenceServerException as exc:
+        return str(exc.message())
+    finally:
+        c.close()
+    raise AssertionError(f"{call}{args} did not fail")
+
+
+def is_ready(protocol: str, url: str, model: str, version: str = "") -> bool:
+    """tritonclient's ``is_model_ready``."""
+    c = client(protocol, url)
+    try:
+        return bool(c.is_model_ready(model, version))
+    finally:
+        c.close()
