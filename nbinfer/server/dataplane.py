@@ -334,7 +334,7 @@ class DataPlane:
                 wanted = io.requested(request)
                 ctx = self._context(served, request, wanted, headers, response_headers)
                 t.input = time.perf_counter_ns() - t0
-                if not served.stateful:
+                if not served.stateful or served.batches_sequences:
                     scheduler = self.models.scheduler_for(served)
                 if scheduler is None and served.inline:
                     # declared cheap and synchronous: run inline, no thread hop
@@ -460,7 +460,7 @@ class DataPlane:
     ) -> Any:
         """Run a checked request: in its sequence, through its scheduler, or right away."""
         if served.stateful:
-            return await self._in_sequence(served, inputs, ctx, t)
+            return await self._in_sequence(served, inputs, ctx, t, scheduler, request, batch)
         if scheduler is not None:
             return await self._schedule(scheduler, request, inputs, batch, ctx, t)
         timeout_us = _uint_param(request, "timeout") if request.parameters else 0
@@ -525,8 +525,21 @@ class DataPlane:
 
     # -- sequences (stateful models) ---------------------------------------------------------
     async def _in_sequence(
-        self, served: Served, inputs: dict[str, Any], ctx: InferContext, t: Timings
+        self,
+        served: Served,
+        inputs: dict[str, Any],
+        ctx: InferContext,
+        t: Timings,
+        scheduler: Scheduler | None = None,
+        request: InferRequest | None = None,
+        batch: int = 1,
     ) -> Any:
+        """Run a request in its sequence (one at a time per sequence, in arrival order).
+
+        With a ``scheduler`` (a model that batches sequences, :attr:`Served.batches_sequences`)
+        the request, its control tensors added, joins an execution with the waiting requests
+        of other sequences; otherwise it runs alone.
+        """
         slot = await self._enter_sequence(served, ctx)
         jobs: list[Future[Any]] = []
         controls = served.version.controls
@@ -534,7 +547,11 @@ class DataPlane:
             if controls is None:
                 return await self._execute(served, inputs, ctx, t, jobs)
             inputs = _feed_controls(controls, inputs, ctx)
-            return controls.keep(await self._execute(served, inputs, ctx, t, jobs), ctx.state)
+            if scheduler is not None and request is not None:
+                result = await self._schedule(scheduler, request, inputs, batch, ctx, t)
+            else:
+                result = await self._execute(served, inputs, ctx, t, jobs)
+            return controls.keep(result, ctx.state)
         finally:
             running = next((job for job in jobs if not job.done()), None)
             if running is None:
@@ -915,7 +932,16 @@ def _uint_param(request: InferRequest, key: str) -> int:
 
 #: Request parameters that do not keep requests from sharing a dynamic batch.
 _NOT_MODEL_PARAMETERS = frozenset(
-    {"priority", "timeout", "binary_data_output", "triton_enable_empty_final_response"}
+    {
+        "priority",
+        "timeout",
+        "binary_data_output",
+        "triton_enable_empty_final_response",
+        # the server's own (a batching sequence model reads them as control tensors)
+        "sequence_id",
+        "sequence_start",
+        "sequence_end",
+    }
 )
 
 

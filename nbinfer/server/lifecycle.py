@@ -57,6 +57,11 @@ class Served:
     inline: bool
     #: The model's own threads when it has no scheduler (made by the dataplane when needed).
     workers: ModelWorkers | None = None
+    #: A stateful model whose sequences share executions (Triton's ``direct`` / ``oldest``
+    #: sequence batching: ``max_batch_size > 0`` and control tensors or implicit state in
+    #: its config, so the model reads each row's sequence from its inputs): its requests go
+    #: through its scheduler, one row per sequence in an execution.
+    batches_sequences: bool = False
 
 
 class ServedModels:
@@ -151,6 +156,10 @@ class ServedModels:
             inline=not model.run_in_thread and not io.any_async and not stateful,
             # the same model object (its declarations changed): its threads carry on
             workers=old.workers if old is not None and old.model is model else None,
+            batches_sequences=stateful
+            and mv.controls is not None
+            and int(model.max_batch_size) > 0
+            and mv.config.get("dynamic_batching") is None,
         )
         self._served[mv] = served
         return served
@@ -346,7 +355,7 @@ class ServedModels:
             policy = self.policy_for(mv)
         except NbinferError:
             policy = None
-        if policy is not None and policy.batching:
+        if policy is not None and policy.batching and "sequence_batching" not in cfg:
             # the effective settings, in Triton's JSON shape (also when a config.pbtxt wrote
             # priority_queue_policy as key/value entries)
             given = cfg.get("dynamic_batching")

@@ -18,7 +18,6 @@ both answers (and docs/compat.md explains why):
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -27,17 +26,20 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from tests.server.triton_calls import (
-    EXAMPLES,
+    MODELS,
     VALUES,
     addresses,
+    batch_sizes,
     client,
     client_view,
     control_error,
+    examples_repository,
     infer_one,
     is_ready,
     mixed_contents_request,
     model_config,
     probe,
+    run_concurrent_sequences,
     run_sequence,
     run_stream,
     serving,
@@ -49,15 +51,13 @@ if TYPE_CHECKING:
     from conftest import Peer
 
 PROTOCOLS = ["http", "grpc"]
-MODELS = tuple(p.name for p in EXAMPLES.iterdir() if (p / "config.pbtxt").is_file())
 
 
 @pytest.fixture(scope="module")
 def servers(
     triton_launcher: Callable[..., Peer], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, dict[str, str]]]:
-    repository = tmp_path_factory.mktemp("triton-examples") / "models"
-    shutil.copytree(EXAMPLES, repository, ignore=shutil.ignore_patterns("__pycache__"))
+    repository = examples_repository(tmp_path_factory.mktemp("triton-examples") / "models")
     # explicit model control, every model loaded at start: the model-control calls work
     flags = ("--model-control-mode=explicit", "--load-model=*")
     triton = triton_launcher(repository, models=MODELS, flags=flags)
@@ -316,3 +316,23 @@ def test_readiness_of_an_unknown_model_or_version_is_false_alike(
         ]
 
     assert _both(servers, readiness) == [True, False, False]
+
+
+# -- sequences sharing executions: direct / oldest sequence batching --------------------------
+
+
+@pytest.mark.parametrize(("model", "cap"), [("batch_direct", 4), ("batch_oldest", 3)])
+def test_sequences_share_executions_on_both(
+    servers: dict[str, dict[str, str]], model: str, cap: int
+) -> None:
+    for name, urls in servers.items():
+        outputs, stats = run_concurrent_sequences(urls["grpc"], model, 4, [10, 20, 30])
+        assert outputs == [[11 + i, 20 + i, 30 + i] for i in range(4)], name
+        sizes = batch_sizes(stats)
+        # fewer executions than requests: rows of several sequences ran together
+        assert int(stats["execution_count"]) < int(stats["inference_count"]) == 12, (name, stats)
+        assert 1 < max(sizes) <= cap, (name, sizes)
+        if name == "nbinfer" or model == "batch_oldest":
+            assert sum(size * count for size, count in sizes.items()) == 12, (name, sizes)
+        # Triton's direct strategy runs its slots in one batch, idle ones padded (READY 0),
+        # and counts the padding in batch_stats; nbinfer runs the waiting rows only

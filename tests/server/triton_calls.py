@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,15 +41,42 @@ def addresses(server: Any) -> dict[str, str]:
     }
 
 
+#: The one model file of every model whose name starts with a key (they differ in their
+#: config.pbtxt only): written into each such model's ``1/`` by :func:`examples_repository`.
+SHARED_MODELS = {
+    "probe_": Path(__file__).parent / "triton_probe_model.py",
+    "batch_": Path(__file__).parent / "triton_batch_model.py",
+}
+
+
+def examples_repository(dest: Path) -> Path:
+    """Write the served repository to ``dest``: ``triton_examples/`` with the ``1/model.py``
+    of the models :data:`SHARED_MODELS` names. Returns ``dest``."""
+    shutil.copytree(EXAMPLES, dest, ignore=shutil.ignore_patterns("__pycache__", "README.md"))
+    for prefix, source in SHARED_MODELS.items():
+        for model_dir in sorted(dest.glob(f"{prefix}*")):
+            (model_dir / "1").mkdir(exist_ok=True)
+            shutil.copyfile(source, model_dir / "1" / "model.py")
+    return dest
+
+
+#: The models of the served repository (the directories with a config.pbtxt).
+MODELS = tuple(sorted(p.name for p in EXAMPLES.iterdir() if (p / "config.pbtxt").is_file()))
+
+
 @contextlib.contextmanager
-def serving(repository: Path = EXAMPLES) -> Iterator[dict[str, str]]:
-    """nbinfer's server on ``repository`` (no demo models, no token): :func:`addresses`."""
-    server = LocalServer(model_repository=repository, demo=False, device="cpu", auth_token=None)
-    server.start()
-    try:
-        yield addresses(server)
-    finally:
-        server.stop()
+def serving(repository: Path | None = None) -> Iterator[dict[str, str]]:
+    """nbinfer's server (no demo models, no token) on ``repository``, by default a fresh
+    :func:`examples_repository`: :func:`addresses`."""
+    with tempfile.TemporaryDirectory(prefix="triton-examples-") as scratch:
+        if repository is None:
+            repository = examples_repository(Path(scratch) / "models")
+        server = LocalServer(model_repository=repository, demo=False, device="cpu", auth_token=None)
+        server.start()
+        try:
+            yield addresses(server)
+        finally:
+            server.stop()
 
 
 def _module(protocol: str) -> Any:
@@ -289,3 +318,35 @@ def is_ready(protocol: str, url: str, model: str, version: str = "") -> bool:
         return bool(c.is_model_ready(model, version))
     finally:
         c.close()
+
+
+# -- sequences sharing executions (direct / oldest sequence batching) ------------------------
+
+
+def run_concurrent_sequences(
+    url: str, model: str, sequences: int, values: list[int]
+) -> tuple[list[list[int]], dict[str, Any]]:
+    """``sequences`` sequences of ``values`` at once over gRPC (a thread and client each): the
+    outputs of each, and the model's statistics afterwards (``get_inference_statistics``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(sequences) as pool:
+        runs = [
+            pool.submit(run_sequence, "grpc", url, model, 7000 + i, [v + i for v in values])
+            for i in range(sequences)
+        ]
+        outputs = [[int(v) for v in run.result(timeout=120)] for run in runs]
+    c = tg.InferenceServerClient(url)
+    try:
+        stats = c.get_inference_statistics(model, as_json=True)
+    finally:
+        c.close()
+    return outputs, dict(stats["model_stats"][0])
+
+
+def batch_sizes(stats: dict[str, Any]) -> dict[int, int]:
+    """Executions per batch size in a model's statistics (``batch_stats``)."""
+    return {
+        int(entry["batch_size"]): int(entry["compute_infer"].get("count", 0))
+        for entry in stats.get("batch_stats", [])
+    }
