@@ -417,13 +417,10 @@ def test_display_edge_only_inside_repr_hooks(path: Path) -> None:
 MAX_LINES = 800
 KNOWN_LONG: frozenset[str] = frozenset(
     {
-        "nbinfer.compat._triton",
-        "nbinfer.compat.kserve",
         "nbinfer.interop.images",
         "nbinfer.notebook.display",
         "nbinfer.notebook.widgets",
         "nbinfer.server.dataplane",
-        "nbinfer.server.repository",
         "nbinfer.profiling",
         "nbinfer.protocol.tensors",
         "nbinfer.server.rest",

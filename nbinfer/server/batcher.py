@@ -62,6 +62,7 @@ from nbinfer.errors import (
     QueueFullError,
     ServerUnavailableError,
 )
+from nbinfer.server.sequence import sequence_strategy
 
 __all__ = [
     "PendingRequest",
@@ -272,7 +273,7 @@ def scheduling_policy(
         raw = config["dynamic_batching"]
     elif config is not None and isinstance(config.get("sequence_batching"), Mapping):
         what = f"model {model_name!r} sequence_batching"
-        raw, cap = _sequence_strategy(config["sequence_batching"], max_batch_size, what)
+        raw, cap = sequence_strategy(config["sequence_batching"], max_batch_size, what)
     elif dynamic_batching is not None and dynamic_batching is not False:
         raw = {} if dynamic_batching is True else dynamic_batching
         from_attributes = True
@@ -338,40 +339,6 @@ def scheduling_policy(
         ),
         from_attributes=from_attributes,
     )
-
-
-def _sequence_strategy(
-    sequence_batching: Mapping[str, Any], max_batch_size: int, what: str
-) -> tuple[dict[str, Any] | None, int]:
-    """The batching settings of a ``sequence_batching`` section (Triton's sequence batcher).
-
-    ``direct`` (the default) and ``oldest`` both put the waiting requests of different
-    sequences (one each) in one execution, up to ``max_batch_size`` rows; ``oldest`` also up
-    to ``max_candidate_sequences``, and takes ``preferred_batch_size`` and
-    ``max_queue_delay_microseconds`` as the dynamic batcher does. Returns the dynamic-batching
-    settings and the largest batch (``None``: no batching, ``max_batch_size`` 0).
-    """
-    if max_batch_size <= 0:
-        return None, max_batch_size
-    oldest = sequence_batching.get("oldest")
-    direct = sequence_batching.get("direct")
-    strategy = oldest if oldest is not None else direct
-    if strategy is None:
-        strategy = {}
-    if not isinstance(strategy, Mapping):
-        raise InvalidInputError(f"{what} strategy must be a mapping, got {strategy!r}")
-    raw: dict[str, Any] = {
-        "max_queue_delay_microseconds": strategy.get("max_queue_delay_microseconds", 0)
-    }
-    cap = max_batch_size
-    if oldest is not None:
-        raw["preferred_batch_size"] = strategy.get("preferred_batch_size") or []
-        candidates = non_negative_int(
-            strategy.get("max_candidate_sequences", 0), f"{what}.oldest.max_candidate_sequences"
-        )
-        if candidates:
-            cap = min(cap, candidates)
-    return raw, cap
 
 
 # -- merging and splitting --------------------------------------------------------------------

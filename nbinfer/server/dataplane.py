@@ -29,7 +29,6 @@ from typing import Any
 
 from nbinfer.errors import (
     InvalidInputError,
-    ModelNotFoundError,
     NbinferError,
     ServerUnavailableError,
 )

@@ -282,8 +282,10 @@ class GrpcFrontend:
         return response_message("ServerReady", ready=self.dp.ready())
 
     async def model_ready(self, request: Any, context: Any) -> Any:
-        """ModelReady: ``ready=false`` for an unknown model or version, as Triton answers, with
-        the not-found message in trailing metadata (nbinfer's client raises it)."""
+        """ModelReady: ``ready=false`` for an unknown model or version, as Triton answers.
+
+        The not-found message goes in trailing metadata (nbinfer's client raises it).
+        """
         try:
             ready = self.dp.model_ready(request.name, request.version)
         except ModelNotFoundError as exc:
