@@ -336,3 +336,29 @@ def test_sequences_share_executions_on_both(
             assert sum(size * count for size, count in sizes.items()) == 12, (name, sizes)
         # Triton's direct strategy runs its slots in one batch, idle ones padded (READY 0),
         # and counts the padding in batch_stats; nbinfer runs the waiting rows only
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_load_with_a_config_override_applies_it_alike(
+    servers: dict[str, dict[str, str]], protocol: str
+) -> None:
+    """What simple_*_model_control.py do: override max_batch_size; the tensors come from the
+    model's auto_complete_config. A plain load afterwards differs on purpose: nbinfer goes
+    back to the repository's config, Triton 2.51 keeps the override."""
+
+    def run(urls: dict[str, str]) -> tuple[int, list[str], int]:
+        url = urls[protocol]
+        c = client(protocol, url)
+        try:
+            c.load_model("simple", config='{"max_batch_size":"16"}')
+            changed = model_config(protocol, url, "simple")
+            c.load_model("simple")
+            restored = model_config(protocol, url, "simple")
+        finally:
+            c.close()
+        names = [str(i["name"]) for i in changed["input"]]
+        return int(changed["max_batch_size"]), names, int(restored["max_batch_size"])
+
+    ours, theirs = run(servers["nbinfer"]), run(servers["triton"])
+    assert ours[:2] == theirs[:2] == (16, ["INPUT0", "INPUT1"])
+    assert (ours[2], theirs[2]) == (8, 16)

@@ -71,7 +71,14 @@ def serving(repository: Path | None = None) -> Iterator[dict[str, str]]:
     with tempfile.TemporaryDirectory(prefix="triton-examples-") as scratch:
         if repository is None:
             repository = examples_repository(Path(scratch) / "models")
-        server = LocalServer(model_repository=repository, demo=False, device="cpu", auth_token=None)
+        # loads with a config override replace a repository model, as on Triton
+        server = LocalServer(
+            model_repository=repository,
+            demo=False,
+            device="cpu",
+            auth_token=None,
+            allow_model_replace=True,
+        )
         server.start()
         try:
             yield addresses(server)
