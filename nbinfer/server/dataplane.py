@@ -970,4 +970,5 @@ def _batch_context(model: Model, items: list[PendingRequest]) -> InferContext:
         input_parameters=first.input_parameters,
         requested_outputs=[n for n in order if n in wanted] or sorted(wanted),
         headers=first.headers,
+        merged=[(item.context, item.batch_size) for item in items],
     )

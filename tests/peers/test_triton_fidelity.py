@@ -326,8 +326,11 @@ def test_sequences_share_executions_on_both(
     servers: dict[str, dict[str, str]], model: str, cap: int
 ) -> None:
     for name, urls in servers.items():
-        outputs, stats = run_concurrent_sequences(urls["grpc"], model, 4, [10, 20, 30])
+        outputs, seen, stats = run_concurrent_sequences(urls["grpc"], model, 4, [10, 20, 30])
         assert outputs == [[11 + i, 20 + i, 30 + i] for i in range(4)], name
+        # execute() got several requests at once, each with its own sequence's correlation id
+        assert all(corrid == 7000 + i for i, run in enumerate(seen) for _, corrid in run), name
+        assert 1 < max(count for run in seen for count, _ in run) <= cap, (name, seen)
         sizes = batch_sizes(stats)
         # fewer executions than requests: rows of several sequences ran together
         assert int(stats["execution_count"]) < int(stats["inference_count"]) == 12, (name, stats)

@@ -376,8 +376,11 @@ def test_requests_of_different_sequences_share_executions(
     urls: dict[str, str], model: str, cap: int
 ) -> None:
     # four sequences at once; the model pauses per execution, so the others' requests queue
-    outputs, stats = run_concurrent_sequences(urls["grpc"], model, 4, [10, 20, 30])
+    outputs, seen, stats = run_concurrent_sequences(urls["grpc"], model, 4, [10, 20, 30])
     assert outputs == [[11 + i, 20 + i, 30 + i] for i in range(4)]  # START adds 1 at the start
+    # the model's execute() got one request per sequence, each with its own correlation id
+    assert all(corrid == 7000 + i for i, run in enumerate(seen) for _, corrid in run)
+    assert 1 < max(count for run in seen for count, _ in run) <= cap
     sizes = batch_sizes(stats)
     assert sum(size * count for size, count in sizes.items()) == 12
     assert max(sizes) > 1, sizes  # rows of several sequences in one execution

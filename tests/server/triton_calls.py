@@ -330,25 +330,49 @@ def is_ready(protocol: str, url: str, model: str, version: str = "") -> bool:
 # -- sequences sharing executions (direct / oldest sequence batching) ------------------------
 
 
+def _seen_sequence(url: str, model: str, sequence_id: int, values: list[int]) -> list[Any]:
+    """One sequence of a ``batch_*`` model: per request, ``(OUTPUT, SEEN)``."""
+    answers = []
+    with tg.InferenceServerClient(url) as c:
+        for i, v in enumerate(values):
+            inp = tg.InferInput("INPUT", [1, 1], "INT32")
+            inp.set_data_from_numpy(np.full([1, 1], v, dtype=np.int32))
+            wanted = [tg.InferRequestedOutput("OUTPUT"), tg.InferRequestedOutput("SEEN")]
+            result = c.infer(
+                model,
+                [inp],
+                outputs=wanted,
+                sequence_id=sequence_id,
+                sequence_start=i == 0,
+                sequence_end=i == len(values) - 1,
+            )
+            seen = [int(x) for x in result.as_numpy("SEEN").ravel()]
+            answers.append((int(result.as_numpy("OUTPUT").ravel()[0]), seen))
+    return answers
+
+
 def run_concurrent_sequences(
     url: str, model: str, sequences: int, values: list[int]
-) -> tuple[list[list[int]], dict[str, Any]]:
-    """``sequences`` sequences of ``values`` at once over gRPC (a thread and client each): the
-    outputs of each, and the model's statistics afterwards (``get_inference_statistics``)."""
+) -> tuple[list[list[int]], list[list[list[int]]], dict[str, Any]]:
+    """``sequences`` sequences (ids 7000, 7001, ...) of ``values`` at once over gRPC (a thread
+    and client each): the outputs of each, what each request's ``execute()`` looked like
+    (``[requests in it, the request's correlation id]``), and the model's statistics."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(sequences) as pool:
         runs = [
-            pool.submit(run_sequence, "grpc", url, model, 7000 + i, [v + i for v in values])
+            pool.submit(_seen_sequence, url, model, 7000 + i, [v + i for v in values])
             for i in range(sequences)
         ]
-        outputs = [[int(v) for v in run.result(timeout=120)] for run in runs]
+        answers = [run.result(timeout=120) for run in runs]
     c = tg.InferenceServerClient(url)
     try:
         stats = c.get_inference_statistics(model, as_json=True)
     finally:
         c.close()
-    return outputs, dict(stats["model_stats"][0])
+    outputs = [[out for out, _ in answer] for answer in answers]
+    seen = [[s for _, s in answer] for answer in answers]
+    return outputs, seen, dict(stats["model_stats"][0])
 
 
 def batch_sizes(stats: dict[str, Any]) -> dict[int, int]:
