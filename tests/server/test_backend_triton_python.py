@@ -505,6 +505,7 @@ def test_a_dynamic_batch_reaches_execute_as_one_request_per_client_request(
             """
         )
     )
+
     async def main() -> list[Any]:
         dp = DataPlane(ModelRepository(tmp_path, device="cpu"))
         try:
