@@ -95,6 +95,11 @@ logger = logging.getLogger("nbinfer")
 #: Full name of the v2 gRPC service (method paths are ``/<SERVICE_NAME>/<Rpc>``).
 SERVICE_NAME: Final = "inference.GRPCInferenceService"
 
+#: Trailing metadata of a ``ModelReady`` answer ``ready=false`` for a model (version) the server
+#: does not know: the not-found message (ASCII). Triton answers ``ready=false`` there and
+#: tritonclient reads the flag; nbinfer's client reads this and raises ``ModelNotFoundError``.
+MODEL_NOT_FOUND_METADATA: Final = "nbinfer-model-not-found"
+
 RpcKind = Literal["unary_unary", "stream_stream"]
 
 
@@ -314,7 +319,7 @@ def request_from_proto(msg: pb.ModelInferRequest, raw: Sequence[Any] | None = No
     """
     if raw is None:
         raw = msg.raw_input_contents
-    inputs = decode_tensors(msg.inputs, raw, "input", InferInput)
+    inputs = decode_tensors(msg.inputs, raw, "input", InferInput, model=msg.model_name)
     outputs = []
     for tensor in msg.outputs:
         if not tensor.parameters:

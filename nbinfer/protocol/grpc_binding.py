@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, cast
 
-from nbinfer.errors import InferenceError, NbinferError, UnsupportedError
+from nbinfer.errors import InferenceError, NbinferError, UnsupportedError, error_for_grpc_code
 from nbinfer.protocol import grpc as pgrpc
 from nbinfer.protocol.calls import CallOptions, GrpcCall, GrpcReply, Op
 from nbinfer.protocol.dtypes import datatype_of
@@ -107,7 +107,10 @@ class GrpcBinding:
     def model_ready(self, name: str, version: str, opts: CallOptions) -> Op[bool]:
         """``ModelReady``."""
         msg = pgrpc.request_message("ModelReady", name=name, version=version)
-        reply = yield self._call("ModelReady", msg, opts)
+        reply, headers = _unwrap((yield self._call("ModelReady", msg, opts)))
+        missing = headers.get(pgrpc.MODEL_NOT_FOUND_METADATA)
+        if missing is not None and not reply.ready:  # nbinfer's server: unknown, not unready
+            raise error_for_grpc_code("NOT_FOUND", missing)
         return bool(reply.ready)
 
     def server_metadata(self, opts: CallOptions) -> Op[ServerMetadataT]:

@@ -434,6 +434,7 @@ def decode_tensors(
     make: type[_Tensor],
     *,
     lenient: bool = False,
+    model: str = "",
 ) -> list[_Tensor]:
     """Decode tensor messages and their data into ``make`` (InferInput or InferOutput).
 
@@ -467,7 +468,9 @@ def decode_tensors(
             return out
     return [
         make(m.name, m.datatype, shape, data, params)
-        for m, shape, params, data in _decode_tensor_data(msgs, raw, kind, lenient=lenient)
+        for m, shape, params, data in _decode_tensor_data(
+            msgs, raw, kind, lenient=lenient, model=model
+        )
     ]
 
 
@@ -489,6 +492,7 @@ def _decode_tensor_data(
     kind: str,
     *,
     lenient: bool = False,
+    model: str = "",
 ) -> list[tuple[Any, list[int], Parameters, np.ndarray[Any, Any] | None]]:
     """Pair each tensor message with its data: raw entry, typed contents, or none (shm).
 
@@ -500,9 +504,14 @@ def _decode_tensor_data(
     them and the others take the raw entries in order.
     """
     one_to_one = len(raw) == len(msgs)
-    if not lenient and raw and any(m.HasField("contents") for m in msgs):
+    typed_one = next((m.name for m in msgs if m.HasField("contents")), None)
+    if not lenient and raw and typed_one is not None:
+        # Triton's wording first (its grpc_explicit_* examples match it), then ours
         raise InvalidInputError(
-            f"raw_{kind}_contents and typed contents cannot be mixed in one message"
+            f"contents field must not be specified when using raw_{kind}_contents for "
+            f"{typed_one!r} for model {model!r}: raw_{kind}_contents and typed contents "
+            "cannot be mixed in one message",
+            tensor=typed_one,
         )
     out = []
     next_raw = 0

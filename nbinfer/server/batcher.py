@@ -62,6 +62,7 @@ from nbinfer.errors import (
     QueueFullError,
     ServerUnavailableError,
 )
+from nbinfer.server.sequence import sequence_strategy
 
 __all__ = [
     "PendingRequest",
@@ -267,8 +268,12 @@ def scheduling_policy(
     what = f"model {model_name!r} dynamic_batching"
     raw: Any = None
     from_attributes = False
+    cap = max_batch_size
     if config is not None and config.get("dynamic_batching") is not None:
         raw = config["dynamic_batching"]
+    elif config is not None and isinstance(config.get("sequence_batching"), Mapping):
+        what = f"model {model_name!r} sequence_batching"
+        raw, cap = sequence_strategy(config["sequence_batching"], max_batch_size, what)
     elif dynamic_batching is not None and dynamic_batching is not False:
         raw = {} if dynamic_batching is True else dynamic_batching
         from_attributes = True
@@ -320,7 +325,7 @@ def scheduling_policy(
     return SchedulingPolicy(
         model_name=model_name,
         batching=batching,
-        max_batch_size=max_batch_size if batching else 0,
+        max_batch_size=cap if batching else 0,
         preferred_batch_sizes=tuple(sorted(set(preferred))),
         max_queue_delay_us=non_negative_int(
             raw.get("max_queue_delay_microseconds", 0), f"{what}.max_queue_delay_microseconds"

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
 from typing import Any
 
-from nbinfer.errors import InvalidInputError, ModelNotFoundError, NbinferError
+from nbinfer.errors import InvalidInputError, NbinferError
 from nbinfer.protocol.types import (
     InferOutput,
     InferRequest,
@@ -46,7 +46,12 @@ from nbinfer.server.model import InferContext, Model
 from nbinfer.server.modelio import Timings, model_failed
 from nbinfer.server.offload import DEFAULT_MAX_PARAMETERS, InflightBytes
 from nbinfer.server.peers import IN_PROCESS, Caller, PeerIdentities, in_process
-from nbinfer.server.repository import READY, ModelRepository, is_latest_alias
+from nbinfer.server.repository import (
+    READY,
+    ModelRepository,
+    is_latest_alias,
+    unknown_version_error,
+)
 from nbinfer.server.sequence import (
     DEFAULT_MAX_SEQUENCE_ID_BYTES,
     DEFAULT_MAX_SEQUENCES,
@@ -201,12 +206,7 @@ class DataPlane:
         if version and not is_latest_alias(version, [v.version for v in versions]):
             match = [v for v in versions if v.version == str(version)]
             if not match:
-                known = ", ".join(v.version for v in versions) or "(none loaded)"
-                raise ModelNotFoundError(
-                    f"Request for unknown model: {name!r} version {version} is not found; "
-                    f"versions: {known}",
-                    model=name,
-                )
+                raise unknown_version_error(name, version, [v.version for v in versions])
             return match[0].state == READY
         return any(v.state == READY for v in versions)
 
@@ -325,7 +325,7 @@ class DataPlane:
                 wanted = io.requested(request)
                 ctx = self._context(served, request, wanted, headers, response_headers)
                 t.input = time.perf_counter_ns() - t0
-                if not served.stateful:
+                if not served.stateful or served.batches_sequences:
                     scheduler = self.models.scheduler_for(served)
                 if scheduler is None and served.inline:
                     # declared cheap and synchronous: run inline, no thread hop

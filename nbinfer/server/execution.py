@@ -54,6 +54,11 @@ class Served:
     inline: bool
     #: The model's own threads when it has no scheduler (made by :class:`Execution` when needed).
     workers: ModelWorkers | None = None
+    #: A stateful model whose sequences share executions (Triton's ``direct`` / ``oldest``
+    #: sequence batching: ``max_batch_size > 0`` and control tensors or implicit state in
+    #: its config, so the model reads each row's sequence from its inputs): its requests go
+    #: through its scheduler, one row per sequence in an execution.
+    batches_sequences: bool = False
 
 
 class Execution:
@@ -89,7 +94,7 @@ class Execution:
     ) -> Any:
         """Run a checked request: in its sequence, through its scheduler, or right away."""
         if served.stateful:
-            return await self._in_sequence(served, inputs, ctx, t)
+            return await self._in_sequence(served, inputs, ctx, t, scheduler, request, batch)
         if scheduler is not None:
             return await self._schedule(scheduler, request, inputs, batch, ctx, t)
         timeout_us = uint_param(request, "timeout") if request.parameters else 0
@@ -161,8 +166,21 @@ class Execution:
 
     # -- sequences (stateful models) ---------------------------------------------------------
     async def _in_sequence(
-        self, served: Served, inputs: dict[str, Any], ctx: InferContext, t: Timings
+        self,
+        served: Served,
+        inputs: dict[str, Any],
+        ctx: InferContext,
+        t: Timings,
+        scheduler: Scheduler | None = None,
+        request: InferRequest | None = None,
+        batch: int = 1,
     ) -> Any:
+        """Run a request in its sequence (one at a time per sequence, in arrival order).
+
+        With a ``scheduler`` (a model that batches sequences, :attr:`Served.batches_sequences`)
+        the request, its control tensors added, joins an execution with the waiting requests
+        of other sequences; otherwise it runs alone.
+        """
         slot = await self._enter_sequence(served, ctx)
         jobs: list[Future[Any]] = []
         controls = served.version.controls
@@ -170,7 +188,11 @@ class Execution:
             if controls is None:
                 return await self._execute(served, inputs, ctx, t, jobs)
             inputs = _feed_controls(controls, inputs, ctx)
-            return controls.keep(await self._execute(served, inputs, ctx, t, jobs), ctx.state)
+            if scheduler is not None and request is not None:
+                result = await self._schedule(scheduler, request, inputs, batch, ctx, t)
+            else:
+                result = await self._execute(served, inputs, ctx, t, jobs)
+            return controls.keep(result, ctx.state)
         finally:
             running = next((job for job in jobs if not job.done()), None)
             if running is None:
@@ -358,7 +380,16 @@ def uint_param(request: InferRequest, key: str) -> int:
 
 #: Request parameters that do not keep requests from sharing a dynamic batch.
 _NOT_MODEL_PARAMETERS = frozenset(
-    {"priority", "timeout", "binary_data_output", "triton_enable_empty_final_response"}
+    {
+        "priority",
+        "timeout",
+        "binary_data_output",
+        "triton_enable_empty_final_response",
+        # the server's own (a batching sequence model reads them as control tensors)
+        "sequence_id",
+        "sequence_start",
+        "sequence_end",
+    }
 )
 
 
@@ -388,4 +419,5 @@ def _batch_context(model: Model, items: list[PendingRequest]) -> InferContext:
         input_parameters=first.input_parameters,
         requested_outputs=[n for n in order if n in wanted] or sorted(wanted),
         headers=first.headers,
+        merged=[(item.context, item.batch_size) for item in items],
     )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from nbinfer.errors import InvalidInputError, NbinferError, grpc_code_of
+from nbinfer.errors import InvalidInputError, ModelNotFoundError, NbinferError, grpc_code_of
 from nbinfer.protocol import grpc as gcodec
 from nbinfer.protocol import grpc_json as gjson
 from nbinfer.protocol.grpc import RPCS, SERVICE_NAME, response_message
@@ -282,8 +282,17 @@ class GrpcFrontend:
         return response_message("ServerReady", ready=self.dp.ready())
 
     async def model_ready(self, request: Any, context: Any) -> Any:
-        """ModelReady."""
-        ready = self.dp.model_ready(request.name, request.version)
+        """ModelReady: ``ready=false`` for an unknown model or version, as Triton answers.
+
+        The not-found message goes in trailing metadata (nbinfer's client raises it).
+        """
+        try:
+            ready = self.dp.model_ready(request.name, request.version)
+        except ModelNotFoundError as exc:
+            text = str(exc.args[0] if exc.args else exc)
+            ascii_text = text.encode("ascii", "backslashreplace").decode("ascii")
+            context.set_trailing_metadata(((gcodec.MODEL_NOT_FOUND_METADATA, ascii_text),))
+            ready = False
         return response_message("ModelReady", ready=ready)
 
     async def server_metadata(self, request: Any, context: Any) -> Any:

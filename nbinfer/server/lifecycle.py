@@ -130,6 +130,10 @@ class ServedModels:
             inline=not model.run_in_thread and not io.any_async and not stateful,
             # the same model object (its declarations changed): its threads carry on
             workers=old.workers if old is not None and old.model is model else None,
+            batches_sequences=stateful
+            and mv.controls is not None
+            and int(model.max_batch_size) > 0
+            and mv.config.get("dynamic_batching") is None,
         )
         self._served[mv] = served
         return served
@@ -325,7 +329,7 @@ class ServedModels:
             policy = self.policy_for(mv)
         except NbinferError:
             policy = None
-        if policy is not None and policy.batching:
+        if policy is not None and policy.batching and "sequence_batching" not in cfg:
             # the effective settings, in Triton's JSON shape (also when a config.pbtxt wrote
             # priority_queue_policy as key/value entries)
             given = cfg.get("dynamic_batching")

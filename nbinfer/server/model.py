@@ -213,6 +213,8 @@ class InferContext:
             KServe's hooks get them; a merged dynamic batch sees its first request's.
         response_headers: Headers the model wants on the HTTP response (gRPC: initial
             metadata), as KServe's ``response_headers``; a merged batch's go to every request.
+        merged: A merged execution (dynamic batch, sequences sharing one): each request's
+            context and row count, in row order (Triton's Python backend: one request each).
     """
 
     model_name: str = ""
@@ -229,6 +231,7 @@ class InferContext:
     cancelled: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
     response_headers: dict[str, str] = field(default_factory=dict)
+    merged: list[tuple[InferContext, int]] = field(default_factory=list)
 
 
 #: Where nbinfer's own code lives: its frames are left out of a model's traceback.

@@ -17,14 +17,10 @@ Imports neither the dataplane nor the frontends (they import this module).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -40,14 +36,36 @@ from nbinfer.errors import (
     PermissionDeniedError,
 )
 from nbinfer.protocol.types import RepositoryModel
-from nbinfer.server.backends import model_from_repository_entry
-from nbinfer.server.backends.scripts import import_script
 from nbinfer.server.model import Model
 from nbinfer.server.model_config import apply_config, model_config_json, read_config
-from nbinfer.server.paths import ModelFiles, check_model_name, check_relative_path, upload_plan
-from nbinfer.server.pbtxt import string_params
+from nbinfer.server.model_versions import (
+    LOADING,
+    MODEL_CONTROL_MODES,
+    READY,
+    UNAVAILABLE,
+    UNLOADING,
+    ModelControl,
+    ModelVersion,
+    _Entry,
+    _refuse_mode,
+    _select_versions,
+    _version_key,
+    is_latest_alias,
+    unknown_version_error,
+)
+from nbinfer.server.paths import ModelFiles, check_model_name, upload_plan
+from nbinfer.server.repository_files import (
+    DATA_FILE_SUFFIXES,
+    _fingerprint,
+    _load_model_object,
+    _model_of_version,
+    _parse_config_override,
+    _reason,
+    _relative_text,
+    _unload_model_object,
+    _write_files,
+)
 from nbinfer.server.sequence_controls import SequenceControls
-from nbinfer.server.stats import ModelStats
 
 __all__ = [
     "DEFAULT_MAX_MODELS",
@@ -62,213 +80,10 @@ __all__ = [
     "ModelRepository",
     "ModelVersion",
     "is_latest_alias",
+    "unknown_version_error",
 ]
 
 logger = logging.getLogger("nbinfer")
-
-READY = "READY"
-UNAVAILABLE = "UNAVAILABLE"
-LOADING = "LOADING"
-UNLOADING = "UNLOADING"
-
-
-#: Triton's model control modes: what the repository API (load / unload) may do.
-MODEL_CONTROL_MODES = ("none", "explicit", "poll")
-
-
-@dataclass(frozen=True)
-class ModelControl:
-    """What a load / unload arriving over the network may do (Triton's model control).
-
-    Args:
-        mode: ``"none"`` (the repository API refuses load / unload), ``"explicit"`` (load and
-            unload allowed, within the rules below) or ``"poll"`` (the repository directories
-            are rescanned and changes applied; the API refuses load / unload).
-        allow_replace: Let a network load replace a model: upload files or a config override
-            under the name of a serving model, of an operator's repository model or of an
-            in-memory model (demo, notebook-served), and unload an in-memory model.
-        max_models: Most models known before a network load of a new name is refused.
-        max_upload_files: Most ``file:`` uploads per load.
-        max_upload_bytes: Most uploaded bytes per load.
-        poll_seconds: Seconds between two rescans in ``"poll"`` mode.
-    """
-
-    mode: str = "explicit"
-    allow_replace: bool = False
-    max_models: int = DEFAULT_MAX_MODELS
-    max_upload_files: int = DEFAULT_MAX_UPLOAD_FILES
-    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
-    poll_seconds: float = 15.0
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODEL_CONTROL_MODES:
-            raise InvalidInputError(
-                f"model control mode {self.mode!r} is not one of {', '.join(MODEL_CONTROL_MODES)}"
-            )
-        for what in ("max_models", "max_upload_files", "max_upload_bytes"):
-            if getattr(self, what) < 0:
-                raise InvalidInputError(f"{what} must be >= 0, got {getattr(self, what)}")
-        if self.poll_seconds <= 0:
-            raise InvalidInputError(f"poll interval must be > 0 s, got {self.poll_seconds}")
-
-    def check_settings_update(self, what: str) -> None:
-        """Refuse a network update of log / trace settings unless load / unload is allowed.
-
-        Raises:
-            PermissionDeniedError: the mode is not ``explicit``.
-        """
-        if self.mode != "explicit":
-            raise PermissionDeniedError(
-                f"updating the {what} settings is refused: they change like a model load, and "
-                f"--model-control-mode {self.mode} allows no changes over the network (start "
-                "the server with --model-control-mode explicit to allow it); reading them is "
-                "allowed"
-            )
-
-
-def _refuse_mode(name: str, action: str, mode: str) -> PermissionDeniedError:
-    why = (
-        "the repository directory is polled: change its files instead"
-        if mode == "poll"
-        else "start the server with --model-control-mode explicit to allow it"
-    )
-    return PermissionDeniedError(
-        f"{action} of model {name!r} refused: explicit model load / unload is not allowed "
-        f"with --model-control-mode {mode} ({why})",
-        model=name,
-    )
-
-
-def _version_key(version: str) -> tuple[int, int | str]:
-    return (0, int(version)) if version.isdigit() else (1, version)
-
-
-@dataclass(eq=False)
-class ModelVersion:
-    """One version of a model in the repository: its state, the live object and its statistics."""
-
-    name: str
-    version: str
-    model: Model | None = None
-    state: str = UNAVAILABLE
-    reason: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    stats: ModelStats = field(default_factory=ModelStats)
-    inflight: int = 0
-    #: The sequence batcher's control inputs and implicit states the config declares.
-    controls: SequenceControls | None = None
-
-    def row(self) -> RepositoryModel:
-        """This version as a repository index row."""
-        return RepositoryModel(self.name, self.version, self.state, self.reason)
-
-
-@dataclass(eq=False)
-class _Entry:
-    name: str
-    path: Path | None = None
-    memory: Model | None = None
-    versions: dict[str, ModelVersion] = field(default_factory=dict)
-    state: str = UNAVAILABLE
-    reason: str = "not loaded"
-    temp_dir: Path | None = None
-    busy: bool = False
-
-
-def is_latest_alias(version: str, versions: Iterable[str]) -> bool:
-    """Whether ``version`` means "the latest" (``0``, OpenVINO Model Server's convention).
-
-    Only when the model has no version directory ``0`` of its own.
-    """
-    return str(version) == "0" and "0" not in versions
-
-
-def _select_versions(config: Mapping[str, Any], available: list[str]) -> list[str]:
-    policy = config.get("version_policy") or {}
-    ordered = sorted(available, key=_version_key)
-    if isinstance(policy, Mapping) and "all" in policy:
-        return ordered
-    if isinstance(policy, Mapping) and "specific" in policy:
-        wanted = [str(v) for v in (policy["specific"] or {}).get("versions") or []]
-        missing = [v for v in wanted if v not in available]
-        if missing:
-            raise InvalidInputError(
-                f"version_policy names version(s) {missing} that have no directory; "
-                f"available: {ordered}"
-            )
-        return sorted(wanted, key=_version_key)
-    latest = policy.get("latest") if isinstance(policy, Mapping) else None
-    num = int((latest or {}).get("num_versions", 1) or 1)
-    return ordered[-num:]
-
-
-def _import_model(path: Path, name: str, version: str, config: Mapping[str, Any]) -> Model:
-    module = import_script(path, "nbinfer_model", name, version)
-    mod_name = module.__name__
-    wanted_class = string_params(config).get("model_class")
-    classes = [
-        obj
-        for obj in vars(module).values()
-        if isinstance(obj, type)
-        and issubclass(obj, Model)
-        and obj.__module__ == mod_name
-        and (wanted_class is None or obj.__name__ == wanted_class)
-    ]
-    instances = [obj for obj in vars(module).values() if isinstance(obj, Model)]
-    if len(classes) == 1:
-        try:
-            return classes[0]()
-        except Exception as exc:
-            raise InvalidInputError(
-                f"{path}: {classes[0].__name__}() failed: {type(exc).__name__}: {exc}"
-            ) from exc
-    if not classes and len(instances) == 1:
-        return instances[0]
-    if len(classes) > 1:
-        raise InvalidInputError(
-            f"{path} defines several Model subclasses ({', '.join(c.__name__ for c in classes)}); "
-            "keep one or name it with the config parameter 'model_class'"
-        )
-    raise InvalidInputError(
-        f"{path} defines no nbinfer Model subclass (or Model instance / @nbinfer.model function)"
-    )
-
-
-def _model_of_version(files: ModelFiles, version: str, config: dict[str, Any]) -> Model:
-    """Build (not load) the model of one version directory.
-
-    The backends (ONNX Runtime, TorchScript, Triton's Python backend) claim their entries;
-    everything else is an nbinfer ``Model`` defined in ``<version>/model.py``.
-    """
-    model_dir = files.root
-    version_dir = model_dir / version
-    model = model_from_repository_entry(model_dir, version_dir, config, files=files)
-    if model is not None:
-        return model
-    script = files.code_file("model.py", base=version, what="model file")
-    if not script.is_file():
-        platform = config.get("platform") or config.get("backend") or "?"
-        raise InvalidInputError(
-            f"no {version}/model.py in {model_dir} (platform {platform!r} is not served here: "
-            "nbinfer serves ONNX, TorchScript, Triton Python backend models and nbinfer Models "
-            "defined in <version>/model.py)"
-        )
-    return _import_model(script, model_dir.name, version, config)
-
-
-def _load_model_object(model: Model, default_device: str = "cpu") -> None:
-    """Resolve the device, validate the declarations and run ``load()`` (blocking)."""
-    model.device = model.resolve_device(model.device or default_device)
-    model.finalize()
-    try:
-        ok = model.load()
-    except NbinferError:
-        raise
-    except Exception as exc:
-        raise InvalidInputError(f"load() raised {type(exc).__name__}: {exc}") from exc
-    if ok is False:
-        raise InvalidInputError("load() returned False")
-    model.ready = True
 
 
 class ModelRepository:
@@ -567,12 +382,7 @@ class ModelRepository:
         if version:
             mv = entry.versions.get(str(version))
             if mv is None:
-                known = ", ".join(sorted(entry.versions, key=_version_key)) or "(none loaded)"
-                raise ModelNotFoundError(
-                    f"Request for unknown model: {name!r} version {version} is not found; "
-                    f"versions: {known}",
-                    model=name,
-                )
+                raise unknown_version_error(name, version, sorted(entry.versions, key=_version_key))
             if mv.state != READY:
                 raise ModelNotReadyError(
                     f"model {name!r} version {mv.version} is not ready ({mv.state}"
@@ -681,8 +491,8 @@ class ModelRepository:
             return entry.path, None, frozenset()
         known = ", ".join(sorted(self._entries)) or "(none)"
         raise ModelNotFoundError(
-            f"cannot load model {name!r}: no such model directory in the repository and no "
-            f"files given; known models: {known}",
+            f"failed to load {name!r}, failed to poll from model repository: no such model "
+            f"directory in the repository and no files given; known models: {known}",
             model=name,
         )
 
@@ -715,7 +525,7 @@ class ModelRepository:
         """
         if remote:
             self._check_remote_request(name, files)
-        override = _parse_config_override(config)
+        override = _parse_config_override(name, config)
         changes = override is not None or bool(files)
         entry = self._entry_to_load(name, remote=remote, changes=changes)
         if (entry is not None and entry.busy) or name in self._preparing:
@@ -949,93 +759,3 @@ class ModelRepository:
             if entry.temp_dir is not None:
                 shutil.rmtree(entry.temp_dir, ignore_errors=True)
                 entry.temp_dir = None
-
-
-def _fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
-    """Names, sizes and modification times of every file under ``directory``."""
-    rows: list[tuple[str, int, int]] = []
-    for root, _dirs, names in os.walk(directory):
-        for n in names:
-            path = os.path.join(root, n)
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            rows.append((os.path.relpath(path, directory), st.st_size, st.st_mtime_ns))
-    return tuple(sorted(rows))
-
-
-def _relative_text(text: str, model_dir: Path | None, name: str) -> str:
-    """``text`` with the server's absolute model directory shown as the model's name.
-
-    Load errors name files relative to the model directory (``linear/1/model.onnx``), never
-    the operator's repository path or a temporary copy.
-    """
-    if model_dir is None:
-        return text
-    spellings = {str(model_dir), os.path.abspath(model_dir)}
-    with contextlib.suppress(OSError):
-        spellings.add(str(model_dir.resolve()))
-    for spelling in sorted(spellings, key=len, reverse=True):
-        text = text.replace(spelling, name)
-    return text
-
-
-def _reason(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, NbinferError) else f"{type(exc).__name__}: {exc}"
-
-
-def _unload_model_object(model: Model) -> None:
-    model.ready = False
-    try:
-        model.unload()
-    except Exception:
-        logger.exception("unload() of model %r raised", model.name)
-
-
-def _parse_config_override(config: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The load request's config override, its file names checked by the path policy."""
-    if config is None or config == "":
-        return None
-    if isinstance(config, Mapping):
-        data: Any = dict(config)
-    else:
-        try:
-            data = json.loads(config)
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(
-                f"the load 'config' parameter is not valid JSON: {exc}"
-            ) from exc
-    if not isinstance(data, dict):
-        raise InvalidInputError("the load 'config' parameter must be a JSON object")
-    _check_config_paths(data)
-    return data
-
-
-def _check_config_paths(config: Mapping[str, Any]) -> None:
-    """Refuse a config override naming files outside the model directory, before any work."""
-    filename = config.get("default_model_filename")
-    if filename:
-        check_relative_path(str(filename), what="default_model_filename")
-    for key in ("input", "output"):
-        items = config.get(key)
-        for item in items if isinstance(items, list) else []:
-            if isinstance(item, Mapping) and item.get("label_filename"):
-                what = f"config {key} {str(item.get('name'))!r}: label_filename"
-                check_relative_path(str(item["label_filename"]), what=what)
-
-
-#: File types a load request may upload without ``allow_code_upload``: data only (never code,
-#: never pickles; ``.npy`` / ``.npz`` are read with ``allow_pickle=False``).
-DATA_FILE_SUFFIXES = frozenset({".onnx", ".pbtxt", ".json", ".txt", ".csv", ".npy", ".npz"})
-
-
-def _write_files(model_dir: Path, plan: Sequence[tuple[PurePosixPath, bytes]]) -> None:
-    """Write validated uploads under ``model_dir``, never through a symbolic link."""
-    files = ModelFiles(model_dir, strict=True)
-    for rel, content in plan:
-        target = files.file(str(rel), what="file override")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)

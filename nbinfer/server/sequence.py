@@ -43,6 +43,7 @@ __all__ = [
     "is_stateful",
     "parse_sequence",
     "sequence_idle_us",
+    "sequence_strategy",
 ]
 
 logger = logging.getLogger("nbinfer")
@@ -292,3 +293,44 @@ class SequenceManager:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._slots.clear()
+
+
+def sequence_strategy(
+    sequence_batching: Mapping[str, Any], max_batch_size: int, what: str
+) -> tuple[dict[str, Any] | None, int]:
+    """The batching settings of a ``sequence_batching`` section (Triton's sequence batcher).
+
+    ``direct`` (the default) and ``oldest`` both put the waiting requests of different
+    sequences (one each) in one execution, up to ``max_batch_size`` rows; ``oldest`` also up
+    to ``max_candidate_sequences``, and takes ``preferred_batch_size`` and
+    ``max_queue_delay_microseconds`` as the dynamic batcher does. Returns the dynamic-batching
+    settings and the largest batch (``None``: no batching, ``max_batch_size`` 0).
+    """
+    if max_batch_size <= 0:
+        return None, max_batch_size
+    oldest = sequence_batching.get("oldest")
+    direct = sequence_batching.get("direct")
+    strategy = oldest if oldest is not None else direct
+    if strategy is None:
+        strategy = {}
+    if not isinstance(strategy, Mapping):
+        raise InvalidInputError(f"{what} strategy must be a mapping, got {strategy!r}")
+    raw: dict[str, Any] = {
+        "max_queue_delay_microseconds": strategy.get("max_queue_delay_microseconds", 0)
+    }
+    cap = max_batch_size
+    if oldest is not None:
+        raw["preferred_batch_size"] = strategy.get("preferred_batch_size") or []
+        raw_candidates = strategy.get("max_candidate_sequences", 0)
+        try:
+            candidates = int(raw_candidates)
+        except (TypeError, ValueError):
+            candidates = -1
+        if candidates < 0 or isinstance(raw_candidates, bool | float):
+            raise InvalidInputError(
+                f"{what}.oldest.max_candidate_sequences must be an integer >= 0, "
+                f"got {raw_candidates!r}"
+            )
+        if candidates:
+            cap = min(cap, candidates)
+    return raw, cap

@@ -42,6 +42,9 @@ __all__ = [
 
 logger = logging.getLogger("nbinfer")
 
+#: The RPCs whose replies come with their response metadata (a :class:`GrpcReply`).
+_WITH_HEADERS = frozenset({"ModelInfer", "ModelReady"})
+
 #: Seconds the main thread waits at a time for its call (a signal wakes it sooner on POSIX).
 _SLICE = 0.05
 
@@ -270,7 +273,7 @@ class GrpcEngine:
             stub = wire.stub(call.rpc)
             timeout = self._timeout(call.timeout)
             metadata = self._metadata + call.metadata
-            if call.rpc == "ModelInfer":  # the reply carries the response headers
+            if call.rpc in _WITH_HEADERS:  # the reply carries the response headers
                 reply, rpc = stub.with_call(call.message, timeout=timeout, metadata=metadata)
                 return GrpcReply(reply, _headers(rpc.initial_metadata(), rpc.trailing_metadata()))
             return stub(call.message, timeout=timeout, metadata=metadata)
@@ -446,7 +449,7 @@ class AsyncGrpcEngine:
         try:
             rpc = stub(call.message, timeout=timeout, metadata=aio.metadata + call.metadata)
             reply = await rpc
-            if call.rpc != "ModelInfer":
+            if call.rpc not in _WITH_HEADERS:
                 return reply
             initial, trailing = await rpc.initial_metadata(), await rpc.trailing_metadata()
             return GrpcReply(reply, _headers(initial, trailing))

@@ -18,7 +18,6 @@ both answers (and docs/compat.md explains why):
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -27,33 +26,41 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from tests.server.triton_calls import (
-    EXAMPLES,
+    MODELS,
     VALUES,
     addresses,
+    batch_sizes,
     client,
     client_view,
+    control_error,
+    examples_repository,
     infer_one,
+    is_ready,
+    mixed_contents_request,
     model_config,
     probe,
+    run_concurrent_sequences,
     run_sequence,
     run_stream,
     serving,
+    stub_error,
+    versioned_request,
 )
 
 if TYPE_CHECKING:
     from conftest import Peer
 
 PROTOCOLS = ["http", "grpc"]
-MODELS = tuple(p.name for p in EXAMPLES.iterdir() if (p / "config.pbtxt").is_file())
 
 
 @pytest.fixture(scope="module")
 def servers(
     triton_launcher: Callable[..., Peer], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, dict[str, str]]]:
-    repository = tmp_path_factory.mktemp("triton-examples") / "models"
-    shutil.copytree(EXAMPLES, repository, ignore=shutil.ignore_patterns("__pycache__"))
-    triton = triton_launcher(repository, models=MODELS)
+    repository = examples_repository(tmp_path_factory.mktemp("triton-examples") / "models")
+    # explicit model control, every model loaded at start: the model-control calls work
+    flags = ("--model-control-mode=explicit", "--load-model=*")
+    triton = triton_launcher(repository, models=MODELS, flags=flags)
     with serving(repository) as ours:
         yield {"nbinfer": ours, "triton": addresses(triton)}
 
@@ -233,3 +240,128 @@ def test_model_metadata_matches(servers: dict[str, dict[str, str]], model: str) 
         return meta
 
     assert _both(servers, metadata)["platform"] == "python"
+
+
+# -- the explicit-contents and model-control examples: Triton's wording --------------------
+
+
+def _starts_alike(servers: dict[str, dict[str, str]], call: Callable[[dict[str, str]], Any]) -> Any:
+    """``call`` on both servers; nbinfer's answer starts with Triton's. Triton's answer."""
+    ours, theirs = call(servers["nbinfer"]), call(servers["triton"])
+    assert str(ours).startswith(str(theirs)), (ours, theirs)
+    return theirs
+
+
+def test_mixing_raw_and_typed_contents_is_refused_in_tritons_words(
+    servers: dict[str, dict[str, str]],
+) -> None:
+    ours = stub_error(servers["nbinfer"]["grpc"], mixed_contents_request())
+    theirs = stub_error(servers["triton"]["grpc"], mixed_contents_request())
+    assert ours[0] == theirs[0] == "INVALID_ARGUMENT"
+    assert theirs[1] == (
+        "contents field must not be specified when using raw_input_contents "
+        "for 'INPUT0' for model 'simple'"
+    )
+    assert ours[1].startswith(theirs[1])
+
+
+@pytest.mark.parametrize("version", ["wrong_specification", "-1"])
+def test_a_version_that_is_not_a_number_is_refused_in_tritons_words(
+    servers: dict[str, dict[str, str]], version: str
+) -> None:
+    def refusal(urls: dict[str, str]) -> tuple[str, str]:
+        return stub_error(urls["grpc"], versioned_request(version))
+
+    ours, theirs = refusal(servers["nbinfer"]), refusal(servers["triton"])
+    assert ours[0] == theirs[0] == "INVALID_ARGUMENT"
+    # Triton adds its parser's name, "(details: stol)", after the version string
+    head = theirs[1].split(" (details")[0].split(" , ")[0]
+    assert ours[1].startswith(head), (ours, theirs)
+    assert version in head
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_loading_an_unknown_model_fails_in_tritons_words(
+    servers: dict[str, dict[str, str]], protocol: str
+) -> None:
+    theirs = _starts_alike(
+        servers, lambda urls: control_error(protocol, urls[protocol], "load_model", "no_such_model")
+    )
+    assert theirs == "failed to load 'no_such_model', failed to poll from model repository"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_malformed_config_override_fails_to_load_alike(
+    servers: dict[str, dict[str, str]], protocol: str
+) -> None:
+    bad = '"parameters": {"config": {{"max_batch_size": "16"}}}'  # what the example sends
+
+    def error(urls: dict[str, str]) -> str:
+        return control_error(protocol, urls[protocol], "load_model", "config_full", config=bad)
+
+    for text in (error(servers["nbinfer"]), error(servers["triton"])):
+        assert text.startswith("failed to load 'config_full'"), text
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_readiness_of_an_unknown_model_or_version_is_false_alike(
+    servers: dict[str, dict[str, str]], protocol: str
+) -> None:
+    def readiness(urls: dict[str, str]) -> list[bool]:
+        url = urls[protocol]
+        return [
+            is_ready(protocol, url, "simple"),
+            is_ready(protocol, url, "no_such_model"),
+            is_ready(protocol, url, "simple", "7"),
+        ]
+
+    assert _both(servers, readiness) == [True, False, False]
+
+
+# -- sequences sharing executions: direct / oldest sequence batching --------------------------
+
+
+@pytest.mark.parametrize(("model", "cap"), [("batch_direct", 4), ("batch_oldest", 3)])
+def test_sequences_share_executions_on_both(
+    servers: dict[str, dict[str, str]], model: str, cap: int
+) -> None:
+    for name, urls in servers.items():
+        outputs, seen, stats = run_concurrent_sequences(urls["grpc"], model, 4, [10, 20, 30])
+        assert outputs == [[11 + i, 20 + i, 30 + i] for i in range(4)], name
+        # execute() got several requests at once, each with its own sequence's correlation id
+        assert all(corrid == 7000 + i for i, run in enumerate(seen) for _, corrid in run), name
+        assert 1 < max(count for run in seen for count, _ in run) <= cap, (name, seen)
+        sizes = batch_sizes(stats)
+        # fewer executions than requests: rows of several sequences ran together
+        assert int(stats["execution_count"]) < int(stats["inference_count"]) == 12, (name, stats)
+        assert 1 < max(sizes) <= cap, (name, sizes)
+        if name == "nbinfer" or model == "batch_oldest":
+            assert sum(size * count for size, count in sizes.items()) == 12, (name, sizes)
+        # Triton's direct strategy runs its slots in one batch, idle ones padded (READY 0),
+        # and counts the padding in batch_stats; nbinfer runs the waiting rows only
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_load_with_a_config_override_applies_it_alike(
+    servers: dict[str, dict[str, str]], protocol: str
+) -> None:
+    """What simple_*_model_control.py do: override max_batch_size; the tensors come from the
+    model's auto_complete_config. A plain load afterwards differs on purpose: nbinfer goes
+    back to the repository's config, Triton 2.51 keeps the override."""
+
+    def run(urls: dict[str, str]) -> tuple[int, list[str], int]:
+        url = urls[protocol]
+        c = client(protocol, url)
+        try:
+            c.load_model("simple", config='{"max_batch_size":"16"}')
+            changed = model_config(protocol, url, "simple")
+            c.load_model("simple")
+            restored = model_config(protocol, url, "simple")
+        finally:
+            c.close()
+        names = [str(i["name"]) for i in changed["input"]]
+        return int(changed["max_batch_size"]), names, int(restored["max_batch_size"])
+
+    ours, theirs = run(servers["nbinfer"]), run(servers["triton"])
+    assert ours[:2] == theirs[:2] == (16, ["INPUT0", "INPUT1"])
+    assert (ours[2], theirs[2]) == (8, 16)

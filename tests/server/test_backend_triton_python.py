@@ -475,3 +475,52 @@ def test_server_process_serves_an_unmodified_triton_python_repository(triton_rep
             text = grpcclient.InferInput("TEXT", [1], "BYTES")
             text.set_data_from_numpy(np.array([b"abc"], dtype=object))
             assert list(g.infer("upper_py", [text]).as_numpy("UPPER")) == [b"ABC"]
+
+
+def test_a_dynamic_batch_reaches_execute_as_one_request_per_client_request(
+    tmp_path: Path,
+) -> None:
+    mdir = tmp_path / "count_py"
+    (mdir / "1").mkdir(parents=True)
+    (mdir / "config.pbtxt").write_text(
+        'backend: "python"\nmax_batch_size: 8\n'
+        "dynamic_batching { max_queue_delay_microseconds: 200000 preferred_batch_size: [ 4 ] }\n"
+        'input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'output [ { name: "SEEN" data_type: TYPE_INT32 dims: [ 2 ] } ]\n'
+    )
+    (mdir / "1" / "model.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            import triton_python_backend_utils as pb_utils
+
+            class TritonPythonModel:
+                def execute(self, requests):
+                    out = []
+                    for r in requests:
+                        x = pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
+                        seen = np.array([[len(requests), v] for v in x.ravel()], np.int32)
+                        out.append(pb_utils.InferenceResponse([pb_utils.Tensor("SEEN", seen)]))
+                    return out
+            """
+        )
+    )
+
+    async def main() -> list[Any]:
+        dp = DataPlane(ModelRepository(tmp_path, device="cpu"))
+        try:
+            requests = [
+                InferRequest(
+                    model_name="count_py",
+                    inputs=[InferInput("X", "INT32", [rows, 1], np.full((rows, 1), i, np.int32))],
+                )
+                for i, rows in enumerate([1, 2, 1])
+            ]
+            return list(await asyncio.gather(*(dp.infer(r) for r in requests)))
+        finally:
+            await dp.close()
+
+    answers = [r.outputs[0].data.tolist() for r in asyncio.run(main())]
+    # the three requests ran together (preferred size 4 = 1 + 2 + 1 rows): three requests
+    # in one execute(), each getting back its own rows
+    assert answers == [[[3, 0]], [[3, 1], [3, 1]], [[3, 2]]]

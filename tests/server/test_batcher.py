@@ -528,6 +528,34 @@ def test_default_queue_timeout_and_override_policy() -> None:
     assert scheduling_policy("m", max_batch_size=4, config={}) is None
 
 
+def test_sequence_batching_strategies_batch_sequences_up_to_their_limits() -> None:
+    def policy(sequence_batching: dict[str, Any], max_batch_size: int = 8) -> Any:
+        config = {"sequence_batching": sequence_batching}
+        return scheduling_policy("m", max_batch_size=max_batch_size, config=config)
+
+    direct = policy({"direct": {}})
+    assert direct is not None and direct.batching and direct.max_batch_size == 8
+    default = policy({})  # Triton's default strategy is direct
+    assert default is not None and default.max_batch_size == 8
+    oldest = policy(
+        {
+            "oldest": {
+                "max_candidate_sequences": "3",
+                "preferred_batch_size": [2],
+                "max_queue_delay_microseconds": "500",
+            }
+        }
+    )
+    assert oldest is not None and oldest.max_batch_size == 3
+    assert oldest.preferred_batch_sizes == (2,) and oldest.max_queue_delay_us == 500
+    assert policy({"oldest": {"max_candidate_sequences": 0}}).max_batch_size == 8  # unset
+    assert policy({"direct": {}}, max_batch_size=0) is None  # nothing to batch
+    with pytest.raises(InvalidInputError, match=r"oldest\.max_candidate_sequences .*'x'"):
+        policy({"oldest": {"max_candidate_sequences": "x"}})
+    with pytest.raises(InvalidInputError, match="sequence_batching strategy must be a mapping"):
+        policy({"direct": 3})
+
+
 def test_priority_orders_the_queue_when_priority_levels_are_configured() -> None:
     m = Recorder(
         max_batch_size=1,

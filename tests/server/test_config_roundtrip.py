@@ -182,4 +182,4 @@ def test_an_unknown_model_is_worded_as_triton_then_lists_the_known_ones(
         c.close()
     message = str(info.value.message())
     assert message.startswith("Request for unknown model: 'nope' is not found")
-    assert "known models: config_full, config_sequence" in message
+    assert "known models: batch_direct, batch_oldest, config_full" in message

@@ -24,9 +24,11 @@ from nbinfer.server.pbtxt import parse_pbtxt
 from nbinfer.server.sequence_controls import SequenceControls
 from tests.server.triton_calls import (
     VALUES,
+    batch_sizes,
     client,
     infer_one,
     probe,
+    run_concurrent_sequences,
     run_sequence,
     run_stream,
     serving,
@@ -364,3 +366,23 @@ def test_an_onnx_graph_gets_controls_and_implicit_state(tmp_path: Path) -> None:
     assert [i.name for i in dp.model_metadata("onnx_state").inputs] == ["INPUT"]
     assert [o.name for o in dp.model_metadata("onnx_state").outputs] == ["OUTPUT"]
     assert asyncio.run(run()) == [4, 7, 12]
+
+
+# -- sequences sharing executions: direct / oldest sequence batching --------------------------
+
+
+@pytest.mark.parametrize(("model", "cap"), [("batch_direct", 4), ("batch_oldest", 3)])
+def test_requests_of_different_sequences_share_executions(
+    urls: dict[str, str], model: str, cap: int
+) -> None:
+    # four sequences at once; the model pauses per execution, so the others' requests queue
+    outputs, seen, stats = run_concurrent_sequences(urls["grpc"], model, 4, [10, 20, 30])
+    assert outputs == [[11 + i, 20 + i, 30 + i] for i in range(4)]  # START adds 1 at the start
+    # the model's execute() got one request per sequence, each with its own correlation id
+    assert all(corrid == 7000 + i for i, run in enumerate(seen) for _, corrid in run)
+    assert 1 < max(count for run in seen for count, _ in run) <= cap
+    sizes = batch_sizes(stats)
+    assert sum(size * count for size, count in sizes.items()) == 12
+    assert max(sizes) > 1, sizes  # rows of several sequences in one execution
+    assert max(sizes) <= cap, sizes  # oldest: max_candidate_sequences; direct: max_batch_size
+    assert int(stats["execution_count"]) < int(stats["inference_count"]) == 12

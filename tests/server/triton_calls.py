@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import numpy as np
 import tritonclient.grpc as tg
 import tritonclient.http as th
 from google.protobuf import json_format
+from tritonclient.utils import InferenceServerException
 
 from nbinfer.server.launcher import LocalServer
 
@@ -38,15 +41,49 @@ def addresses(server: Any) -> dict[str, str]:
     }
 
 
+#: The one model file of every model whose name starts with a key (they differ in their
+#: config.pbtxt only): written into each such model's ``1/`` by :func:`examples_repository`.
+SHARED_MODELS = {
+    "probe_": Path(__file__).parent / "triton_probe_model.py",
+    "batch_": Path(__file__).parent / "triton_batch_model.py",
+}
+
+
+def examples_repository(dest: Path) -> Path:
+    """Write the served repository to ``dest``: ``triton_examples/`` with the ``1/model.py``
+    of the models :data:`SHARED_MODELS` names. Returns ``dest``."""
+    shutil.copytree(EXAMPLES, dest, ignore=shutil.ignore_patterns("__pycache__", "README.md"))
+    for prefix, source in SHARED_MODELS.items():
+        for model_dir in sorted(dest.glob(f"{prefix}*")):
+            (model_dir / "1").mkdir(exist_ok=True)
+            shutil.copyfile(source, model_dir / "1" / "model.py")
+    return dest
+
+
+#: The models of the served repository (the directories with a config.pbtxt).
+MODELS = tuple(sorted(p.name for p in EXAMPLES.iterdir() if (p / "config.pbtxt").is_file()))
+
+
 @contextlib.contextmanager
-def serving(repository: Path = EXAMPLES) -> Iterator[dict[str, str]]:
-    """nbinfer's server on ``repository`` (no demo models, no token): :func:`addresses`."""
-    server = LocalServer(model_repository=repository, demo=False, device="cpu", auth_token=None)
-    server.start()
-    try:
-        yield addresses(server)
-    finally:
-        server.stop()
+def serving(repository: Path | None = None) -> Iterator[dict[str, str]]:
+    """nbinfer's server (no demo models, no token) on ``repository``, by default a fresh
+    :func:`examples_repository`: :func:`addresses`."""
+    with tempfile.TemporaryDirectory(prefix="triton-examples-") as scratch:
+        if repository is None:
+            repository = examples_repository(Path(scratch) / "models")
+        # loads with a config override replace a repository model, as on Triton
+        server = LocalServer(
+            model_repository=repository,
+            demo=False,
+            device="cpu",
+            auth_token=None,
+            allow_model_replace=True,
+        )
+        server.start()
+        try:
+            yield addresses(server)
+        finally:
+            server.stop()
 
 
 def _module(protocol: str) -> Any:
@@ -226,3 +263,121 @@ def _ints(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip("-").isdigit():
         return int(value)
     return value
+
+
+# -- the calls grpc_explicit_*_content / *_model_control make, answered with an error ---------
+
+
+def _simple_request(version: str = "") -> Any:
+    """A ModelInferRequest for ``simple`` with both inputs in typed ``int_contents``."""
+    from tritonclient.grpc import service_pb2
+
+    request = service_pb2.ModelInferRequest(model_name="simple", model_version=version)
+    for name in ("INPUT0", "INPUT1"):
+        tensor = request.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        tensor.contents.int_contents[:] = list(range(16))
+    return request
+
+
+def stub_error(url: str, request: Any) -> tuple[str, str]:
+    """Send ``request`` with the generated stub (as the explicit examples do): code, details."""
+    import grpc
+    from tritonclient.grpc import service_pb2_grpc
+
+    with grpc.insecure_channel(url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        try:
+            stub.ModelInfer(request)
+        except grpc.RpcError as exc:
+            return exc.code().name, str(exc.details())
+    raise AssertionError("the request was answered")
+
+
+def mixed_contents_request() -> Any:
+    """``simple`` with INPUT0 half in raw_input_contents, half in typed contents."""
+    request = _simple_request()
+    request.raw_input_contents.append(np.arange(8, dtype=np.int32).tobytes())
+    request.inputs[0].contents.int_contents[:] = list(range(8, 16))
+    return request
+
+
+def versioned_request(version: str) -> Any:
+    """A well-formed ``simple`` request naming ``version``."""
+    return _simple_request(version)
+
+
+def control_error(protocol: str, url: str, call: str, *args: Any, **kw: Any) -> str:
+    """The message of the error a model-control / readiness call of tritonclient raises."""
+    c = client(protocol, url)
+    try:
+        getattr(c, call)(*args, **kw)
+    except InferenceServerException as exc:
+        return str(exc.message())
+    finally:
+        c.close()
+    raise AssertionError(f"{call}{args} did not fail")
+
+
+def is_ready(protocol: str, url: str, model: str, version: str = "") -> bool:
+    """tritonclient's ``is_model_ready``."""
+    c = client(protocol, url)
+    try:
+        return bool(c.is_model_ready(model, version))
+    finally:
+        c.close()
+
+
+# -- sequences sharing executions (direct / oldest sequence batching) ------------------------
+
+
+def _seen_sequence(url: str, model: str, sequence_id: int, values: list[int]) -> list[Any]:
+    """One sequence of a ``batch_*`` model: per request, ``(OUTPUT, SEEN)``."""
+    answers = []
+    with tg.InferenceServerClient(url) as c:
+        for i, v in enumerate(values):
+            inp = tg.InferInput("INPUT", [1, 1], "INT32")
+            inp.set_data_from_numpy(np.full([1, 1], v, dtype=np.int32))
+            wanted = [tg.InferRequestedOutput("OUTPUT"), tg.InferRequestedOutput("SEEN")]
+            result = c.infer(
+                model,
+                [inp],
+                outputs=wanted,
+                sequence_id=sequence_id,
+                sequence_start=i == 0,
+                sequence_end=i == len(values) - 1,
+            )
+            seen = [int(x) for x in result.as_numpy("SEEN").ravel()]
+            answers.append((int(result.as_numpy("OUTPUT").ravel()[0]), seen))
+    return answers
+
+
+def run_concurrent_sequences(
+    url: str, model: str, sequences: int, values: list[int]
+) -> tuple[list[list[int]], list[list[list[int]]], dict[str, Any]]:
+    """``sequences`` sequences (ids 7000, 7001, ...) of ``values`` at once over gRPC (a thread
+    and client each): the outputs of each, what each request's ``execute()`` looked like
+    (``[requests in it, the request's correlation id]``), and the model's statistics."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(sequences) as pool:
+        runs = [
+            pool.submit(_seen_sequence, url, model, 7000 + i, [v + i for v in values])
+            for i in range(sequences)
+        ]
+        answers = [run.result(timeout=120) for run in runs]
+    c = tg.InferenceServerClient(url)
+    try:
+        stats = c.get_inference_statistics(model, as_json=True)
+    finally:
+        c.close()
+    outputs = [[out for out, _ in answer] for answer in answers]
+    seen = [[s for _, s in answer] for answer in answers]
+    return outputs, seen, dict(stats["model_stats"][0])
+
+
+def batch_sizes(stats: dict[str, Any]) -> dict[int, int]:
+    """Executions per batch size in a model's statistics (``batch_stats``)."""
+    return {
+        int(entry["batch_size"]): int(entry["compute_infer"].get("count", 0))
+        for entry in stats.get("batch_stats", [])
+    }

@@ -11,6 +11,7 @@ passed to ``execute([request])``; an error response (or an exception) becomes an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import logging
@@ -19,6 +20,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 import nbinfer.server.backends.triton_utils as pb_utils
 from nbinfer.errors import InferenceError, InvalidInputError
@@ -218,17 +221,43 @@ class TritonPythonBackendModel(Model):
         """
         if self.decoupled:
             return self._stream(inputs, context)
+        if len(context.merged) > 1:
+            return self._predict_merged(inputs, context)
         request = self._request(inputs, context)
         result = self._execute(request)
         return self._tensors(self._single_response(result, request), context)
 
-    def _execute(self, request: pb_utils.InferenceRequest) -> Any:
+    def _predict_merged(self, inputs: dict[str, Any], context: InferContext) -> dict[str, Any]:
+        """A merged batch as Triton hands it over: one request per client request.
+
+        Each request has its own rows, parameters, correlation id and flags, all in one
+        ``execute()``; the responses' tensors are joined again along the batch axis.
+        """
+        requests = []
+        start = 0
+        for row_context, rows in context.merged:
+            own = dataclasses.replace(row_context, requested_outputs=context.requested_outputs)
+            part = {name: array[start : start + rows] for name, array in inputs.items()}
+            requests.append(self._request(part, own))
+            start += rows
+        result = self._execute(*requests)
+        if not isinstance(result, list | tuple) or len(result) != len(requests):
+            got = len(result) if isinstance(result, list | tuple) else type(result).__name__
+            raise InferenceError(
+                f"model {self.name!r}: execute() gave {got} responses for {len(requests)} "
+                "requests; it must return one InferenceResponse per request",
+                model=self.name,
+            )
+        parts = [self._tensors(response, context) for response in result]
+        return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+    def _execute(self, *requests: pb_utils.InferenceRequest) -> Any:
         instance = self.instance
         if instance is None:
             raise InferenceError(f"model {self.name!r} is not loaded", model=self.name)
         try:
             with self._execute_lock:
-                result = instance.execute([request])
+                result = instance.execute(list(requests))
                 if inspect.isawaitable(result):
                     result = asyncio.run(_awaited(result))
         except InferenceError:

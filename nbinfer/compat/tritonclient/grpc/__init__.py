@@ -34,13 +34,13 @@ from nbinfer.compat._triton import (
     InferInput,
     InferResult,
     Request,
-    TritonClient,
     _as_dict,
     _mapped,
     np_to_triton_dtype,
     raise_error,
     triton_to_np_dtype,
 )
+from nbinfer.compat._triton_clients import TritonClient
 from nbinfer.compat.tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 from nbinfer.compat.tritonclient.utils import (
     deserialize_bytes_tensor,

@@ -33,13 +33,13 @@ from nbinfer.compat._triton import (
     InferRequestedOutput,
     InferResult,
     Request,
-    TritonClient,
     generate_request_body,
     np_to_triton_dtype,
     parse_response_body,
     raise_error,
     triton_to_np_dtype,
 )
+from nbinfer.compat._triton_clients import TritonClient
 from nbinfer.compat.tritonclient.utils import (
     deserialize_bytes_tensor,
     serialize_byte_tensor,

@@ -26,7 +26,8 @@ from typing import Any
 
 from nbinfer.client import AsyncClient
 from nbinfer.client import InferResult as _Result
-from nbinfer.compat._triton import AsyncTritonClient, _mapped
+from nbinfer.compat._triton import _mapped
+from nbinfer.compat._triton_clients import AsyncTritonClient
 from nbinfer.compat.tritonclient.grpc import (
     MAX_GRPC_MESSAGE_SIZE,
     InferenceServerClientPlugin,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from nbinfer.client import AsyncClient
-from nbinfer.compat._triton import AsyncTritonClient
+from nbinfer.compat._triton_clients import AsyncTritonClient
 from nbinfer.compat.tritonclient.http import (
     InferAsyncRequest,
     InferenceServerClientPlugin,

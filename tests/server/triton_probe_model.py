@@ -1,4 +1,6 @@
-"""Answers the tensors it received (control inputs included) as one JSON string."""
+"""The probe models of triton_examples/ (probe_*): each answers the tensors it received (control
+inputs included) as one JSON string. One file, written into every probe_*/1/ by
+``tests/server/triton_calls.py::examples_repository``."""
 
 import json
 
