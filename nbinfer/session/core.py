@@ -185,7 +185,7 @@ class SessionCore:
 
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         *,
         protocol: str | None = None,
         model_repository: str | None = None,
@@ -231,7 +231,9 @@ class SessionCore:
                 "model_repository / auth_token only apply to a local server (url=None); "
                 "pass auth= (or token=) for a remote server"
             )
-        self.url = url
+        #: Several servers' URLs (``Session([url1, url2])``: a ReplicaClient), or None.
+        self._replicas = None if isinstance(url, str) else list(url)
+        self.url = url if isinstance(url, str) else ", ".join(url)
         self._protocol_option = protocol
         self._client_options = dict(client_options)
         try:
@@ -497,7 +499,8 @@ class SessionCore:
         aclients = self._resources.aclients
         client = aclients.get(id(loop))
         if client is None:
-            client = AsyncClient(self.url, protocol=self.protocol, **self._client_options)
+            target = self._replicas or self.url
+            client = AsyncClient(target, protocol=self.protocol, **self._client_options)
             aclients[id(loop)] = client
         return client
 
