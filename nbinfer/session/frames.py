@@ -30,6 +30,7 @@ import numpy as np
 
 from nbinfer.client import Client, InferResult
 from nbinfer.errors import InvalidInputError
+from nbinfer.interop.dask import is_dask_frame as _is_dask_frame
 from nbinfer.protocol.columns import column_datatype
 from nbinfer.protocol.dtypes import DATATYPES
 from nbinfer.protocol.tensors import Destination, conform
@@ -82,6 +83,7 @@ class _Call:
     data: Any = None
     single: bool = False
     nan: str = ""  # "2 of 5 rows had NaN inputs ('input')": said with the result
+    lazy: Any = None  # a Dask frame's lazy result (interop.dask): the answer as it is
 
     def send_options(self, binary: bool | None) -> dict[str, Any]:
         """Keyword arguments of ``Client.infer`` / ``async_infer`` / ``AsyncClient.infer``."""
@@ -311,7 +313,9 @@ class FrameFront(BinaryProbe):
             _count("concurrency", concurrency),
             progress,
         )
-        if _is_frame(data):
+        if _is_dask_frame(data):  # lazy: each partition inferred on its worker (interop.dask)
+            call.lazy = yield from self._dask_frame(model, data, locals(), kwargs)
+        elif _is_frame(data):
             rows = _count("batch_size", batch_size)
             call.job = yield from self._frame_job(model, model_version, data, columns, rows, inputs)
             call.index = data.index
@@ -323,12 +327,26 @@ class FrameFront(BinaryProbe):
             yield from self._labels_op(model, model_version)  # the result's card names classes
         return call
 
+    def _dask_frame(self, model: str, ddf: Any, own: Any, kwargs: Any) -> SessionOp[Any]:
+        """A Dask frame inferred lazily: the pandas path per partition, on its worker."""
+        from nbinfer.interop.dask import SESSION_OPTIONS, WorkerRecipe, infer_lazily
+
+        key = (model, own["model_version"])
+        meta = yield from self._metadata_op(*key)
+        yield from self._labels_op(*key)
+        opts = {**self._client_options, "protocol": self.protocol}
+        recipe = WorkerRecipe(tuple(self._replicas or [self.url]), tuple(opts.items()), type(self))
+        options = {**{k: own[k] for k in SESSION_OPTIONS}, **kwargs}
+        return infer_lazily(ddf, recipe, model, meta, self._labels_cache.get(key, {}), options)
+
     def _send(self, call: _Call) -> Any:
         """Run a read ``infer`` call on the sync client (chunks on its worker threads)."""
 
         def send(payload: Any, binary: bool | None) -> concurrent.futures.Future[InferResult]:
             return self.client.async_infer(call.model, payload, **call.send_options(binary))
 
+        if call.lazy is not None:
+            return call.lazy
         if call.job is None:
             if call.probe:
                 result = self._probe_binary(lambda b: send(call.data, b)).result()
@@ -371,6 +389,8 @@ class FrameFront(BinaryProbe):
                 return self._aprobe_binary(send(payload), lock)
             return send(payload)(self._binary_now(call))
 
+        if call.lazy is not None:
+            return call.lazy
         if call.job is None:
             return self._finish(call, await submit(call.data))
         await imported("nbinfer.interop.pandas")
