@@ -4,7 +4,7 @@ Each serves the demo models (``iris``) and a repository of three Python models:
 ``double`` (``Y = 2 * X``, FP32 ``[-1, 4]``, sleeps ``NBINFER_TEST_SLEEP`` seconds per batch,
 default 0.02), ``picky`` (as ``double``, but refuses batches holding a negative value, naming
 the row) and ``slow`` (as ``double``, sleeping 0.2 s: calls are still in flight when a server is
-killed).
+killed); ``two`` returns ``Y = 2 * X`` and ``S``, each row's sum (FP64 ``[-1]``).
 """
 
 from __future__ import annotations
@@ -46,6 +46,28 @@ output [{ name: "Y" data_type: TYPE_FP32 dims: [ -1, 4 ] }]
 """
 
 
+_TWO = """
+import numpy as np
+
+from nbinfer.server.model import Model
+
+
+class Two(Model):
+    def predict(self, inputs, context):
+        x = inputs["X"]
+        return {"Y": x * 2, "S": x.sum(axis=1, dtype=np.float64)}
+"""
+
+_TWO_CONFIG = """
+max_batch_size: 0
+input [{ name: "X" data_type: TYPE_FP32 dims: [ -1, 4 ] }]
+output [
+  { name: "Y" data_type: TYPE_FP32 dims: [ -1, 4 ] },
+  { name: "S" data_type: TYPE_FP64 dims: [ -1 ] }
+]
+"""
+
+
 def write_repository(root: Path, sleep: float = 0.02) -> Path:
     """A model repository with ``double``, ``picky`` and ``slow`` (see the module doc)."""
     for name, model_sleep, picky in (
@@ -56,6 +78,9 @@ def write_repository(root: Path, sleep: float = 0.02) -> Path:
         (root / name / "1").mkdir(parents=True, exist_ok=True)
         (root / name / "1" / "model.py").write_text(_MODEL.format(sleep=model_sleep, picky=picky))
         (root / name / "config.pbtxt").write_text(_CONFIG)
+    (root / "two" / "1").mkdir(parents=True, exist_ok=True)
+    (root / "two" / "1" / "model.py").write_text(_TWO)
+    (root / "two" / "config.pbtxt").write_text(_TWO_CONFIG)
     return root
 
 
