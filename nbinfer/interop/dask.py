@@ -63,15 +63,19 @@ class WorkerRecipe:
         urls: The servers (one, or several replicas).
         options: Keyword arguments of the session (``protocol``, ``auth``, ``headers``,
             ``timeout`` ...): plain values only.
-        opener: What opens it (``nbinfer.Session``, pickled by reference).
+        opener: What opens it, as ``opener(target, tokens, **options)`` (pickled by
+            reference: a partial of :func:`nbinfer.session.workers.open_session`).
+        tokens: ``(url, token)`` of the local servers the driver's process started: the
+            worker has no other way to know them.
     """
 
     urls: tuple[str, ...]
     options: tuple[tuple[str, Any], ...]
     opener: Callable[..., Any]
+    tokens: tuple[tuple[str, str], ...] = ()
 
     def _key(self) -> str:
-        return repr((self.urls, self.options, self.opener))
+        return repr((self.urls, self.options, self.opener, self.tokens))
 
     def open(self) -> Any:
         """This process's session for the recipe: opened on first use, then reused."""
@@ -80,7 +84,8 @@ class WorkerRecipe:
             session = _OPEN.get(key)
             if session is None:
                 target: str | list[str] = self.urls[0] if len(self.urls) == 1 else list(self.urls)
-                session = _OPEN[key] = self.opener(target, **dict(self.options))
+                session = self.opener(target, self.tokens, **dict(self.options))
+                _OPEN[key] = session
         return session
 
 

@@ -45,6 +45,7 @@ from nbinfer.protocol.types import (
 from nbinfer.session.binary import BinaryProbe
 from nbinfer.session.core import public
 from nbinfer.session.ops import SessionOp, _awaiting, _blocking, imported
+from nbinfer.session.workers import dask_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -314,7 +315,7 @@ class FrameFront(BinaryProbe):
             progress,
         )
         if _is_dask_frame(data):  # lazy: each partition inferred on its worker (interop.dask)
-            call.lazy = yield from self._dask_frame(model, data, locals(), kwargs)
+            call.lazy = yield from dask_frame(self, model, data, locals(), kwargs)
         elif _is_frame(data):
             rows = _count("batch_size", batch_size)
             call.job = yield from self._frame_job(model, model_version, data, columns, rows, inputs)
@@ -326,18 +327,6 @@ class FrameFront(BinaryProbe):
                 call.nan = _data_nan_note(call.data)
             yield from self._labels_op(model, model_version)  # the result's card names classes
         return call
-
-    def _dask_frame(self, model: str, ddf: Any, own: Any, kwargs: Any) -> SessionOp[Any]:
-        """A Dask frame inferred lazily: the pandas path per partition, on its worker."""
-        from nbinfer.interop.dask import SESSION_OPTIONS, WorkerRecipe, infer_lazily
-
-        key = (model, own["model_version"])
-        meta = yield from self._metadata_op(*key)
-        yield from self._labels_op(*key)
-        opts = {**self._client_options, "protocol": self.protocol}
-        recipe = WorkerRecipe(tuple(self._replicas or [self.url]), tuple(opts.items()), type(self))
-        options = {**{k: own[k] for k in SESSION_OPTIONS}, **kwargs}
-        return infer_lazily(ddf, recipe, model, meta, self._labels_cache.get(key, {}), options)
 
     def _send(self, call: _Call) -> Any:
         """Run a read ``infer`` call on the sync client (chunks on its worker threads)."""

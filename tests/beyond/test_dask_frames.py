@@ -129,6 +129,15 @@ def test_a_partition_the_model_rejects_names_the_partition_and_the_models_messag
     assert "row 3 holds a negative measurement" in message
 
 
+def test_a_local_sessions_own_server_serves_the_workers_with_its_token(cluster: object) -> None:
+    ddf = dd.from_map(make_part, range(2), rows=1000)
+    with nbinfer.Session(device="cpu") as session:  # its embedded server requires a token
+        assert session.token
+        out = session.infer("iris", ddf).compute()
+        expected = session.infer("iris", pd.concat([make_part(i, 1000) for i in range(2)]))
+    pd.testing.assert_frame_equal(out, expected)
+
+
 def test_options_a_lazy_frame_cannot_honour_are_refused_at_call_time(
     two_servers: list[LocalServer],
 ) -> None:
