@@ -147,15 +147,3 @@ def test_options_a_lazy_frame_cannot_honour_are_refused_at_call_time(
             session.infer("iris", dd.from_map(make_part, range(1), rows=4), classification=1)
         with pytest.raises(nbinfer.InvalidInputError, match="gives a Dask frame"):
             session.infer("double", ddf, columns={"X": list("abcd")}, as_frame=False)
-
-
-def test_import_nbinfer_loads_no_engine() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, nbinfer, nbinfer.session; "
-        "print([m for m in ('dask', 'distributed', 'pyspark', 'pyarrow') if m in sys.modules])"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"

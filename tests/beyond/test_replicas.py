@@ -179,3 +179,15 @@ def test_the_async_face_fails_over_too(two_servers: list[LocalServer]) -> None:
     for i, y in enumerate(outs):
         np.testing.assert_array_equal(y, np.ones((2, 4), np.float32) * i * 2)
     assert not stats[0]["up"] and stats[1]["up"]
+
+
+def test_import_nbinfer_loads_no_engine() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nbinfer, nbinfer.session; "
+        "print([m for m in ('dask', 'distributed', 'pyspark', 'pyarrow') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
