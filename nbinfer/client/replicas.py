@@ -182,7 +182,7 @@ def _sequence_key(kwargs: Mapping[str, Any]) -> tuple[int | str | None, bool]:
 
 
 def _members(face: type[M], urls: Sequence[str], options: Mapping[str, Any]) -> tuple[list[M], str]:
-    if isinstance(urls, str) or not urls:
+    if isinstance(urls, str | bytes) or not isinstance(urls, Sequence) or not urls:
         raise InvalidInputError(f"replicas: give a list of server URLs, not {urls!r:.80}")
     members = [face(str(url), **options) for url in urls]
     protocols = {m.protocol for m in members}

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import kill, start_servers
 
 import nbinfer
 from nbinfer.server.launcher import LocalServer
+from tests.beyond.servers import kill, start_servers
 
 
 def _rows(n: int) -> pd.DataFrame:
@@ -161,6 +161,8 @@ def test_replicas_must_speak_one_protocol() -> None:
         nbinfer.Client(["http://127.0.0.1:1", "grpc://127.0.0.1:2"])
     with pytest.raises(nbinfer.InvalidInputError, match="list of server URLs"):
         nbinfer.ReplicaClient([])
+    with pytest.raises(nbinfer.InvalidInputError, match="list of server URLs"):
+        nbinfer.Client(8000)  # type: ignore[arg-type]
 
 
 def test_the_async_face_fails_over_too(two_servers: list[LocalServer]) -> None:

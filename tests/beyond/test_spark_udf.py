@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import kill
 
 import nbinfer
 from nbinfer.server.launcher import LocalServer
+from tests.beyond.servers import kill
 
 pyspark = pytest.importorskip("pyspark")
 if shutil.which("java") is None:
