@@ -132,6 +132,20 @@ def test_without_reprobe_time_a_failed_replica_is_not_asked_again(
     assert alive["infers"] == 5  # every call answered, the failed one's included
 
 
+def test_grpc_replicas_fail_over_the_same_way(two_servers: list[LocalServer]) -> None:
+    x = np.ones((2, 4), np.float32)
+    with nbinfer.Client([s.grpc_url for s in two_servers]) as client:
+        assert client.protocol == "grpc"
+        before = [client.infer("double", {"X": x * i}).as_numpy("Y") for i in range(4)]
+        kill(two_servers[0])
+        after = [client.infer("double", {"X": x * i}).as_numpy("Y") for i in range(4, 12)]
+        dead, alive = client.replica_stats()
+    for i, y in enumerate([*before, *after]):
+        np.testing.assert_array_equal(y, x * i * 2)
+    assert dead["infers"] >= 1 and alive["infers"] >= 8  # both served; the dead one no more
+    assert not dead["up"] and dead["failures"] >= 1
+
+
 def test_a_sequence_stays_on_one_replica(two_servers: list[LocalServer]) -> None:
     with nbinfer.Client([s.http_url for s in two_servers]) as client:
         seq = nbinfer.Sequence()
