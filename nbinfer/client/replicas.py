@@ -12,7 +12,8 @@ calls over them, client-side (the servers know nothing of each other):
 - a sequence (``sequence_id=`` / ``sequence=``) stays on the replica that got its first request
   until ``sequence_end``; a stream stays on one replica for its life; both fail rather than move;
 - calls that change a server (load / unload, shared-memory regions, trace / log settings) go to
-  every replica that is up, and return the first one's answer;
+  every replica that is up, and return the first one's answer; inference statistics are asked
+  of every replica that is up and summed (``session.stats()`` counts what all of them ran);
 - :meth:`ReplicaClient.replica_stats` counts calls, failures and retries per replica.
 
 Every call is still the one declaration in :mod:`nbinfer.client.api`: :func:`_spread` turns it
@@ -28,7 +29,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, cast
 
 from nbinfer.client import api
 from nbinfer.client.aio import AsyncClient
@@ -66,6 +67,41 @@ _EVERYWHERE = frozenset(
         "update_log_settings",
     }
 )
+
+
+#: Calls whose answers from every replica that is up are merged into one.
+_MERGED = frozenset({"get_inference_statistics"})
+
+
+def _merge_stats(answers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Inference statistics of several servers as one server's: counts and times summed."""
+    models: dict[tuple[str, str], Any] = {}
+    for answer in answers:
+        for entry in answer.get("model_stats", []):
+            key = (entry.get("name", ""), entry.get("version", ""))
+            models[key] = _merged(models[key], entry) if key in models else entry
+    return {**(answers[0] if answers else {}), "model_stats": list(models.values())}
+
+
+def _merged(a: Any, b: Any, key: str = "") -> Any:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return {
+            k: _merged(a[k], b[k], k) if k in a and k in b else a.get(k, b.get(k))
+            for k in {**a, **b}
+        }
+    if isinstance(a, list) and isinstance(b, list):  # batch_stats: merged by batch size
+        sizes: dict[Any, Any] = {}
+        for item in (*a, *b):
+            size = item.get("batch_size") if isinstance(item, Mapping) else id(item)
+            sizes[size] = _merged(sizes[size], item) if size in sizes else item
+        return list(sizes.values())
+    if isinstance(a, bool) or isinstance(b, bool) or key in ("name", "version"):
+        return a
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return max(a, b) if key == "last_inference" else a + b
+    if isinstance(a, str) and isinstance(b, str) and a.isdigit() and b.isdigit():
+        return str(max(int(a), int(b)) if key == "last_inference" else int(a) + int(b))
+    return a
 
 
 def _replica_failed(exc: BaseException) -> bool:
@@ -221,7 +257,7 @@ def _aspread(
 
 
 def _kind(name: str, kwargs: Mapping[str, Any]) -> Literal["everywhere", "pinned", "spread"]:
-    if name in _EVERYWHERE:
+    if name in _EVERYWHERE or name in _MERGED:
         return "everywhere"
     if name in ("infer", "build_request") and _sequence_key(kwargs)[0] is not None:
         return "pinned"
@@ -302,6 +338,8 @@ class ReplicaClient(Client):
         kind = _kind(declared.__name__, kwargs)
         if kind == "everywhere":
             answers = [r.client._run(declared(r.client, *args, **kwargs)) for r in self._pool.up()]
+            if declared.__name__ in _MERGED:
+                return cast(T, _merge_stats(cast(list[dict[str, Any]], answers)))
             return answers[0]
         if kind == "pinned":
             return self._pinned(declared, args, kwargs)
@@ -495,6 +533,8 @@ class AsyncReplicaClient(AsyncClient):
             answers = await asyncio.gather(
                 *(r.client._run(declared(r.client, *args, **kwargs)) for r in self._pool.up())
             )
+            if declared.__name__ in _MERGED:
+                return cast(T, _merge_stats(cast(list[dict[str, Any]], answers)))
             return answers[0]
         pinned_key = _sequence_key(kwargs) if kind == "pinned" else (None, False)
         tried: set[int] = set()

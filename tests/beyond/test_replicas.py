@@ -44,6 +44,7 @@ def test_a_list_of_urls_builds_a_replica_client_that_spreads_by_outstanding_call
         futures = [client.async_infer("double", {"X": x * i}) for i in range(24)]
         results = [f.result() for f in futures]
         stats = client.replica_stats()
+        merged = client.get_inference_statistics("double")["model_stats"]
     for i, result in enumerate(results):
         np.testing.assert_array_equal(result.as_numpy("Y"), x * i * 2)
     # calls overlapped (8 threads, 20 ms each): the idle replica got its share, and the
@@ -52,6 +53,10 @@ def test_a_list_of_urls_builds_a_replica_client_that_spreads_by_outstanding_call
     assert sum(s["infers"] for s in stats) == 24
     assert [s["infers"] for s in stats] == [_served(s, "double") for s in two_servers]
     assert all(s["failures"] == 0 and s["up"] for s in stats)
+    # the servers' statistics, asked of both and summed: what session.stats() shows
+    (entry,) = merged
+    assert int(entry["inference_stats"]["success"]["count"]) == 24
+    assert int(entry["inference_count"]) == 24  # both servers counted
 
 
 def test_a_server_killed_mid_run_loses_and_duplicates_no_row(
