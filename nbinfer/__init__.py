@@ -17,6 +17,7 @@ from nbinfer import errors as _errors
 from nbinfer._lazy import lazy_attributes as _lazy_attributes
 from nbinfer.capabilities import Capabilities
 from nbinfer.client import AsyncClient, Client, InferResult, InferSequence, Sequence
+from nbinfer.client.replicas import AsyncReplicaClient, ReplicaClient
 from nbinfer.config import (
     BasicAuth,
     BearerAuth,
@@ -119,6 +120,7 @@ _error_display_in_ipython()
 
 __all__ = [
     "AsyncClient",
+    "AsyncReplicaClient",
     "BasicAuth",
     "BearerAuth",
     "Capabilities",
@@ -164,6 +166,7 @@ __all__ = [
     "QueueFullError",
     "RemoteInvalidInputError",
     "RemoteUnsupportedError",
+    "ReplicaClient",
     "RepositoryModel",
     "RequestedOutput",
     "ServerError",

@@ -27,6 +27,9 @@ user callbacks run). The package imports errors, config, protocol and transports
 from __future__ import annotations
 
 from nbinfer.client.aio import AsyncClient
+
+# replicas builds on the faces and makes Client([urls]) / AsyncClient([urls]) its own
+from nbinfer.client.replicas import AsyncReplicaClient, ReplicaClient
 from nbinfer.client.results import InferResult, InferSequence
 from nbinfer.client.sync import Client
 
@@ -34,4 +37,12 @@ from nbinfer.client.sync import Client
 #: :class:`collections.abc.Sequence`).
 Sequence = InferSequence
 
-__all__ = ["AsyncClient", "Client", "InferResult", "InferSequence", "Sequence"]
+__all__ = [
+    "AsyncClient",
+    "AsyncReplicaClient",
+    "Client",
+    "InferResult",
+    "InferSequence",
+    "ReplicaClient",
+    "Sequence",
+]

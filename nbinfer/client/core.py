@@ -16,7 +16,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar, cast
 
 import numpy as np
 
@@ -231,10 +231,19 @@ class _Core:
 
     #: The face's default HTTP engine: what ``http_engine=`` takes besides ``"httpx"``.
     _default_http_engine = ""
+    #: The face a list of URLs builds (set by :mod:`nbinfer.client.replicas`, which builds on
+    #: the faces and so cannot be imported by them).
+    _replica_face: ClassVar[type[_Core] | None] = None
+
+    def __new__(cls, url: str | Sequence[str] = "", *args: Any, **kwargs: Any) -> Self:
+        face = cls._replica_face
+        if not isinstance(url, str) and face is not None and not issubclass(cls, face):
+            return cast(Self, object.__new__(face))  # Client([urls]): several replicas
+        return object.__new__(cls)
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         protocol: str | None = None,
         config: ClientConfig | None = None,
@@ -252,6 +261,8 @@ class _Core:
         httpx_client: httpx.Client | httpx.AsyncClient | None = None,
         shared_memory: SharedMemoryMode = "auto",
     ) -> None:
+        if not isinstance(url, str):
+            raise InvalidInputError(f"url must be a string, not {type(url).__name__}")
         self.protocol, self.url = _parse_url(url, protocol)
         self.config = _resolve_config(
             config,

@@ -80,7 +80,9 @@ class Client(_Core):
     """Blocking v2 client over HTTP (pycurl) or gRPC (grpcio); thread-safe.
 
     Args:
-        url: ``http(s)://host:port``, ``grpc(s)://host:port`` or a bare ``host:port`` (HTTP).
+        url: ``http(s)://host:port``, ``grpc(s)://host:port`` or a bare ``host:port`` (HTTP);
+            a list of URLs builds a :class:`~nbinfer.ReplicaClient` (several servers serving
+            the same models: least outstanding requests, failover, per-replica counts).
         protocol: ``"http"`` or ``"grpc"``, overriding the URL scheme.
         config: A :class:`~nbinfer.config.ClientConfig` (default: from ``NBINFER_*`` env).
         timeout: Seconds per call (or a :class:`~nbinfer.config.Timeouts`).

@@ -53,6 +53,8 @@ class Session(FrameFront, GenerateFront, Serving):
     Args:
         url: A v2 server (``"localhost:8000"``, ``"http://..."``, ``"grpc://..."``). ``None``
             starts the embedded local server (with the demo models, unless ``demo=False``).
+            A list of URLs: several servers serving the same models, behind a
+            :class:`~nbinfer.ReplicaClient` (see docs/beyond.md).
         protocol: ``"http"`` or ``"grpc"``; default from the URL (HTTP for a local server).
         model_repository: Local server only: a Triton-layout model repository to serve.
         device: Local server only: ``"auto"``, ``"cpu"`` or ``"cuda:N"``.

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -93,7 +93,7 @@ class SessionCore(Boundary):
 
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         *,
         protocol: str | None = None,
         model_repository: str | None = None,
@@ -139,7 +139,9 @@ class SessionCore(Boundary):
                 "model_repository / auth_token only apply to a local server (url=None); "
                 "pass auth= (or token=) for a remote server"
             )
-        self.url = url
+        #: Several servers' URLs (``Session([url1, url2])``: a ReplicaClient), or None.
+        self._replicas = None if isinstance(url, str) else list(url)
+        self.url = url if isinstance(url, str) else ", ".join(url)
         self._protocol_option = protocol
         self._client_options = dict(client_options)
         try:
@@ -346,7 +348,8 @@ class SessionCore(Boundary):
         aclients = self._resources.aclients
         client = aclients.get(id(loop))
         if client is None:
-            client = AsyncClient(self.url, protocol=self.protocol, **self._client_options)
+            target = self._replicas or self.url
+            client = AsyncClient(target, protocol=self.protocol, **self._client_options)
             aclients[id(loop)] = client
         return client
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from nbinfer.client import Client, InferResult
 from nbinfer.errors import InvalidInputError
+from nbinfer.interop.dask import is_dask_frame as _is_dask_frame
 from nbinfer.protocol.dtypes import DATATYPES
 from nbinfer.protocol.tensors import Destination, conform
 from nbinfer.protocol.types import (
@@ -44,6 +45,7 @@ from nbinfer.protocol.types import (
 from nbinfer.session.binary import BinaryProbe
 from nbinfer.session.boundary import public
 from nbinfer.session.ops import SessionOp, _awaiting, _blocking, imported
+from nbinfer.session.workers import dask_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,6 +82,7 @@ class _Call:
     data: Any = None
     single: bool = False
     nan: str = ""  # "2 of 5 rows had NaN inputs ('input')": said with the result
+    lazy: Any = None  # a Dask frame's lazy result (interop.dask): the answer as it is
 
     def send_options(self, binary: bool | None) -> dict[str, Any]:
         """Keyword arguments of ``Client.infer`` / ``async_infer`` / ``AsyncClient.infer``."""
@@ -292,7 +295,9 @@ class FrameFront(BinaryProbe):
             _count("concurrency", concurrency),
             progress,
         )
-        if _is_frame(data):
+        if _is_dask_frame(data):  # lazy: each partition inferred on its worker (interop.dask)
+            call.lazy = yield from dask_frame(self, model, data, locals(), kwargs)
+        elif _is_frame(data):
             rows = _count("batch_size", batch_size)
             call.job = yield from self._frame_job(model, model_version, data, columns, rows, inputs)
             call.like = data  # pandas, Arrow or Polars: the result follows it
@@ -311,6 +316,8 @@ class FrameFront(BinaryProbe):
         def send(payload: Any, binary: bool | None) -> concurrent.futures.Future[InferResult]:
             return self.client.async_infer(call.model, payload, **call.send_options(binary))
 
+        if call.lazy is not None:
+            return call.lazy
         if call.job is None:
             if call.probe:
                 result = self._probe_binary(lambda b: send(call.data, b)).result()
@@ -353,6 +360,8 @@ class FrameFront(BinaryProbe):
                 return self._aprobe_binary(send(payload), lock)
             return send(payload)(self._binary_now(call))
 
+        if call.lazy is not None:
+            return call.lazy
         if call.job is None:
             return self._finish(call, await submit(call.data))
         await imported("nbinfer.interop.chunks")

@@ -1,0 +1,102 @@
+"""Servers for the "beyond one machine" tests: several real nbinfer servers on 127.0.0.1.
+
+Each serves the demo models (``iris``) and a repository of three Python models:
+``double`` (``Y = 2 * X``, FP32 ``[-1, 4]``, sleeps ``NBINFER_TEST_SLEEP`` seconds per batch,
+default 0.02), ``picky`` (as ``double``, but refuses batches holding a negative value, naming
+the row) and ``slow`` (as ``double``, sleeping 0.2 s: calls are still in flight when a server is
+killed); ``two`` returns ``Y = 2 * X`` and ``S``, each row's sum (FP64 ``[-1]``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from nbinfer.server.launcher import LocalServer
+
+_MODEL = """
+import os
+import time
+
+import numpy as np
+
+from nbinfer.server.model import Model
+
+SLEEP = {sleep}
+
+
+class M(Model):
+    def predict(self, inputs, context):
+        x = inputs["X"]
+        if {picky} and (x < 0).any():
+            row = int(np.argwhere(x < 0)[0][0])
+            raise ValueError(f"row {{row}} holds a negative measurement")
+        time.sleep(SLEEP)
+        return {{"Y": x * 2}}
+"""
+
+_CONFIG = """
+max_batch_size: 0
+input [{ name: "X" data_type: TYPE_FP32 dims: [ -1, 4 ] }]
+output [{ name: "Y" data_type: TYPE_FP32 dims: [ -1, 4 ] }]
+"""
+
+
+_TWO = """
+import numpy as np
+
+from nbinfer.server.model import Model
+
+
+class Two(Model):
+    def predict(self, inputs, context):
+        x = inputs["X"]
+        return {"Y": x * 2, "S": x.sum(axis=1, dtype=np.float64)}
+"""
+
+_TWO_CONFIG = """
+max_batch_size: 0
+input [{ name: "X" data_type: TYPE_FP32 dims: [ -1, 4 ] }]
+output [
+  { name: "Y" data_type: TYPE_FP32 dims: [ -1, 4 ] },
+  { name: "S" data_type: TYPE_FP64 dims: [ -1 ] }
+]
+"""
+
+
+def write_repository(root: Path, sleep: float = 0.02) -> Path:
+    """A model repository with ``double``, ``picky`` and ``slow`` (see the module doc)."""
+    for name, model_sleep, picky in (
+        ("double", sleep, False),
+        ("picky", 0.0, True),
+        ("slow", 0.2, False),
+    ):
+        (root / name / "1").mkdir(parents=True, exist_ok=True)
+        (root / name / "1" / "model.py").write_text(_MODEL.format(sleep=model_sleep, picky=picky))
+        (root / name / "config.pbtxt").write_text(_CONFIG)
+    (root / "two" / "1").mkdir(parents=True, exist_ok=True)
+    (root / "two" / "1" / "model.py").write_text(_TWO)
+    (root / "two" / "config.pbtxt").write_text(_TWO_CONFIG)
+    return root
+
+
+def start_servers(count: int, repo: Path) -> list[LocalServer]:
+    """``count`` servers of ``repo`` (+ the demo models), without a token (workers need none)."""
+    servers: list[LocalServer] = []
+    try:
+        for _ in range(count):
+            servers.append(
+                LocalServer(model_repository=repo, demo=True, device="cpu", auth_token=None).start()
+            )
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+    return servers
+
+
+def kill(server: LocalServer) -> None:
+    """Kill a server the hard way (SIGKILL: no drain, connections reset)."""
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGKILL)
