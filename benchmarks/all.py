@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 
 #: script -> (full arguments, quick arguments)
 RUNS: dict[str, tuple[list[str], list[str]]] = {
-    "client.py": ([], ["--seconds", "0.5", "--rounds", "1"]),
+    "client.py": ([], ["--seconds", "0.5", "--rounds", "1", "--median-rounds", "1"]),
     "server.py": (["--rounds", "3", "--duration", "5", "--floor"], ["--duration", "1", "--floor"]),
     "grpc_big.py": ([], ["--seconds", "1", "--rounds", "1"]),
     "local_shm.py": ([], ["--seconds", "1", "--rounds", "1"]),
@@ -90,9 +90,10 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
     if client:
         by = {r["scenario"]: r["ratio"] for r in client}
         for scenario, target in (
-            ("http sync  c=1 add_sub", 1.3),
+            ("http sync  c=1 add_sub main", 1.3),
+            ("grpc sync  c=1 add_sub main", 1.0),
+            ("grpc sync  c=1 add_sub", 1.05),
             ("http sync  16MB each way", 1.4),
-            ("grpc sync  c=1 add_sub", 1.0),
             ("grpc sync  c=8 add_sub", 1.0),
             ("grpc async c=1 add_sub", 1.0),
             ("grpc async c=8 add_sub", 1.0),
@@ -101,6 +102,9 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
         ):
             if scenario in by:
                 label = "client " + " ".join(scenario.replace(" add_sub", "").split())
+                label = label.replace(" c=1 main", " c=1 main thread")
+                if scenario == "grpc sync  c=1 add_sub":
+                    label += " worker thread"
                 label = label.replace("client grpc sync c=1 raw grpcio floor", "raw grpcio c=1")
                 label = label.replace("client grpc sync c=8 raw grpcio floor", "raw grpcio c=8")
                 label = label.replace(" sync 16MB each way", " 16 MB each way")

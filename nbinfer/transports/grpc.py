@@ -42,6 +42,9 @@ __all__ = [
 
 logger = logging.getLogger("nbinfer")
 
+#: The main thread's id (the one a kernel interrupt reaches); an int compare per call.
+_MAIN_IDENT = threading.main_thread().ident
+
 #: Seconds the main thread waits at a time for its call (a signal wakes it sooner on POSIX).
 _SLICE = 0.05
 
@@ -269,7 +272,7 @@ class GrpcEngine:
         try:
             stub = wire.stub(call.rpc)
             timeout = self._timeout(call.timeout)
-            metadata = self._metadata + call.metadata
+            metadata = self._metadata + call.metadata if call.metadata else self._metadata
             if call.rpc == "ModelInfer":  # the reply carries the response headers
                 reply, rpc = stub.with_call(call.message, timeout=timeout, metadata=metadata)
                 return GrpcReply(reply, _headers(rpc.initial_metadata(), rpc.trailing_metadata()))
@@ -297,8 +300,9 @@ class GrpcEngine:
         """
         if self._closed:
             raise TransportError("the client is closed")
-        if threading.current_thread() is not threading.main_thread():
-            return self._perform(self._wire("pool"), call)
+        if threading.get_ident() != _MAIN_IDENT:
+            wire = self._wires.get("pool") or self._wire("pool")
+            return self._perform(wire, call)
         job = _Job(call)
         try:
             self._start_caller().put(job)
