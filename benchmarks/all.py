@@ -10,6 +10,8 @@ Runs, one after another (never in parallel: they share the machine's cores):
 * ``local_shm.py`` — the zero-copy local path vs HTTP binary (and tritonclient's own shm);
 * ``streaming.py`` — the generate extension's token stream: per-token and time-to-first-token
   overhead of nbinfer's clients + server, beside a hand-written ``requests`` SSE loop;
+* ``profiler.py`` — ``profile()`` at concurrency 1 vs a tritonclient sync loop against the same
+  server (throughput and p50 latency, HTTP and gRPC);
 * a fresh kernel: ``import pandas`` then ``import nbinfer`` + ``Session()`` + the first ``infer``.
 
 Usage::
@@ -43,6 +45,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "grpc_big.py": ([], ["--seconds", "1", "--rounds", "1"]),
     "local_shm.py": ([], ["--seconds", "1", "--rounds", "1"]),
     "streaming.py": ([], ["--tokens", "50", "--rounds", "1"]),
+    "profiler.py": ([], ["--seconds", "1", "--rounds", "1"]),
 }
 
 FRESH_KERNEL = """
@@ -137,8 +140,19 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
             ("ttft_overhead_ms", "generate_stream TTFT overhead", 2.0),
         ):
             rows.append(Row(name, ours[key], target, "ms", False, peer=peer[key]))
+    rows += profiler_rows(load("profiler.json"))
     if fresh_kernel_s is not None:
         rows.append(Row("fresh kernel to first result", fresh_kernel_s, 0.5, "s", False))
+    return rows
+
+
+def profiler_rows(prof: dict[str, Any] | None) -> list[Row]:
+    """Within 10 % of a tritonclient loop: the profiler measures the server, not itself."""
+    rows = []
+    for proto, figures in (prof or {}).items():
+        name = f"profile c=1 {proto} vs tritonclient loop"
+        rows.append(Row(f"{name}, throughput", figures["throughput_ratio"], 0.9, "x"))
+        rows.append(Row(f"{name}, p50", figures["p50_ratio"], 1.1, "x", False))
     return rows
 
 
