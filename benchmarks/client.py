@@ -7,7 +7,7 @@ outputs. Prints req/s, MB/s and the ratio nbinfer / tritonclient for every row; 
 the best of ``--rounds`` alternating runs (the machine is shared: best-of damps the noise).
 
 The sync concurrency-1 rows run twice: from the main thread (``... main``, how a notebook cell
-calls; nbinfer's gRPC client then hops to its caller thread so the stop button works) and from
+calls; nbinfer's gRPC client then arms its SIGINT watcher so the stop button works) and from
 a worker thread; each is the round of the median ratio of ``--median-rounds`` (5) alternating
 rounds, and the ``cpu`` columns (process CPU per call) are the less noisy figure on a shared
 machine.
@@ -211,8 +211,8 @@ def run_main(
 ) -> Measured:
     """Like :func:`run_threads` with one caller, the main thread (a notebook cell's thread).
 
-    nbinfer's gRPC client hands the main thread's calls to a caller thread of its own, so the
-    stop button interrupts them at once; this row measures that path as a notebook sees it.
+    nbinfer's gRPC client routes signals to its SIGINT watcher around each main-thread call, so
+    the stop button interrupts it at once; this row measures that path as a notebook sees it.
     """
     assert threading.current_thread() is threading.main_thread()
     infer = make()
