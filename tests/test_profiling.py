@@ -336,7 +336,7 @@ def test_an_interrupt_stops_the_load_at_once(session: Session) -> None:
 def _starved(run: Any) -> Any:
     """``run()`` on a thread (and the load threads it starts) that barely gets a CPU.
 
-    The thread is pinned to one CPU at the lowest priority (nice 19) beside a busy-looping
+    The thread is pinned to one CPU at a low priority (nice 10) beside a busy-looping
     process at normal priority on that CPU: the load generator, not the server, is then the
     bottleneck, whatever else the machine does.
     """
@@ -347,7 +347,7 @@ def _starved(run: Any) -> Any:
     def starved() -> None:
         try:
             os.sched_setaffinity(0, {cpu})  # this thread only; the threads it starts inherit it
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
             out.append(run())
         except BaseException as exc:
             out.append(exc)
