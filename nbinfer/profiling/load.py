@@ -5,8 +5,9 @@ latency counted from each scheduled send time) and times every request into the 
 :class:`Window`: encode, network + server, decode; it reads the server's cumulative statistics
 between windows. The load comes from threads, each blocking on a sync :class:`Client` (one
 thread per concurrency slot; open loop: a scheduler thread and a pool of sender threads), which
-costs less CPU per request than asyncio tasks (about half over HTTP); the AsyncClient only sets up and reads
-the statistics (and drives the load when no sync client can be made from the options).
+costs less CPU per request than asyncio tasks (about half over HTTP); the AsyncClient only sets
+up and reads the statistics (and drives the load when no sync client can be made from the
+options).
 :class:`GeneratorClock` measures what the generator threads themselves use: CPU and the time
 they waited for one. :func:`random_inputs` shapes inputs from a model's metadata.
 
