@@ -397,6 +397,22 @@ def test_an_open_loop_the_generator_cannot_keep_is_saturated(session: Session) -
     assert bool(row["client_saturated"]) is True
 
 
+def test_options_only_the_async_client_takes_drive_the_load_from_asyncio(session: Session) -> None:
+    # http_engine="aiohttp" makes no sync client: the load runs as asyncio tasks, as before
+    assert session.server is not None
+    frame = nbinfer.profiling.profile(
+        session.server.http_url,
+        "sleepy",
+        concurrency=[1, 2],
+        client_options={"http_engine": "aiohttp", "auth": session.token},
+        **QUICK,
+    )
+    for _, row in frame.iterrows():
+        _check_row(row)
+        assert 0 < row["generator_busy"] < 0.4  # the process's CPU share: waiting on sleepy
+        assert bool(row["client_saturated"]) is False
+
+
 # -- shared memory (perf_analyzer's --shared-memory=system) ------------------------------------
 
 SHM_DIR = Path("/dev/shm")
