@@ -158,12 +158,12 @@ def profiler_rows(prof: dict[str, Any] | None) -> list[Row]:
 
 def print_rows(rows: list[Row]) -> None:
     """The target table as text: measured, target, met."""
-    print(f"\n{'row':<44} {'measured':>12} {'target':>13}  met")
+    print(f"\n{'row':<52} {'measured':>12} {'target':>13}  met")
     for row in rows:
         sign = ">=" if row.higher_is_better else "<="
         unit = "x" if row.unit == "x" else f" {row.unit}"
         print(
-            f"{row.name:<44} {f'{row.value:.2f}{unit}':>12} {f'{sign} {row.target:g}{unit}':>13}"
+            f"{row.name:<52} {f'{row.value:.2f}{unit}':>12} {f'{sign} {row.target:g}{unit}':>13}"
             f"  {'yes' if row.met else 'NO'}"
         )
 
