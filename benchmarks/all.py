@@ -10,6 +10,8 @@ Runs, one after another (never in parallel: they share the machine's cores):
 * ``local_shm.py`` — the zero-copy local path vs HTTP binary (and tritonclient's own shm);
 * ``streaming.py`` — the generate extension's token stream: per-token and time-to-first-token
   overhead of nbinfer's clients + server, beside a hand-written ``requests`` SSE loop;
+* ``profiler.py`` — ``profile()`` at concurrency 1 vs a tritonclient sync loop against the same
+  server (throughput and p50 latency, HTTP and gRPC);
 * a fresh kernel: ``import pandas`` then ``import nbinfer`` + ``Session()`` + the first ``infer``.
 
 Usage::
@@ -38,11 +40,12 @@ HERE = Path(__file__).resolve().parent
 
 #: script -> (full arguments, quick arguments)
 RUNS: dict[str, tuple[list[str], list[str]]] = {
-    "client.py": ([], ["--seconds", "0.5", "--rounds", "1"]),
+    "client.py": ([], ["--seconds", "0.5", "--rounds", "1", "--median-rounds", "1"]),
     "server.py": (["--rounds", "3", "--duration", "5", "--floor"], ["--duration", "1", "--floor"]),
     "grpc_big.py": ([], ["--seconds", "1", "--rounds", "1"]),
     "local_shm.py": ([], ["--seconds", "1", "--rounds", "1"]),
     "streaming.py": ([], ["--tokens", "50", "--rounds", "1"]),
+    "profiler.py": ([], ["--seconds", "1", "--rounds", "1"]),
 }
 
 FRESH_KERNEL = """
@@ -90,9 +93,10 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
     if client:
         by = {r["scenario"]: r["ratio"] for r in client}
         for scenario, target in (
-            ("http sync  c=1 add_sub", 1.3),
+            ("http sync  c=1 add_sub main", 1.3),
+            ("grpc sync  c=1 add_sub main", 1.0),
+            ("grpc sync  c=1 add_sub", 1.05),
             ("http sync  16MB each way", 1.4),
-            ("grpc sync  c=1 add_sub", 1.0),
             ("grpc sync  c=8 add_sub", 1.0),
             ("grpc async c=1 add_sub", 1.0),
             ("grpc async c=8 add_sub", 1.0),
@@ -101,6 +105,9 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
         ):
             if scenario in by:
                 label = "client " + " ".join(scenario.replace(" add_sub", "").split())
+                label = label.replace(" c=1 main", " c=1 main thread")
+                if scenario == "grpc sync  c=1 add_sub":
+                    label += " worker thread"
                 label = label.replace("client grpc sync c=1 raw grpcio floor", "raw grpcio c=1")
                 label = label.replace("client grpc sync c=8 raw grpcio floor", "raw grpcio c=8")
                 label = label.replace(" sync 16MB each way", " 16 MB each way")
@@ -133,19 +140,30 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
             ("ttft_overhead_ms", "generate_stream TTFT overhead", 2.0),
         ):
             rows.append(Row(name, ours[key], target, "ms", False, peer=peer[key]))
+    rows += profiler_rows(load("profiler.json"))
     if fresh_kernel_s is not None:
         rows.append(Row("fresh kernel to first result", fresh_kernel_s, 0.5, "s", False))
     return rows
 
 
+def profiler_rows(prof: dict[str, Any] | None) -> list[Row]:
+    """Within 10 % of a tritonclient loop: the profiler measures the server, not itself."""
+    rows = []
+    for proto, figures in (prof or {}).items():
+        name = f"profile c=1 {proto} vs tritonclient loop"
+        rows.append(Row(f"{name}, throughput", figures["throughput_ratio"], 0.9, "x"))
+        rows.append(Row(f"{name}, p50", figures["p50_ratio"], 1.1, "x", False))
+    return rows
+
+
 def print_rows(rows: list[Row]) -> None:
     """The target table as text: measured, target, met."""
-    print(f"\n{'row':<44} {'measured':>12} {'target':>13}  met")
+    print(f"\n{'row':<52} {'measured':>12} {'target':>13}  met")
     for row in rows:
         sign = ">=" if row.higher_is_better else "<="
         unit = "x" if row.unit == "x" else f" {row.unit}"
         print(
-            f"{row.name:<44} {f'{row.value:.2f}{unit}':>12} {f'{sign} {row.target:g}{unit}':>13}"
+            f"{row.name:<52} {f'{row.value:.2f}{unit}':>12} {f'{sign} {row.target:g}{unit}':>13}"
             f"  {'yes' if row.met else 'NO'}"
         )
 

@@ -24,6 +24,7 @@ from nbinfer.client import Client
 from nbinfer.errors import TransportError
 from nbinfer.server.model import InferContext, Model
 from nbinfer.session import Session
+from nbinfer.transports import grpc as grpc_transport
 
 #: What "at once" means: HTTP and gRPC both react in a few milliseconds (measured 2-10 ms on a
 #: busy 2-core machine); the bound leaves room for a loaded CI machine scheduling the child late,
@@ -153,10 +154,32 @@ def test_abort_in_flight_cancels_grpc_calls_on_worker_threads(session: Session) 
         assert time.perf_counter() - start < SLOW / 2  # the server cancelled the aborted call
 
 
-def test_an_unclosed_grpc_client_that_is_dropped_stops_its_caller_thread(session: Session) -> None:
+def test_an_unclosed_grpc_client_that_is_dropped_leaves_no_thread_behind(session: Session) -> None:
+    assert session.server is not None
+    with Client(session.server.grpc_url, auth=session.token) as warm:
+        warm.is_server_live()  # from the main thread: the process's SIGINT watcher is up
+    before = {t.ident for t in threading.enumerate()}
+    client = Client(session.server.grpc_url, auth=session.token)
+    client.is_server_live()
+    del client
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while {t.ident for t in threading.enumerate()} - before:
+        assert time.monotonic() < deadline, "a thread outlived its client"
+        time.sleep(0.01)
+
+
+def test_without_the_signal_watch_main_thread_calls_use_a_caller_thread_that_dies_with_its_client(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # where the signal wake-up fd cannot be used (not the main interpreter, no pipes)
+    monkeypatch.setattr(grpc_transport, "_WATCH", [None])
     assert session.server is not None
     client = Client(session.server.grpc_url, auth=session.token)
-    client.is_server_live()  # from the main thread: through the caller thread
+    assert client.infer("pause", {"x": np.ones(2, dtype=np.float32)}).as_numpy("y").tolist() == [
+        1.0,
+        1.0,
+    ]
     assert "nbinfer-grpc-caller" in {t.name for t in threading.enumerate()}
     del client
     gc.collect()

@@ -333,6 +333,86 @@ def test_an_interrupt_stops_the_load_at_once(session: Session) -> None:
     assert successes() == before  # no load left running in the background
 
 
+def _starved(run: Any) -> Any:
+    """``run()`` on a thread (and the load threads it starts) that barely gets a CPU.
+
+    The thread is pinned to one CPU at a low priority (nice 10) beside a busy-looping
+    process at normal priority on that CPU: the load generator, not the server, is then the
+    bottleneck, whatever else the machine does.
+    """
+    cpu = min(os.sched_getaffinity(0))
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    out: list[Any] = []
+
+    def starved() -> None:
+        try:
+            os.sched_setaffinity(0, {cpu})  # this thread only; the threads it starts inherit it
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+            out.append(run())
+        except BaseException as exc:
+            out.append(exc)
+
+    try:
+        os.sched_setaffinity(hog.pid, {cpu})
+        thread = threading.Thread(target=starved)
+        thread.start()
+        thread.join()
+    finally:
+        hog.kill()
+        hog.wait()
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or not Path("/proc/self/schedstat").exists(),
+    reason="needs Linux CPU affinity and scheduler statistics",
+)
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_cpu_starved_generator_reports_itself_saturated(session: Session, protocol: str) -> None:
+    frame = _starved(lambda: session.profile("add_sub", protocol=protocol, concurrency=1, **QUICK))
+    row = frame.iloc[0]
+    assert row["requests"] > 0
+    assert row["generator_busy"] >= 0.4  # its threads mostly waited for a CPU, not the server
+    assert bool(row["client_saturated"]) is True
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_generator_waiting_on_a_sleeping_model_is_not_saturated(
+    session: Session, protocol: str
+) -> None:
+    frame = session.profile("sleepy", protocol=protocol, concurrency=1, **QUICK)
+    row = frame.iloc[0]
+    _check_row(row)
+    assert 0 < row["generator_busy"] < 0.4  # the load threads mostly wait for the server
+    assert bool(row["client_saturated"]) is False
+
+
+def test_an_open_loop_the_generator_cannot_keep_is_saturated(session: Session) -> None:
+    # far more requests per second than any Python client sends: the schedule is not kept
+    frame = session.profile("add_sub", request_rate=100_000, **QUICK)
+    row = frame.iloc[0]
+    assert row["send_rate"] < 0.5 * 100_000
+    assert bool(row["client_saturated"]) is True
+
+
+def test_options_only_the_async_client_takes_drive_the_load_from_asyncio(session: Session) -> None:
+    # http_engine="aiohttp" makes no sync client: the load runs as asyncio tasks, as before
+    assert session.server is not None
+    frame = nbinfer.profiling.profile(
+        session.server.http_url,
+        "sleepy",
+        concurrency=[1, 2],
+        client_options={"http_engine": "aiohttp", "auth": session.token},
+        **QUICK,
+    )
+    for _, row in frame.iterrows():
+        _check_row(row)
+        assert 0 < row["generator_busy"] < 0.4  # the process's CPU share: waiting on sleepy
+        assert bool(row["client_saturated"]) is False
+
+
 # -- shared memory (perf_analyzer's --shared-memory=system) ------------------------------------
 
 SHM_DIR = Path("/dev/shm")

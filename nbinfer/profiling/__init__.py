@@ -16,12 +16,15 @@ stability criterion of Triton's perf_analyzer) or ``max_windows`` is reached. Th
 notebook; the progress bar (or a ``progress=`` callable, :class:`ProfileProgress`) names each
 phase as it happens: connecting, warm-up, window n, done.
 
-The load comes from one asyncio :class:`~nbinfer.AsyncClient` on its own event loop thread.
-Every request is timed in three client parts (encode, network + server, decode) and, when the
+The load comes from threads blocking on a sync :class:`~nbinfer.Client` (one per concurrency
+slot; open loop: a scheduler thread handing due times to sender threads), a monitor on an
+asyncio :class:`~nbinfer.AsyncClient` closing the windows and reading the statistics. Every
+request is timed in three client parts (encode, network + server, decode) and, when the
 server has the statistics extension, the same windows' server statistics are differenced into
-queue / compute input / compute infer / compute output. When the load generator itself is the
-bottleneck (its process busy ~100 % of a core, or an open-loop schedule it could not keep) the
-row says so in ``client_saturated`` and a warning is logged.
+queue / compute input / compute infer / compute output. When the load generator itself sets the
+pace (its threads busy, on a CPU or waiting for one, 40 % of the time or more: the
+``generator_busy`` column; its process at ~100 % of a core; or an open-loop schedule it could
+not keep) the row says so in ``client_saturated`` and a warning is logged.
 
 The result is a :class:`ProfileFrame`: a DataFrame with one row per setting (``to_csv``,
 ``to_json`` as usual) that draws a throughput-latency curve, percentile bars and the time split

@@ -47,6 +47,7 @@ COLUMNS = (
     "send_rate",
     "schedule_lag_p99_ms",
     "client_cpu",
+    "generator_busy",
     "client_saturated",
     "first_error",
 )

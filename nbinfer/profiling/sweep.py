@@ -1,9 +1,10 @@
 """The load profiler's sweep: each setting warmed up, measured in windows until stable, summed up.
 
 :func:`profile` runs the settings (concurrency levels or request rates) one after the other on
-a :class:`~nbinfer.profiling.load.Load` in a thread of its own (notebooks already run an event
-loop), reports each step as a :class:`ProfileProgress`, turns the trailing stable windows into
-one row each (client and server time split, saturation of the load generator) and returns a
+a :class:`~nbinfer.profiling.load.Load` (its load sent from threads with a sync client; the
+monitor, in a thread of its own since notebooks already run an event loop, is asyncio),
+reports each step as a :class:`ProfileProgress`, turns the trailing stable windows into one row
+each (client and server time split, saturation of the load generator) and returns a
 :class:`~nbinfer.profiling.frame.ProfileFrame`. :func:`run_profile` is ``nbinfer profile``.
 
 Layer: part of ``nbinfer.profiling``; imports ``nbinfer.errors``, ``protocol``, ``client`` and
@@ -23,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from nbinfer.client import AsyncClient
-from nbinfer.errors import InvalidInputError, UnsupportedError
+from nbinfer.client import AsyncClient, Client
+from nbinfer.errors import InvalidInputError, NbinferError, UnsupportedError
 from nbinfer.interop._inflight import progress_bar
 from nbinfer.profiling.frame import CLIENT_PARTS, COLUMNS, PERCENTILES, SERVER_PARTS, ProfileFrame
 from nbinfer.profiling.load import Load, Options, Window, random_inputs, request_rows
@@ -34,8 +35,14 @@ __all__ = ["STABLE_WINDOWS", "ProfileProgress", "profile", "run_profile", "setti
 
 logger = logging.getLogger("nbinfer")
 
-#: A load generator busier than this (fraction of one core) is reported as saturated.
+#: A client process busier than this (fraction of one core) is reported as saturated.
 SATURATED_CPU = 0.9
+#: Load-generator threads busy (on a CPU or waiting for one) this fraction of the time are
+#: what sets the pace: their own work is as long as a good part of the wait for the server
+#: (Python's threads share one interpreter lock, so about one core is all they can use).
+SATURATED_GENERATOR = 0.4
+#: Open loop: sender threads (the requests that can be in flight at once) without shared memory.
+OPEN_LOOP_SENDERS = 32
 #: Open loop: a send later than this behind its schedule (p99) means the client fell behind.
 SATURATED_LAG = 0.005
 #: How many trailing windows must agree (perf_analyzer's criterion).
@@ -100,30 +107,62 @@ async def _measure(
     Returns the server statistics before the first window and the windows (each holding the
     cumulative statistics at its end).
     """
+    if load.sync is None:
+        return await _measure_tasks(load, mode, value, tell)
+    stop = threading.Event()
+    if mode == "concurrency":
+        load.start_closed(int(value), stop)
+    else:
+        senders = len(load.slots) if load.slots else OPEN_LOOP_SENDERS
+        load.start_open(float(value), stop, senders)
+    interrupted = True
+    try:
+        windows = await _windows(load, tell, lambda: False)
+        interrupted = False
+        return windows
+    finally:
+        stop.set()
+        if interrupted:  # the stop button: cut the calls in flight (the server cancels them)
+            load.sync._abort_in_flight()
+        await asyncio.to_thread(load.join)
+
+
+async def _windows(
+    load: Load, tell: Callable[[str, list[Window]], None], ended: Callable[[], bool]
+) -> tuple[dict[str, tuple[int, int]] | None, list[Window]]:
+    """Warm up, then close a window every ``opts.window`` seconds until stable or capped."""
     opts = load.opts
+    tell("warm-up", [])
+    await asyncio.sleep(opts.warmup)
+    before = await load.server_stats()
+    load.take(0.0, 0.0)
+    windows: list[Window] = []
+    wall, cpu, gen = time.perf_counter(), time.process_time(), load.clock.read()
+    while len(windows) < opts.max_windows and not ended():
+        await asyncio.sleep(opts.window)
+        now, now_cpu, now_gen = time.perf_counter(), time.process_time(), load.clock.read()
+        window = load.take(now - wall, now_cpu - cpu, now_gen - gen)
+        wall, cpu, gen = now, now_cpu, now_gen
+        window.stats = await load.server_stats()
+        windows.append(window)
+        tell("measure", windows)
+        if _stable(windows, opts.stability):
+            break
+    return before, windows
+
+
+async def _measure_tasks(
+    load: Load, mode: str, value: float, tell: Callable[[str, list[Window]], None]
+) -> tuple[dict[str, tuple[int, int]] | None, list[Window]]:
+    """:func:`_measure` with the load as asyncio tasks (its generator: the whole process)."""
     stop = asyncio.Event()
     if mode == "concurrency":
         task = asyncio.create_task(load.closed(int(value), stop))
     else:
         task = asyncio.create_task(load.opened(float(value), stop))
+    load.clock.per_thread = False  # one thread does everything: count the process
     try:
-        tell("warm-up", [])
-        await asyncio.sleep(opts.warmup)
-        before = await load.server_stats()
-        load.take(0.0, 0.0)
-        windows: list[Window] = []
-        wall, cpu = time.perf_counter(), time.process_time()
-        while len(windows) < opts.max_windows and not task.done():
-            await asyncio.sleep(opts.window)
-            now, now_cpu = time.perf_counter(), time.process_time()
-            window = load.take(now - wall, now_cpu - cpu)
-            wall, cpu = now, now_cpu
-            window.stats = await load.server_stats()
-            windows.append(window)
-            tell("measure", windows)
-            if _stable(windows, opts.stability):
-                break
-        return before, windows
+        return await _windows(load, tell, task.done)
     finally:
         stop.set()
         await task
@@ -149,6 +188,7 @@ def _summarise(
         "windows": len(windows),
         "send_rate": sum(w.sent for w in last) / elapsed if elapsed else 0.0,
         "client_cpu": sum(w.cpu for w in last) / elapsed if elapsed else 0.0,
+        "generator_busy": sum(w.generator for w in last) / elapsed if elapsed else 0.0,
         "first_error": next((w.first_error for w in last if w.first_error), ""),
     }
     for p in PERCENTILES:
@@ -175,6 +215,8 @@ def _summarise(
 def _saturation(row: dict[str, Any], mode: str, value: float) -> str:
     """Why the load generator, not the server, may have set the pace ('' when it did not)."""
     reasons = []
+    if row["generator_busy"] >= SATURATED_GENERATOR:
+        reasons.append(f"load threads busy {row['generator_busy']:.0%} of the time")
     if row["client_cpu"] >= SATURATED_CPU:
         reasons.append(f"client process at {row['client_cpu']:.0%} of a core")
     if mode == "rate":
@@ -212,17 +254,32 @@ async def _run(
         if shm == "system":
             count = max(int(v) if m == "concurrency" else RATE_SLOTS for m, v in settings)
             regions = await shared_memory_slots(client, model, request, count)
+        sync = _sync_client(url, client_options)
         try:
             return await _sweep(
-                Load(client, request, opts, regions.slots if regions else []),
+                Load(client, request, opts, regions.slots if regions else [], sync),
                 settings,
                 rows,
                 shm,
                 report,
             )
         finally:
+            if sync is not None:
+                await asyncio.to_thread(sync.close)
             if regions is not None:
                 await regions.release()
+
+
+def _sync_client(url: str, options: Mapping[str, Any]) -> Client | None:
+    """The load's sync client, or None when the options are the AsyncClient's own."""
+    engine = options.get("http_engine")
+    if options.get("httpx_client") is not None or engine == "aiohttp":
+        return None
+    try:
+        return Client(url, **{"shared_memory": False, **options})
+    except (NbinferError, TypeError) as exc:  # options only the AsyncClient takes
+        logger.info("profile: load from asyncio tasks (%s)", exc)
+        return None
 
 
 def _progress(
