@@ -16,15 +16,16 @@ the fast ones; :func:`_kind` decides from the test's path, its fixtures and its 
 
 * ``e2e``: a whole user flow with real outside pieces: the browser tests, the real peers
   (tritonserver, KServe, MLServer), the notebooks, the docs site, the documented snippets.
-* ``integration``: starts a server, a kernel or a subprocess (through a fixture of this suite or
-  in its own body).
+* ``integration``: starts a server, a kernel or a subprocess, or may (it uses a fixture of this
+  suite, or its module's source names one of :data:`STARTS`).
 * ``unit``: everything else (pure functions, in-process objects, temporary files).
 
 Under pytest-xdist (``scripts/check`` runs ``-n``), :func:`pytest_xdist_make_scheduler` sends
 whole groups of tests to one worker, so a module's or a session's servers start once: a module is
-a group, and so is each folder or pair of files in :data:`GROUPS` (one JupyterLab for the browser
-tests, one set of real peers, one binder kernel for the notebooks and the docs site); the longest
-groups start first.
+a group, and so are the tests in :data:`GROUPS` (one set of real peers; one binder kernel and one
+run of the notebooks for tests/test_notebooks.py and the docs site); the longest groups
+(:data:`LONGEST`) start first. Tests marked ``serial`` (latency bounds under load) run after the
+parallel run, alone (``scripts/check``).
 
 And one guard: no test starts with an asyncio loop left running in the main thread by an earlier
 one (Playwright's sync API runs one while a browser is open; see tests/browser/conftest.py).
@@ -115,8 +116,32 @@ CHEAP_FIXTURES = frozenset(
         "testrun_uid",
     }
 )
-#: Words in a test's own source that start a server, a kernel or a subprocess.
-STARTS = ("LocalServer", "subprocess", "Popen", "serving(", "start_server", "sys.executable")
+#: Words in a test module's source that start a server, a kernel or a subprocess.
+STARTS = (
+    "LocalServer",
+    "subprocess",
+    "Popen",
+    "serving(",
+    "start_server",
+    "sys.executable",
+    "nbclient",
+    "KernelManager",
+)
+_MODULE_STARTS: dict[str, bool] = {}
+
+
+def _module_starts(item: pytest.Item) -> bool:
+    """Whether the test's module (any test of it, or a helper) may start something."""
+    module = getattr(item, "module", None)
+    if module is None:
+        return True
+    if module.__name__ not in _MODULE_STARTS:
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError):
+            source = "subprocess"  # unknown: not a unit test
+        _MODULE_STARTS[module.__name__] = any(word in source for word in STARTS)
+    return _MODULE_STARTS[module.__name__]
 
 
 def _kind(item: pytest.Item) -> str:
@@ -127,42 +152,62 @@ def _kind(item: pytest.Item) -> str:
     info = getattr(item, "_fixtureinfo", None)
     params = set(getattr(getattr(item, "callspec", None), "params", {}))
     names = set(info.names_closure if info is not None else ()) - params
-    if names - CHEAP_FIXTURES:
+    if names - CHEAP_FIXTURES or _module_starts(item):
         return "integration"
-    function = getattr(item, "function", None)
-    try:
-        source = inspect.getsource(function) if function is not None else ""
-    except (OSError, TypeError):
-        source = ""
-    return "integration" if any(word in source for word in STARTS) else "unit"
+    return "unit"
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by them
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test ``unit``, ``integration`` or ``e2e`` (``pytest -m unit``: the fast ones)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test ``unit``, ``integration`` or ``e2e`` (``pytest -m unit``: the fast ones);
+    with ``NBINFER_SERIAL=later`` leave out the ``serial`` tests, with ``only`` all others."""
     for item in items:
         if not any(item.get_closest_marker(kind) for kind in ("unit", "integration", "e2e")):
             item.add_marker(_kind(item))
+    serial = os.environ.get("NBINFER_SERIAL")
+    if serial not in (None, "", "later", "only"):
+        raise pytest.UsageError(f"NBINFER_SERIAL must be 'later' or 'only', not {serial!r}")
+    if serial:
+        keep = [
+            i for i in items if (i.get_closest_marker("serial") is not None) == (serial == "only")
+        ]
+        kept = {id(i) for i in keep}
+        dropped = [i for i in items if id(i) not in kept]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
 
 
-#: Tests sharing session-scoped servers, kept on one xdist worker: a path prefix -> its group.
+#: Tests sharing session-scoped servers or kernels, kept on one xdist worker: a node id prefix ->
+#: its group. (Each browser test module is a group of its own: one JupyterLab per worker that runs
+#: any, a few seconds, against minutes of browser tests on one worker.)
 GROUPS = {
-    "tests/browser/": "tests/browser/",
     "tests/peers/": "tests/peers/",
     "tests/test_notebooks.py": "notebooks",
-    "tests/test_docs_site.py": "notebooks",
+    "tests/test_docs_site.py::test_site_builds": "notebooks",
 }
-#: The groups that take longest (measured), handed out first so none starts last.
-LONGEST = ("notebooks", "tests/browser/", "tests/peers/")
+#: The longest groups (measured), handed out first in this order so that none starts last.
+LONGEST = (
+    "notebooks",
+    "tests/test_snippets.py",
+    "tests/interop/test_dataframe_scale.py",
+    "tests/peers/",
+    "tests/test_docs_site.py",
+    "tests/browser/test_saved_outputs.py",
+    "tests/reliability/test_fuzz.py",
+    "tests/reliability/test_soak.py",
+    "tests/browser/test_browser_image.py",
+    "tests/browser/test_profile_card.py",
+    "tests/browser/test_rerun.py",
+)
 
 
 def xdist_group_of(nodeid: str) -> str:
     """The group of a test: :data:`GROUPS`, else its module (a module's servers start once)."""
-    path = nodeid.split("::", 1)[0]
     for prefix, group in GROUPS.items():
-        if path.startswith(prefix):
+        if nodeid.startswith(prefix):
             return group
-    return path
+    return nodeid.split("::", 1)[0]
 
 
 @pytest.hookimpl(optionalhook=True)

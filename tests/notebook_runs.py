@@ -14,6 +14,7 @@ Both files are one xdist group (``tests/conftest.py``), so they share this sessi
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -57,33 +58,85 @@ def _run(cmd: list[str], **kwargs: object) -> None:
     assert out.returncode == 0, f"{cmd}\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
 
 
+#: Recipe inputs: a change to any of them makes a new cached virtualenv (:func:`_recipe_key`).
+RECIPE = ("binder/requirements.txt", "binder/postBuild", "pyproject.toml")
+
+
+def binder_cache() -> Path:
+    """Where applied binder recipes are kept between sessions (``$NBINFER_BINDER_CACHE``)."""
+    default = Path.home() / ".cache" / "nbinfer-binder"
+    return Path(os.environ.get("NBINFER_BINDER_CACHE", default))
+
+
+def _recipe_key(env: dict[str, str]) -> str:
+    parts = [sys.version, env["NBINFER_TORCH_SPEC"], *((ROOT / f).read_text() for f in RECIPE)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def _apply_recipe(env_dir: Path, tree: Path, env: dict[str, str]) -> None:
+    """binder/requirements.txt, then binder/postBuild from ``tree`` (a copy of this checkout)."""
+    env = dict(env, PATH=f"{env_dir / 'bin'}{os.pathsep}{env['PATH']}")
+    python = str(env_dir / "bin" / "python")
+    requirements = str(tree / "binder" / "requirements.txt")
+    _run([python, "-m", "pip", "install", "-q", "-r", requirements], env=env)
+    _run(["bash", str(tree / "binder" / "postBuild")], env=env, cwd=tree)
+
+
+def _copy_tree(to: Path) -> Path:
+    """This checkout without its VCS and build artefacts (postBuild must leave none here)."""
+    ignore = shutil.ignore_patterns(".git", ".venv*", "*.egg-info", "__pycache__", "build", "site")
+    shutil.copytree(ROOT, to, ignore=ignore)
+    return to
+
+
+def _cached_base(tree: Path, env: dict[str, str]) -> Path:
+    """A virtualenv the binder recipe was applied to, kept under :func:`binder_cache` keyed by the
+    recipe's inputs (torch and the requirements install once, not every session)."""
+    cache = binder_cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    base = cache / f"binder-{_recipe_key(env)}"
+    with open(cache / "binder.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two sessions must not fill one venv at once
+        if not (base / ".complete").exists():
+            shutil.rmtree(base, ignore_errors=True)
+            venv.create(base, with_pip=True)
+            _apply_recipe(base, tree, env)
+            (base / ".complete").write_text("the binder recipe applied\n")
+    return base
+
+
 @pytest.fixture(scope="session")
 def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A virtualenv made only from binder/requirements.txt + binder/postBuild, as a kernelspec
-    whose kernel has no network (see the module docstring)."""
+    whose kernel has no network (see the module docstring).
+
+    The recipe runs in full every session, on a hard-linked copy of a virtualenv it was applied
+    to before (:func:`_cached_base`): what is already there is kept, nbinfer installs afresh from
+    this checkout, and the cached one stays as it was (pip replaces files, never rewrites them).
+    """
     base = tmp_path_factory.mktemp("binder")
     env_dir = base / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = str(env_dir / "bin" / "python")
     env = dict(os.environ)
-    env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env['PATH']}"
     env.pop("PYTHONPATH", None)
     # This machine cannot reach download.pytorch.org; the same CPU build is installable by pin.
     env.setdefault("NBINFER_TORCH_SPEC", "torch==2.13.0")
-    _run(
-        [python, "-m", "pip", "install", "-q", "-r", str(ROOT / "binder" / "requirements.txt")],
-        env=env,
-    )
     # postBuild runs from the repository root; copy the tree so the build leaves no artefacts here.
-    tree = base / "repo"
-    shutil.copytree(
-        ROOT,
-        tree,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv*", "*.egg-info", "__pycache__", "build", "site"
-        ),
-    )
-    _run(["bash", str(tree / "binder" / "postBuild")], env=env, cwd=tree)
+    tree = _copy_tree(base / "repo")
+    _run(["cp", "-al", str(_cached_base(tree, env)), str(env_dir)])
+    _apply_recipe(env_dir, tree, env)
+    python = str(env_dir / "bin" / "python")
+    installed = subprocess.run(
+        [python, "-c", "import nbinfer, pathlib; print(pathlib.Path(nbinfer.__file__).parent)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=base,
+        check=True,
+    ).stdout.strip()
+    assert installed.startswith(str(env_dir)), f"nbinfer of the binder kernel is {installed}"
+    for module in (tree / "nbinfer").rglob("*.py"):  # this checkout's nbinfer, not a cached one
+        copy = Path(installed) / module.relative_to(tree / "nbinfer")
+        assert copy.read_bytes() == module.read_bytes(), f"{copy} is not this checkout's"
     spec_dir = base / "kernels" / KERNEL
     spec_dir.mkdir(parents=True)
     netns = _network_namespace()

@@ -100,7 +100,7 @@ def fuzz(target: str, strategy: st.SearchStrategy[Any], check: Callable[[Any], N
 
 
 def _timeout(target: str) -> pytest.MarkDecorator:
-    return pytest.mark.timeout((0 if SECONDS is None else _budget(target)) + 120)
+    return pytest.mark.timeout(300 if SECONDS is None else _budget(target) + 120)
 
 
 # JSON values of every kind, the tensors' fields among them
