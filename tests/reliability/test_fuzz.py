@@ -62,6 +62,7 @@ ROUND_SETTINGS = settings(
     max_examples=ROUND,
     deadline=None,
     database=None,
+    derandomize=False,  # fresh examples every round (the fixed run sets it)
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 #: target -> {"examples": n, "seconds": s} of the targets that ran in this process.
