@@ -18,7 +18,8 @@ the fast ones; :func:`_kind` decides from the test's path, its fixtures and its 
   (tritonserver, KServe, MLServer), the notebooks, the docs site, the documented snippets.
 * ``integration``: starts a server, a kernel or a subprocess, or may (it uses a fixture of this
   suite, or its module's source names one of :data:`STARTS`).
-* ``unit``: everything else (pure functions, in-process objects, temporary files).
+* ``unit``: everything else (pure functions, in-process objects, temporary files), but not the
+  ``scale`` tests (minutes of large data: integration).
 
 Under pytest-xdist (``scripts/check`` runs ``-n``), :func:`pytest_xdist_make_scheduler` sends
 whole groups of tests to one worker, so a module's or a session's servers start once: a module is
@@ -121,7 +122,6 @@ CHEAP_FIXTURES = frozenset(
         "record_testsuite_property",
         "doctest_namespace",
         "cache",
-        "_session_faker",
         "worker_id",
         "testrun_uid",
     }
@@ -159,10 +159,16 @@ def _kind(item: pytest.Item) -> str:
     path = item.nodeid.split("::", 1)[0]
     if path.startswith(E2E_PATHS):
         return "e2e"
+    if item.get_closest_marker("scale") is not None:
+        return "integration"  # minutes of large data: never among the fast ones
     info = getattr(item, "_fixtureinfo", None)
-    params = set(getattr(getattr(item, "callspec", None), "params", {}))
-    names = set(info.names_closure if info is not None else ()) - params
-    if names - CHEAP_FIXTURES or _module_starts(item):
+    fixtures = {
+        name
+        for name, defs in (info.name2fixturedefs.items() if info is not None else ())
+        # ``@pytest.mark.parametrize`` arguments are fixtures too, pytest's own: not ours
+        if defs and defs[-1].func.__name__ != "get_direct_param_fixture_func"
+    }
+    if fixtures - CHEAP_FIXTURES or _module_starts(item):
         return "integration"
     return "unit"
 
