@@ -11,6 +11,23 @@ green:
 * ``@pytest.mark.torch``: a test whose behaviour differs with and without torch (not only a
   skip); it runs in both passes (``-m torch`` in the second).
 
+Every test gets one of three markers (registered in pyproject.toml), so ``pytest -m unit`` runs
+the fast ones; :func:`_kind` decides from the test's path, its fixtures and its own source:
+
+* ``e2e``: a whole user flow with real outside pieces: the browser tests, the real peers
+  (tritonserver, KServe, MLServer), the notebooks, the docs site, the documented snippets.
+* ``integration``: starts a server, a kernel or a subprocess, or may (it uses a fixture of this
+  suite, or its module's source names one of :data:`STARTS`).
+* ``unit``: everything else (pure functions, in-process objects, temporary files), but not the
+  ``scale`` tests (minutes of large data: integration).
+
+Under pytest-xdist (``scripts/check`` runs ``-n``), :func:`pytest_xdist_make_scheduler` sends
+whole groups of tests to one worker, so a module's or a session's servers start once: a module is
+a group, and so are the tests in :data:`GROUPS` (one set of real peers; one binder kernel and one
+run of the notebooks for tests/test_notebooks.py and the docs site); the longest groups
+(:data:`LONGEST`) start first. Tests marked ``serial`` (latency bounds under load) run after the
+parallel run, alone (``scripts/check``).
+
 And one guard: no test starts with an asyncio loop left running in the main thread by an earlier
 one (Playwright's sync API runs one while a browser is open; see tests/browser/conftest.py).
 """
@@ -18,11 +35,25 @@ one (Playwright's sync API runs one while a browser is open; see tests/browser/c
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 from collections.abc import Generator
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+#: Property tests draw the same examples every run (a CI failure reproduces as it is; fuzzing for
+#: new ones is the time-bounded run of tests/reliability/test_fuzz.py). NBINFER_HYPOTHESIS=random
+#: draws fresh examples in every run instead.
+settings.register_profile("derandomized", derandomize=True)
+settings.register_profile("random", derandomize=False)
+settings.load_profile(
+    "random" if os.environ.get("NBINFER_HYPOTHESIS") == "random" else "derandomized"
+)
+
+#: The binder kernel and the notebooks executed on it once (test_notebooks, test_docs_site).
+pytest_plugins = ["notebook_runs"]
 
 _MISSING = ("could not import 'torch'", "No module named 'torch'")
 
@@ -60,6 +91,159 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
     outcome = yield
     _record(outcome.get_result(), item.nodeid)
+
+
+#: Paths (relative to the repository root) whose tests are end to end.
+E2E_PATHS = (
+    "tests/browser/",
+    "tests/peers/",
+    "tests/test_notebooks.py",
+    "tests/test_docs_site.py",
+    "tests/test_snippets.py",
+    "tests/test_cloudpickle_range.py",
+)
+#: pytest's own fixtures and the cheap ones: using only these keeps a test a unit test.
+CHEAP_FIXTURES = frozenset(
+    {
+        "request",
+        "pytestconfig",
+        "tmp_path",
+        "tmp_path_factory",
+        "tmpdir",
+        "tmpdir_factory",
+        "monkeypatch",
+        "capsys",
+        "capsysbinary",
+        "capfd",
+        "capfdbinary",
+        "caplog",
+        "recwarn",
+        "record_property",
+        "record_testsuite_property",
+        "doctest_namespace",
+        "cache",
+        "worker_id",
+        "testrun_uid",
+    }
+)
+#: Words in a test module's source that start a server, a kernel or a subprocess.
+STARTS = (
+    "LocalServer",
+    "subprocess",
+    "Popen",
+    "serving(",
+    "start_server",
+    "sys.executable",
+    "nbclient",
+    "KernelManager",
+)
+_MODULE_STARTS: dict[str, bool] = {}
+
+
+def _module_starts(item: pytest.Item) -> bool:
+    """Whether the test's module (any test of it, or a helper) may start something."""
+    module = getattr(item, "module", None)
+    if module is None:
+        return True
+    if module.__name__ not in _MODULE_STARTS:
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError):
+            source = "subprocess"  # unknown: not a unit test
+        _MODULE_STARTS[module.__name__] = any(word in source for word in STARTS)
+    return _MODULE_STARTS[module.__name__]
+
+
+def _kind(item: pytest.Item) -> str:
+    """``e2e``, ``integration`` or ``unit`` for ``item`` (see the module docstring)."""
+    path = item.nodeid.split("::", 1)[0]
+    if path.startswith(E2E_PATHS):
+        return "e2e"
+    if item.get_closest_marker("scale") is not None:
+        return "integration"  # minutes of large data: never among the fast ones
+    info = getattr(item, "_fixtureinfo", None)
+    fixtures = {
+        name
+        for name, defs in (info.name2fixturedefs.items() if info is not None else ())
+        # ``@pytest.mark.parametrize`` arguments are fixtures too, pytest's own: not ours
+        if defs and defs[-1].func.__name__ != "get_direct_param_fixture_func"
+    }
+    if fixtures - CHEAP_FIXTURES or _module_starts(item):
+        return "integration"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by them
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test ``unit``, ``integration`` or ``e2e`` (``pytest -m unit``: the fast ones);
+    with ``NBINFER_SERIAL=later`` leave out the ``serial`` tests, with ``only`` all others."""
+    for item in items:
+        if not any(item.get_closest_marker(kind) for kind in ("unit", "integration", "e2e")):
+            item.add_marker(_kind(item))
+    serial = os.environ.get("NBINFER_SERIAL")
+    if serial not in (None, "", "later", "only"):
+        raise pytest.UsageError(f"NBINFER_SERIAL must be 'later' or 'only', not {serial!r}")
+    if serial:
+        keep = [
+            i for i in items if (i.get_closest_marker("serial") is not None) == (serial == "only")
+        ]
+        kept = {id(i) for i in keep}
+        dropped = [i for i in items if id(i) not in kept]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+
+
+#: Tests sharing session-scoped servers or kernels, kept on one xdist worker: a node id prefix ->
+#: its group. (Each browser test module is a group of its own: one JupyterLab per worker that runs
+#: any, a few seconds, against minutes of browser tests on one worker.)
+GROUPS = {
+    "tests/peers/": "tests/peers/",
+    "tests/test_notebooks.py": "notebooks",
+    "tests/test_docs_site.py::test_site_builds": "notebooks",
+}
+#: The longest groups (measured), handed out first in this order so that none starts last.
+LONGEST = (
+    "notebooks",
+    "tests/test_snippets.py",
+    "tests/interop/test_dataframe_scale.py",
+    "tests/peers/",
+    "tests/test_docs_site.py",
+    "tests/browser/test_saved_outputs.py",
+    "tests/reliability/test_fuzz.py",
+    "tests/reliability/test_soak.py",
+    "tests/browser/test_browser_image.py",
+    "tests/browser/test_profile_card.py",
+    "tests/browser/test_rerun.py",
+)
+
+
+def xdist_group_of(nodeid: str) -> str:
+    """The group of a test: :data:`GROUPS`, else its module (a module's servers start once)."""
+    for prefix, group in GROUPS.items():
+        if nodeid.startswith(prefix):
+            return group
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole groups to a worker (:func:`xdist_group_of`), the longest first."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            first = min(
+                self.workqueue,
+                key=lambda g: LONGEST.index(g) if g in LONGEST else len(LONGEST),
+            )
+            self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
+
+    return GroupScheduling(config, log)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -1,4 +1,10 @@
-"""The documentation site builds with ``mkdocs build --strict``, and a broken link fails it."""
+"""The documentation site builds with ``mkdocs build --strict``, and a broken link fails it.
+
+The site shows the notebooks executed: the copies ``tests/test_notebooks.py`` checks, run once on
+the binder kernel (``tests/notebook_runs.py``) and rendered through ``NBINFER_DOCS_NOTEBOOKS``
+(``docs/_ext/executed_notebooks.py``); ``.ci/run``'s newcomer pass builds the site the same way
+from the notebooks its plain install executed.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,10 +22,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _build(
-    config: Path, out: Path, cwd: Path, *, execute: bool = True
+    config: Path, out: Path, cwd: Path, *, executed: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """``mkdocs build --strict``; the notebooks rendered from ``executed`` (else not executed)."""
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(out)]
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", NBINFER_DOCS_EXECUTE=str(execute).lower())
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", NBINFER_DOCS_EXECUTE="false")
+    env.pop("NBINFER_DOCS_NOTEBOOKS", None)
+    if executed is not None:
+        env["NBINFER_DOCS_NOTEBOOKS"] = str(executed)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     # The executed notebooks reach nothing past loopback (the guard of tests/test_notebooks.py).
     guard = str(ROOT / "tests" / "offline")
@@ -26,10 +37,15 @@ def _build(
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=600, env=env)
 
 
-@pytest.mark.torch  # notebook 04 serves a torch module when torch is there, says so when not
-@pytest.mark.timeout(600)
-def test_site_builds_strict_with_api_reference_and_executed_notebooks(tmp_path: Path) -> None:
-    out = _build(ROOT / "mkdocs.yml", tmp_path / "site", tmp_path)
+@pytest.mark.timeout(1800)  # the first to ask builds the binder kernel and runs the notebooks
+def test_site_builds_strict_with_api_reference_and_executed_notebooks(
+    tmp_path: Path, executed_notebook: Callable[[str], Path]
+) -> None:
+    executed = tmp_path / "executed"
+    executed.mkdir()
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        shutil.copy(executed_notebook(notebook.stem), executed / notebook.name)
+    out = _build(ROOT / "mkdocs.yml", tmp_path / "site", tmp_path, executed=executed)
     assert out.returncode == 0, out.stderr[-4000:]
     api = (tmp_path / "site" / "api" / "index.html").read_text()
     for name in ("nbinfer.Session", "nbinfer.Client", "nbinfer.InferResult"):
@@ -52,6 +68,9 @@ def test_site_builds_strict_with_api_reference_and_executed_notebooks(tmp_path: 
     assert re.search(r"iris: 1,000,000 rows in [\d.]+ s \(", page), "no progress summary"
     for path in (tmp_path / "site" / "notebooks").glob("*/index.html"):
         assert "0%|" not in path.read_text(), path.parent.name
+    # ... and its download link offers the committed notebook, not the executed copy.
+    offered = tmp_path / "site" / "notebooks" / "02_dataframes" / "02_dataframes.ipynb"
+    assert offered.read_bytes() == (ROOT / "notebooks" / "02_dataframes.ipynb").read_bytes()
 
 
 def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
@@ -60,6 +79,6 @@ def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
     shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
     page = copy / "docs" / "concepts.md"
     page.write_text(page.read_text() + "\nSee [nowhere](no-such-page.md).\n")
-    out = _build(copy / "mkdocs.yml", tmp_path / "site", tmp_path, execute=False)
+    out = _build(copy / "mkdocs.yml", tmp_path / "site", tmp_path)
     assert out.returncode != 0
     assert "no-such-page.md" in out.stderr

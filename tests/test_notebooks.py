@@ -15,15 +15,12 @@ fails here as it would on an offline machine; a probe notebook proves the guard 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
-import venv
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from notebook_runs import _client
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -37,11 +34,6 @@ EXPECTED = [
     "07_magics_and_browser",
     "08_generative",
 ]
-KERNEL = "nbinfer-binder"
-#: The guard's ``sitecustomize``: the whole ``PYTHONPATH`` of the notebook kernel.
-OFFLINE = ROOT / "tests" / "offline"
-#: Runs the command after it in a network namespace of its own with only loopback up.
-NETNS = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "netns"]
 
 
 def test_the_notebooks_are_there_and_committed_without_outputs() -> None:
@@ -54,105 +46,15 @@ def test_the_notebooks_are_there_and_committed_without_outputs() -> None:
                 assert not cell["outputs"] and cell["execution_count"] is None, path.name
 
 
-def _network_namespace() -> list[str]:
-    """:data:`NETNS` when this machine can make one whose loopback works, else ``[]``."""
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return []
-    loopback = (
-        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
-        "socket.create_connection(s.getsockname()).close()"
-    )
-    probe = subprocess.run(
-        [*NETNS, sys.executable, "-c", loopback], capture_output=True, timeout=60
-    )
-    return NETNS if probe.returncode == 0 else []
-
-
-def _run(cmd: list[str], **kwargs: object) -> None:
-    out = subprocess.run(cmd, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
-    assert out.returncode == 0, f"{cmd}\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
-
-
-@pytest.fixture(scope="module")
-def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A virtualenv made only from binder/requirements.txt + binder/postBuild, as a kernelspec
-    whose kernel has no network (see the module docstring)."""
-    base = tmp_path_factory.mktemp("binder")
-    env_dir = base / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = str(env_dir / "bin" / "python")
-    env = dict(os.environ)
-    env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env['PATH']}"
-    env.pop("PYTHONPATH", None)
-    # This machine cannot reach download.pytorch.org; the same CPU build is installable by pin.
-    env.setdefault("NBINFER_TORCH_SPEC", "torch==2.13.0")
-    _run(
-        [python, "-m", "pip", "install", "-q", "-r", str(ROOT / "binder" / "requirements.txt")],
-        env=env,
-    )
-    # postBuild runs from the repository root; copy the tree so the build leaves no artefacts here.
-    tree = base / "repo"
-    shutil.copytree(
-        ROOT,
-        tree,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv*", "*.egg-info", "__pycache__", "build", "site"
-        ),
-    )
-    _run(["bash", str(tree / "binder" / "postBuild")], env=env, cwd=tree)
-    spec_dir = base / "kernels" / KERNEL
-    spec_dir.mkdir(parents=True)
-    netns = _network_namespace()
-    spec = {
-        "argv": [*netns, python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "nbinfer (binder, offline)",
-        "language": "python",
-        # only the guard: the kernel imports nbinfer from its own virtualenv, not this checkout
-        "env": {"PYTHONPATH": str(OFFLINE)},
-    }
-    (spec_dir / "kernel.json").write_text(json.dumps(spec))
-    return {
-        "jupyter_path": str(base),
-        "python": python,
-        # ZMQ over TCP would stop at the namespace's own loopback; Unix sockets cross it.
-        "transport": "ipc" if netns else "tcp",
-    }
-
-
-def _client(nb: Any, kernel: dict[str, str], tmp: Path, timeout: int) -> Any:
-    """An nbclient for ``nb`` on the offline binder kernel, run in ``tmp/cwd``."""
-    from nbclient import NotebookClient
-    from traitlets.config import Config
-
-    config = Config()
-    config.KernelManager.transport = kernel["transport"]
-    if kernel["transport"] == "ipc":
-        # an absolute socket path: a relative one would resolve in two different directories
-        # (ours and the kernel's); this one keeps the sockets out of the notebook's
-        config.KernelManager.ip = str(tmp / "kernel")
-    cwd = tmp / "cwd"
-    cwd.mkdir()
-    return NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name=KERNEL,
-        config=config,
-        resources={"metadata": {"path": str(cwd)}},
-    )
-
-
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("name", EXPECTED)
 def test_notebook_runs_top_to_bottom_in_the_binder_environment(
-    name: str, binder_kernel: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, binder_kernel: dict[str, str], executed_notebook: Callable[[str], Path]
 ) -> None:
     import nbformat
 
-    monkeypatch.setenv("JUPYTER_PATH", binder_kernel["jupyter_path"])
-    nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
-    _client(
-        nb, binder_kernel, tmp_path, timeout=600
-    ).execute()  # raises CellExecutionError naming the failing cell
+    # executed once per session (tests/notebook_runs.py); raises CellExecutionError naming the cell
+    nb = nbformat.read(executed_notebook(name), as_version=4)
     errors = [
         out
         for cell in nb.cells

@@ -54,6 +54,7 @@ def test_profile_without_statistics_splits_client_time_only(
 
 
 @pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
+@pytest.mark.serial  # holds a 50/s request rate within 10 %: run alone, not beside the parallel run
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_profile_on_triton_through_system_shared_memory(triton: Peer, protocol: str) -> None:
     url = triton.grpc_url if protocol == "grpc" else triton.http_url
@@ -68,4 +69,6 @@ def test_profile_on_triton_through_system_shared_memory(triton: Peer, protocol: 
         _sane(row)
     assert rate.iloc[0]["throughput"] == pytest.approx(50, rel=0.1)
     assert not [name for name in left if name.startswith("nbinfer_profile_")]
-    assert not [n for n in set(os.listdir("/dev/shm")) - before if "nbinfer_profile_" in n]
+    # this process's segments only: other pytest processes (xdist workers) profile meanwhile
+    ours = f"nbinfer_profile_{os.getpid()}_"
+    assert not [n for n in set(os.listdir("/dev/shm")) - before if n.startswith(ours)]

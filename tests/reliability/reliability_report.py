@@ -259,31 +259,37 @@ def render_corpus(run: dict[str, Any]) -> str:
 
 def render_fuzz(run: dict[str, Any]) -> str:
     budget = module_constants("test_fuzz.py")
-    seconds = float(budget["DEFAULT_SECONDS"])
+    examples = budget["EXAMPLES"]
     floor = budget["MIN_EXAMPLES_PER_SECOND"]
     lines = [
-        f"CI gives the fuzz targets **{_n(seconds)} s** in all (`NBINFER_FUZZ_SECONDS`, default"
-        f" {_n(seconds)}), shared as below; each target runs hypothesis in rounds of"
-        f" {budget['ROUND']} examples until its share is spent, and"
-        " `test_every_fuzz_target_ran_its_budget` fails when a target stopped early or ran fewer"
-        f" than {floor} examples per second of its share.",
+        f"CI runs a fixed **{_n(sum(examples.values()))} examples** in all, the same ones every"
+        " run (hypothesis derandomized), shared as below; `NBINFER_FUZZ_SECONDS` runs the"
+        " time-bounded fuzz instead: the targets share that many seconds as below, each running"
+        f" hypothesis in rounds of {budget['ROUND']} fresh examples until its share is spent."
+        " `test_every_fuzz_target_ran_its_budget` fails when a target ran fewer than its examples,"
+        f" or stopped early or ran fewer than {floor} examples per second of its share.",
         "",
-        "| Target | Share | Examples in the run above | Time | Per second |",
-        "| --- | --- | --- | --- | --- |",
+        "| Target | CI's examples | Share of a timed run | Examples in the run above | Time"
+        " | Per second |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     total_examples = total_seconds = 0.0
     for target, (label, share) in budget["TARGETS"].items():
+        fixed = _n(examples[target])
         ran = run["fuzz"].get(target)
         if ran is None:
-            lines.append(f"| {label} | {share:.0%} | not run | | |")
+            lines.append(f"| {label} | {fixed} | {share:.0%} | not run | | |")
             continue
         total_examples += ran["examples"]
         total_seconds += ran["seconds"]
         lines.append(
-            f"| {label} | {share:.0%} | {_n(ran['examples'])} | {ran['seconds']:.0f} s"
+            f"| {label} | {fixed} | {share:.0%} | {_n(ran['examples'])} | {ran['seconds']:.0f} s"
             f" | {_n(ran['examples'] / ran['seconds'])} |"
         )
-    lines.append(f"| **all** | 100% | **{_n(total_examples)}** | **{total_seconds:.0f} s** | |")
+    lines.append(
+        f"| **all** | **{_n(sum(examples.values()))}** | 100% | **{_n(total_examples)}**"
+        f" | **{total_seconds:.0f} s** | |"
+    )
     return "\n".join(lines)
 
 

@@ -3,10 +3,13 @@
 Each decoder must either return a request or raise :class:`nbinfer.errors.NbinferError` (which the
 server answers with a 4xx / INVALID_ARGUMENT): never another exception (a 500), never a hang.
 
-Budget: ``NBINFER_FUZZ_SECONDS`` seconds in all (default ``DEFAULT_SECONDS``, about 2 minutes in
-CI), shared between the targets by ``TARGETS``; each target runs hypothesis in rounds of ``ROUND``
-examples until its share is spent, and the last test checks that every target really ran its
-budget. A longer run, e.g. before a release::
+CI runs a fixed, deterministic number of examples per target (``EXAMPLES``; hypothesis
+derandomized, so every run draws the same examples and a failure reproduces as it is). The
+time-bounded run is the opt-in: ``NBINFER_FUZZ_SECONDS`` seconds in all, shared between the
+targets by ``TARGETS``, each target running hypothesis in rounds of ``ROUND`` fresh random examples
+until its share is spent. Either way the last test checks that every target really ran its due
+(its examples, or its share of time at ``MIN_EXAMPLES_PER_SECOND``). A long run, e.g. before a
+release::
 
     NBINFER_FUZZ_SECONDS=1200 python -m pytest -p no:cacheprovider tests/reliability/test_fuzz.py
 """
@@ -36,10 +39,11 @@ from nbinfer.protocol.dtypes import DATATYPES
 from nbinfer.protocol.tensors import decode_bytes_tensor, encode_bytes_tensor
 from nbinfer.server.launcher import LocalServer
 
-#: Seconds of fuzzing in all, CI's default and the documented longer run.
-DEFAULT_SECONDS = 120
+#: Seconds of fuzzing in all of the documented long run.
 LONG_SECONDS = 1200
-SECONDS = float(os.environ.get("NBINFER_FUZZ_SECONDS", DEFAULT_SECONDS))
+#: The time-bounded run's seconds (``NBINFER_FUZZ_SECONDS``); ``None``: CI's fixed example counts.
+_SECONDS = os.environ.get("NBINFER_FUZZ_SECONDS")
+SECONDS = float(_SECONDS) if _SECONDS else None
 #: target -> (what it fuzzes, its share of the budget); docs/reliability.md shows this table.
 TARGETS = {
     "rest": ("REST JSON + binary decoder: structured requests, lying header lengths", 0.25),
@@ -48,7 +52,9 @@ TARGETS = {
     "grpc": ("gRPC request decoder: random `ModelInferRequest`s, cut and padded wire", 0.20),
     "live": ("the live server over HTTP: no 5xx", 0.35),
 }
-#: Examples per round: one hypothesis run, after which the target's clock is looked at.
+#: target -> examples in CI's fixed, derandomized run (about 2 to 15 s each on CI's machine).
+EXAMPLES = {"rest": 1000, "rest-bytes": 5000, "bytes": 4000, "grpc": 4000, "live": 1000}
+#: Examples per round of the time-bounded run: one hypothesis run, then the clock is looked at.
 ROUND = 250
 #: The least a target may run, per second of its share (the live server, the slowest, runs 60-180).
 MIN_EXAMPLES_PER_SECOND = 20
@@ -56,6 +62,7 @@ ROUND_SETTINGS = settings(
     max_examples=ROUND,
     deadline=None,
     database=None,
+    derandomize=False,  # fresh examples every round (the fixed run sets it)
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 #: target -> {"examples": n, "seconds": s} of the targets that ran in this process.
@@ -63,24 +70,30 @@ RAN: dict[str, dict[str, float]] = {}
 
 
 def _budget(target: str) -> float:
+    """The target's seconds in the time-bounded run (``NBINFER_FUZZ_SECONDS`` set)."""
+    assert SECONDS is not None
     return SECONDS * TARGETS[target][1]
 
 
 def fuzz(target: str, strategy: st.SearchStrategy[Any], check: Callable[[Any], None]) -> None:
-    """Run ``check`` on examples of ``strategy`` until the target's share of the budget is spent."""
+    """Run ``check`` on examples of ``strategy``: ``EXAMPLES[target]`` of them, the same ones every
+    run; or, with ``NBINFER_FUZZ_SECONDS``, fresh rounds until the target's share is spent."""
     examples = 0
 
-    @ROUND_SETTINGS
-    @given(strategy)
-    def one_round(example: Any) -> None:
+    def count_and_check(example: Any) -> None:
         nonlocal examples
         examples += 1
         check(example)
 
-    budget = _budget(target)
     start = time.monotonic()
-    while time.monotonic() - start < budget:
-        one_round()
+    if SECONDS is None:
+        fixed = settings(ROUND_SETTINGS, max_examples=EXAMPLES[target], derandomize=True)
+        fixed(given(strategy)(count_and_check))()
+    else:
+        one_round = ROUND_SETTINGS(given(strategy)(count_and_check))
+        budget = _budget(target)
+        while time.monotonic() - start < budget:
+            one_round()
     RAN[target] = {"examples": examples, "seconds": time.monotonic() - start}
     reliability_report.record(
         "fuzz", target, {"examples": examples, "seconds": round(RAN[target]["seconds"], 1)}
@@ -88,7 +101,7 @@ def fuzz(target: str, strategy: st.SearchStrategy[Any], check: Callable[[Any], N
 
 
 def _timeout(target: str) -> pytest.MarkDecorator:
-    return pytest.mark.timeout(_budget(target) + 120)
+    return pytest.mark.timeout(300 if SECONDS is None else _budget(target) + 120)
 
 
 # JSON values of every kind, the tensors' fields among them
@@ -290,13 +303,18 @@ def test_live_server_never_answers_5xx(connection: Any) -> None:
 
 
 def test_every_fuzz_target_ran_its_budget(request: pytest.FixtureRequest) -> None:
-    """The budget really ran: every selected target finished, spent its share, reached the floor."""
+    """The budget really ran: every selected target finished and ran its fixed examples, or (the
+    time-bounded run) spent its share and reached the floor."""
     names = {item.name for item in request.session.items}
     selected = [target for test, target in _TARGET_TESTS.items() if test in names]
     if not selected:
         pytest.skip("no fuzz target was selected in this session")
     for target in selected:
         assert target in RAN, f"the fuzz target {target!r} did not finish"
+        if SECONDS is None:
+            due = EXAMPLES[target]
+            assert RAN[target]["examples"] >= due, f"{target} ran {RAN[target]} < {due} examples"
+            continue
         ran, budget = RAN[target], _budget(target)
         assert ran["seconds"] >= budget, f"{target} stopped before its {budget:.0f} s: {ran}"
         floor = MIN_EXAMPLES_PER_SECOND * budget

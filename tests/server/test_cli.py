@@ -181,6 +181,7 @@ def test_nbinfer_serve_fails_with_exit_code_1_on_bad_repository() -> None:
 
 
 @pytest.mark.skipif(bool(os.environ.get("CI")), reason="strict timing is checked locally only")
+@pytest.mark.serial  # a start-up time bound: run alone, not beside the parallel run's load
 def test_nbinfer_serve_demo_is_ready_within_two_seconds_locally() -> None:
     elapsed, proc, _ = _time_to_ready([sys.executable, "-m", "nbinfer.cli", "serve", "--demo"])
     _stop(proc)

@@ -294,8 +294,8 @@ def test_custom_handler_answers_the_same_on_http_and_grpc(
         assert busy.value.context.get("grpc_code") == "UNAVAILABLE"
 
 
-def test_a_failing_handler_leaves_the_default_answer() -> None:
-    import nbinfer_srvopts_errors as user
+def test_a_failing_handler_leaves_the_default_answer(errors_dir: Path) -> None:
+    import nbinfer_srvopts_errors as user  # importable through errors_dir (not an earlier test)
 
     handlers = ExceptionHandlers({user.Teapot: user.broken})
     assert handlers.map(user.Teapot("x"), model="m", request_id="") is None
