@@ -55,7 +55,7 @@ def test_error_shows_your_line_then_the_card_with_library_frames_folded(
 
         library.locator("summary").click()  # one click opens the library frames
         frames.wait_for(state="visible", timeout=10_000)
-        assert "nbinfer/session/core.py" in frames.inner_text()
+        assert "nbinfer/session/boundary.py" in frames.inner_text()  # every public call
 
         dark_theme(page)
         dark = tmp_path / "error-card-dark.png"

@@ -18,6 +18,7 @@ import pytest
 from nbinfer import Client, LimitExceededError, PayloadTooLargeError
 from nbinfer.server.__main__ import build_parser
 from nbinfer.server.app import ServerOptions
+from nbinfer.server.demo import demo_models
 from nbinfer.server.launcher import LocalServer
 from tests.server.repo_calls import (
     ONNX_CONFIG,
@@ -28,7 +29,7 @@ from tests.server.repo_calls import (
     swapped_add_sub_onnx,
 )
 
-DEMO_MODELS = 7
+DEMO_MODELS = len(demo_models())  # the cap counts what --demo loads
 MAX_MODELS = DEMO_MODELS + 2
 
 

@@ -21,14 +21,32 @@ import numpy as np
 from nbinfer import AsyncClient
 
 
-def _sockets() -> int:
-    """Open TCP/Unix sockets of this process (the server is another process)."""
-    count = 0
+def _sockets(url: str) -> int:
+    """This process's TCP connections to the server at ``url`` (the server is another process).
+
+    Only connections to that server's port count: another test's leftover thread (a
+    background listing, a reconnecting channel) may open sockets elsewhere meanwhile.
+    """
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    ours = set()
     for fd in os.listdir("/proc/self/fd"):
         try:
-            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+            link = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
+        if link.startswith("socket:["):
+            ours.add(link[len("socket:[") : -1])
+    count = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            with open(table) as rows:
+                lines = rows.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            count += remote_port == port and fields[3] != "0A" and fields[9] in ours
     return count
 
 
@@ -71,15 +89,15 @@ def _rounds(client: AsyncClient, rounds: int) -> None:
 
 def test_three_event_loops_leave_no_unclosed_transport(url: str) -> None:
     gc.collect()
-    before = _sockets()
+    before = _sockets(url)
     with _Leaks() as leaks:
         client = AsyncClient(url)
         _rounds(client, 3)
-        assert _sockets() == before, "a finished loop kept its connections open"
+        assert _sockets(url) == before, "a finished loop kept its connections open"
         asyncio.run(client.aclose())
         del client
     assert leaks.found == []
-    assert _sockets() == before
+    assert _sockets(url) == before
 
 
 def test_client_still_works_after_its_loops_closed_their_resources(url: str) -> None:
@@ -94,7 +112,7 @@ def test_client_still_works_after_its_loops_closed_their_resources(url: str) -> 
 def test_aclose_closes_the_resources_of_a_loop_running_in_another_thread(url: str) -> None:
     loop = asyncio.new_event_loop()
     gc.collect()
-    before = _sockets()  # the loop's own self-pipe included
+    before = _sockets(url)
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
@@ -103,9 +121,9 @@ def test_aclose_closes_the_resources_of_a_loop_running_in_another_thread(url: st
             other = asyncio.run_coroutine_threadsafe(client.is_server_live(), loop)
             assert other.result(timeout=30)
             _rounds(client, 1)  # this thread's loops meanwhile
-            assert _sockets() > before  # the other loop's connection is open
+            assert _sockets(url) > before  # the other loop's connection is open
             asyncio.run(client.aclose())
-            assert _sockets() == before
+            assert _sockets(url) == before
             del client, other
     finally:
         loop.call_soon_threadsafe(loop.stop)
