@@ -140,6 +140,7 @@ def _ticking(call: Callable[[], Awaitable[Any]]) -> tuple[Any, int, float]:
     return asyncio.run(main())
 
 
+@pytest.mark.serial  # a loop-stall bound: run alone, not beside the parallel run's load
 @pytest.mark.parametrize("face", ["ainfer", "aclassify"])
 def test_async_faces_keep_the_loop_running_on_a_slow_server_from_a_cold_session(
     upstream: Session, slow: SlowProxy, face: str
@@ -166,6 +167,7 @@ def _sleep_then_echo(x):  # type: ignore[no-untyped-def]
     return x
 
 
+@pytest.mark.serial  # a loop-stall bound: run alone, not beside the parallel run's load
 def test_a_timeout_on_a_live_local_server_keeps_the_loop_running_through_the_grace(
     upstream: Session,
 ) -> None:

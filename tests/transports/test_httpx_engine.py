@@ -208,35 +208,35 @@ def test_three_event_loops_leave_no_unclosed_transport(server: LocalServer) -> N
         assert (await _asend(engine, _infer_call())).status == 200
 
     gc.collect()
-    before = _sockets()
+    before = _sockets(server.http_url)
     with _Leaks() as leaks:
         engine = AsyncHttpxEngine(server.http_url, ClientConfig())
         for _ in range(3):
             asyncio.run(use(engine))
-            assert _sockets() == before, "a finished loop kept its connections open"
+            assert _sockets(server.http_url) == before, "a finished loop kept its connections open"
         asyncio.run(engine.aclose())
         with pytest.raises(TransportError, match="closed"):
             asyncio.run(_asend(engine, HttpCall("GET", "v2")))
         del engine
     assert leaks.found == []
-    assert _sockets() == before
+    assert _sockets(server.http_url) == before
 
 
 def test_aclose_closes_the_running_loops_client(server: LocalServer) -> None:
     async def main() -> int:
         engine = AsyncHttpxEngine(server.http_url, ClientConfig())
         assert (await _asend(engine, _infer_call())).status == 200
-        opened = _sockets()
+        opened = _sockets(server.http_url)
         await engine.aclose()
         await engine.aclose()  # idempotent
         return opened
 
     gc.collect()
-    before = _sockets()
+    before = _sockets(server.http_url)
     with _Leaks() as leaks:
         assert asyncio.run(main()) > before
     assert leaks.found == []
-    assert _sockets() == before
+    assert _sockets(server.http_url) == before
 
 
 def test_async_user_client_is_used_as_given_and_left_open(server: LocalServer) -> None:
