@@ -47,7 +47,12 @@ class Attacks:
 
     def __init__(self, http_url: str, grpc_address: str) -> None:
         self.url = http_url
-        self.http = httpx.Client(base_url=http_url, timeout=60)
+        # One HTTP client per attacking thread: the attacks run at once, and a connection pool
+        # shared by ten threads (some of whose requests the server cuts off mid-body) once
+        # failed a read with EBADF in the attacker itself, not in the server.
+        self._local = threading.local()
+        self._clients: list[httpx.Client] = []
+        self._clients_lock = threading.Lock()
         self.channel = grpc.insecure_channel(grpc_address)
         self.swapped = base64.b64encode(_swapped_add_sub()).decode()
         self.bomb = _gzip_bomb(320 * MiB)  # past the 256 MiB body limit
@@ -65,8 +70,19 @@ class Attacks:
             params.parameters[f"p{i}"].int64_param = i
         self.param_bomb = params.SerializeToString()
 
+    @property
+    def http(self) -> httpx.Client:
+        """This thread's HTTP client."""
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = httpx.Client(base_url=self.url, timeout=60)
+            with self._clients_lock:
+                self._clients.append(client)
+        return client
+
     def close(self) -> None:
-        self.http.close()
+        for client in self._clients:
+            client.close()
         self.channel.close()
         for region in (self.victim, self.own):
             region.close()
