@@ -15,7 +15,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nbinfer.client import AsyncClient, Client
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.types import ModelMetadata
 from nbinfer.session.boundary import public
@@ -47,14 +46,6 @@ _CLIENTS_LOCK = threading.Lock()
 
 class GenerateFront(Lookups):
     """The text generation half of :class:`~nbinfer.Session` (see the module docstring)."""
-
-    def _stream_client(self) -> Client:
-        """The client streams go through: the session's own (generate_stream over HTTP / gRPC)."""
-        return self.client
-
-    def _astream_client(self) -> AsyncClient:
-        """The asyncio twin of :meth:`_stream_client` (one per event loop)."""
-        return self._aclient()
 
     def _request(
         self,
@@ -191,13 +182,11 @@ class GenerateFront(Lookups):
         return _drive(self._run(req, display, show_prompt), chunks)
 
     def _stream(self, req: _Request) -> Iterator[dict[str, Any]]:
-        return _chunks(
-            self._stream_client(), req.model, req.version, req.fields, req.parameters, req.timeout
-        )
+        return _chunks(self.client, req.model, req.version, req.fields, req.parameters, req.timeout)
 
     async def _astream(self, req: _Request) -> AsyncIterator[dict[str, Any]]:
         return await _achunks(
-            self._astream_client(), req.model, req.version, req.fields, req.parameters, req.timeout
+            self._aclient(), req.model, req.version, req.fields, req.parameters, req.timeout
         )
 
     @public
