@@ -14,6 +14,7 @@ import json
 import queue
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -365,14 +366,28 @@ def run_concurrent_sequences(
             for i in range(sequences)
         ]
         answers = [run.result(timeout=120) for run in runs]
-    c = tg.InferenceServerClient(url)
-    try:
-        stats = c.get_inference_statistics(model, as_json=True)
-    finally:
-        c.close()
+    stats = _settled_statistics(url, model, sequences * len(values))
     outputs = [[out for out, _ in answer] for answer in answers]
     seen = [[s for _, s in answer] for answer in answers]
     return outputs, seen, dict(stats["model_stats"][0])
+
+
+def _settled_statistics(url: str, model: str, requests: int) -> dict[str, Any]:
+    """The model's statistics once they count ``requests`` inferences (or after 10 s).
+
+    Triton records an execution's statistics after its responses are sent, so a read right
+    after the last answer can miss the last execution (CI once saw 11 of 12)."""
+    deadline = time.monotonic() + 10
+    c = tg.InferenceServerClient(url)
+    try:
+        while True:
+            stats = c.get_inference_statistics(model, as_json=True)
+            counted = int(stats["model_stats"][0].get("inference_count", 0))
+            if counted >= requests or time.monotonic() > deadline:
+                return stats
+            time.sleep(0.02)
+    finally:
+        c.close()
 
 
 def batch_sizes(stats: dict[str, Any]) -> dict[int, int]:
