@@ -5,6 +5,7 @@ outputs back; both outputs read as NumPy arrays) with:
 
 * ``nbinfer Session``: ``Session(url).infer`` on the server this process started: sealed memfd
   regions handed over the server's Unix socket, mapped by both ends (the zero-copy local path);
+  over HTTP (the Session's default) and over gRPC;
 * ``nbinfer shm``: ``Client(url)`` with its default ``shared_memory="auto"`` (HTTP, and gRPC),
   the same memfd path;
 * ``nbinfer shm posix``: the same client on the POSIX shm path (regions registered over HTTP,
@@ -170,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         grpc = server.grpc_address
         clients: dict[str, Callable[[], Any]] = {
             "nbinfer Session": lambda: nbinfer_session(server.http_url),
+            "nbinfer Session (grpc)": lambda: nbinfer_session(f"grpc://{grpc}"),
             "nbinfer shm (http)": lambda: nbinfer_client(server.http_url, "auto"),
             "nbinfer shm (grpc)": lambda: nbinfer_client(f"grpc://{grpc}", "auto"),
             "nbinfer shm posix (http)": lambda: nbinfer_client(server.http_url, "auto", posix=True),
@@ -200,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     for peer, ratio in ratios.items():
         print(f"nbinfer Session / {peer + ':':<26} {ratio:.2f}x")
+    for peer in ("tritonclient http binary", "tritonclient shm"):
+        ratio = medians["nbinfer Session (grpc)"] / medians[peer]
+        ratios[f"grpc / {peer}"] = ratio
+        print(f"nbinfer Session (grpc) / {peer + ':':<19} {ratio:.2f}x")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"rounds": figures, "medians": medians, "ratios": ratios}, fh, indent=2)
