@@ -44,6 +44,7 @@ __all__ = [
     "env_float",
     "env_int",
     "env_str",
+    "local_server_shm_socket",
     "local_server_token",
     "new_token",
     "register_local_server",
@@ -128,10 +129,12 @@ _LOOPBACK_NAMES: Final = {"localhost": "127.0.0.1", "127.0.0.1": "127.0.0.1"}
 
 @dataclass(frozen=True, slots=True)
 class _Registration:
-    token: str = field(repr=False)
+    token: str | None = field(repr=False)
     running: Callable[[], bool]
     pid: int
     owner: int
+    #: The server's Unix socket for sealed memfd regions (``server/fdpass.py``), if any.
+    shm_socket: str | None = None
 
 
 _LOCAL_SERVERS: dict[str, _Registration] = {}
@@ -158,7 +161,12 @@ def _local_address(url: str) -> str | None:
 
 
 def register_local_server(
-    urls: tuple[str, ...], token: str, running: Callable[[], bool], owner: object
+    urls: tuple[str, ...],
+    token: str | None,
+    running: Callable[[], bool],
+    owner: object,
+    *,
+    shm_socket: str | None = None,
 ) -> None:
     """Record that this process runs a local server at ``urls`` requiring ``token``.
 
@@ -168,11 +176,13 @@ def register_local_server(
 
     Args:
         urls: The server's addresses (``host:port`` as its READY line gives them).
-        token: The bearer token the server requires.
+        token: The bearer token the server requires (``None``: none).
         running: Whether the server is still running (checked on every lookup).
         owner: The registering object; :func:`unregister_local_server` removes only its entries.
+        shm_socket: The server's Unix socket for sealed memfd regions (see
+            :func:`local_server_shm_socket`).
     """
-    entry = _Registration(token, running, os.getpid(), id(owner))
+    entry = _Registration(token, running, os.getpid(), id(owner), shm_socket)
     with _LOCAL_SERVERS_LOCK:
         for url in urls:
             address = _local_address(url)
@@ -187,13 +197,7 @@ def unregister_local_server(owner: object) -> None:
             del _LOCAL_SERVERS[address]
 
 
-def local_server_token(url: str) -> str | None:
-    """The token of the running local server this process started at ``url``, or ``None``.
-
-    ``url`` must name the server's exact loopback address (scheme-less, ``http://`` or
-    ``grpc://``; ``localhost`` and ``127.0.0.1`` are the same host). A server that has exited,
-    or one registered by another process (a forked parent), gives ``None``.
-    """
+def _local_entry(url: str) -> _Registration | None:
     address = _local_address(url)
     if address is None:
         return None
@@ -201,7 +205,27 @@ def local_server_token(url: str) -> str | None:
         entry = _LOCAL_SERVERS.get(address)
     if entry is None or entry.pid != os.getpid() or not entry.running():
         return None
-    return entry.token
+    return entry
+
+
+def local_server_shm_socket(url: str) -> str | None:
+    """The memfd-region socket of the running local server this process started at ``url``.
+
+    Same rules as :func:`local_server_token`; ``None`` when the server has none.
+    """
+    entry = _local_entry(url)
+    return None if entry is None else entry.shm_socket
+
+
+def local_server_token(url: str) -> str | None:
+    """The token of the running local server this process started at ``url``, or ``None``.
+
+    ``url`` must name the server's exact loopback address (scheme-less, ``http://`` or
+    ``grpc://``; ``localhost`` and ``127.0.0.1`` are the same host). A server that has exited,
+    or one registered by another process (a forked parent), gives ``None``.
+    """
+    entry = _local_entry(url)
+    return None if entry is None else entry.token
 
 
 def env_str(name: str, default: str | None = None) -> str | None:

@@ -665,6 +665,8 @@ def _nan_rows(arr: Any) -> Any:
     """Per row (the first dim), whether a float array has NaN there; None for other data."""
     if not isinstance(arr, np.ndarray) or arr.dtype.kind != "f" or not arr.size:
         return None
+    if not np.isnan(arr.min()):  # one pass without a temporary: min propagates NaN
+        return None
     return np.isnan(arr.reshape(len(arr), -1) if arr.ndim else arr.reshape(1, 1)).any(axis=1)
 
 
