@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import enum
+import operator
 import os
 import random
 import secrets
@@ -41,6 +42,7 @@ __all__ = [
     "TLSConfig",
     "Timeouts",
     "as_auth",
+    "count_option",
     "env_float",
     "env_int",
     "env_str",
@@ -240,6 +242,26 @@ def env_float(name: str, default: float | None) -> float | None:
     if raw.lower() in ("none", "off", "inf"):
         return None
     return _env_number(name, raw, float)
+
+
+def count_option(option: str, value: Any, *, minimum: int = 1) -> int:
+    """A whole-number option (``batch_size=``, ``concurrency=``, ``top_k=`` ...) as an ``int``.
+
+    Takes Python and NumPy integers (not ``bool``, not a float, not text).
+
+    Raises:
+        InvalidInputError: ``value`` is not a whole number or is below ``minimum``; the
+            message names the option and the value.
+    """
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError as exc:
+        raise InvalidInputError(
+            f"{option}= takes a whole number >= {minimum}, not {value!r}"
+        ) from exc
+    if number is None or number < minimum:
+        raise InvalidInputError(f"{option}= takes a whole number >= {minimum}, not {value!r}")
+    return number
 
 
 def _env_bool(name: str, default: bool) -> bool:
