@@ -60,8 +60,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nbinfer.config import count_option
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, count_option
 from nbinfer.interop._inflight import arun, progress_bar, run
 from nbinfer.interop.image_frame import ClassificationFrame, classification_frame
 from nbinfer.interop.image_tensors import (

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 
 from nbinfer.client import AsyncClient, Client
-from nbinfer.config import count_option
-from nbinfer.errors import InvalidInputError, NbinferError, UnsupportedError
+from nbinfer.errors import InvalidInputError, NbinferError, UnsupportedError, count_option
 from nbinfer.interop._inflight import progress_bar
 from nbinfer.profiling.frame import CLIENT_PARTS, COLUMNS, PERCENTILES, SERVER_PARTS, ProfileFrame
 from nbinfer.profiling.load import Load, Options, Window, random_inputs, request_rows

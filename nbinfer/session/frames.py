@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import numpy as np
 
 from nbinfer.client import Client, InferResult
-from nbinfer.config import count_option
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, count_option
 from nbinfer.interop.dask import is_dask_frame as _is_dask_frame
 from nbinfer.protocol.dtypes import DATATYPES
 from nbinfer.protocol.tensors import Destination, conform
