@@ -42,6 +42,8 @@ class CurlEngine:
     """
 
     def __init__(self, url: str, config: ClientConfig) -> None:
+        if config.tls is not None:
+            config.tls.files_only("the sync HTTP client (libcurl)")
         self._pycurl = _curl()
         self._base = base_url(url)
         self._config = config
