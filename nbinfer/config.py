@@ -20,12 +20,13 @@ import enum
 import os
 import random
 import secrets
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, count_option
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -339,6 +340,9 @@ class TLSConfig:
         cert_file: Client certificate (PEM) for mutual TLS.
         key_file: Client private key (PEM) for mutual TLS.
         server_hostname: Override the name checked against the certificate (gRPC).
+        context: An ``ssl.SSLContext`` used as it is, in place of the fields above, by the
+            asyncio and httpx HTTP engines (tritonclient.http.aio's ``ssl_context``); the
+            sync curl engine and gRPC take files only and refuse it.
     """
 
     verify: bool = True
@@ -346,9 +350,23 @@ class TLSConfig:
     cert_file: str | None = None
     key_file: str | None = None
     server_hostname: str | None = None
+    context: ssl.SSLContext | None = None
+
+    def files_only(self, where: str) -> None:
+        """Refuse an ``ssl.SSLContext`` where only files can be used (``where`` names it).
+
+        Raises:
+            InvalidInputError: ``context`` is set.
+        """
+        if self.context is not None:
+            raise InvalidInputError(
+                f"TLSConfig(context=...) works over HTTP with the asyncio or httpx engine; "
+                f"{where} takes files: give ca_file= / cert_file= / key_file= instead"
+            )
 
     def read(self) -> tuple[bytes | None, bytes | None, bytes | None]:
         """Return ``(root CAs, private key, certificate chain)`` file contents for grpc."""
+        self.files_only("gRPC")
 
         def load(path: str | None) -> bytes | None:
             if path is None:
@@ -444,6 +462,9 @@ class ClientConfig:
         max_message_bytes: gRPC send / receive message limit.
         keepalive_seconds: TCP / gRPC keepalive ping interval (``None``: engine default).
         user_agent: ``User-Agent`` sent over HTTP.
+        max_connections: asyncio HTTP (aiohttp): connections open at once per event loop,
+            further calls wait for one (tritonclient.http.aio's ``conn_limit``; ``None``: no
+            bound). The sync client opens one per worker thread.
     """
 
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -457,8 +478,11 @@ class ClientConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     keepalive_seconds: float | None = 30.0
     user_agent: str = "nbinfer"
+    max_connections: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_connections is not None:
+            count_option("max_connections", self.max_connections)
         if self.compression not in (None, "gzip"):
             raise InvalidInputError(
                 f"unsupported compression {self.compression!r}; supported: 'gzip' or None"
