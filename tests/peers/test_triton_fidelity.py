@@ -393,15 +393,3 @@ def test_http_readiness_statuses_are_tritons(servers: dict[str, dict[str, str]])
         return [_http(urls["http"], f"/v2/models/{p}")[0] for p in paths]
 
     assert _both(servers, statuses)[0] == 200
-
-
-def test_unbatched_inputs_of_unequal_lengths_are_accepted_alike(
-    servers: dict[str, dict[str, str]],
-) -> None:
-    def lengths(urls: dict[str, str]) -> tuple[int, Any]:
-        a = {"name": "A", "datatype": "INT32", "shape": [2], "data": [1, 2]}
-        b = {"name": "B", "datatype": "INT32", "shape": [3], "data": [1, 2, 3]}
-        status, answer = _http(urls["http"], "/v2/models/unbatched_pair/infer", {"inputs": [a, b]})
-        return status, answer["outputs"][0]["data"] if status == 200 else answer
-
-    assert _both(servers, lengths) == (200, [2, 3])
