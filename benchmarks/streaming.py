@@ -13,7 +13,9 @@ time to its first token. The same server is read in the same run by:
 * ``requests``: the loop users write by hand (``requests.post(stream=True)``, ``iter_lines``,
   ``json.loads`` of each ``data:`` line);
 * ``tritonclient grpc`` (when installed): tritonclient's decoupled stream as its examples use
-  it (``start_stream`` with a callback putting results on a queue, ``async_stream_infer``).
+  it (``start_stream`` with a callback putting results on a queue, ``async_stream_infer``); the
+  stream is opened before the clock starts, as by a caller that keeps one open for many
+  requests (nbinfer opens a call per generation: its TTFT includes that).
 
 Prints medians (over rounds) of the per-token overhead (median over tokens) and the TTFT
 overhead, in ms, and nbinfer's ratios to the ``requests`` loop (HTTP) and to tritonclient
