@@ -22,9 +22,14 @@ overhead, in ms, and nbinfer's ratios to the ``requests`` loop (HTTP) and to tri
 (gRPC). Issue 27's targets: nbinfer client + server add < 0.2 ms per token and < 2 ms to the
 first token.
 
+``--baseline DIR`` adds ``baseline http`` / ``baseline grpc``: the same sync clients and server
+from another nbinfer tree (e.g. a checkout of the previous commit), in a child process with
+its own server, read in the same alternating rounds: a paired before / after.
+
 Usage::
 
     python benchmarks/streaming.py [--tokens 200] [--interval-ms 1] [--rounds 5] [--json out.json]
+        [--baseline /path/to/other/nbinfer/tree]
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -167,12 +174,73 @@ def tritonclient_grpc(url: str, fields: dict[str, int], closers: list[Callable[[
     return run
 
 
+#: The child of ``--baseline``: that tree's server and sync clients, one sample per request line.
+_BASELINE_CHILD = r"""
+import json, statistics, sys, tempfile
+from pathlib import Path
+tree, fields = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, tree + "/benchmarks")
+import streaming as bench
+import nbinfer
+from nbinfer.server.launcher import LocalServer
+assert nbinfer.__file__.startswith(tree), nbinfer.__file__
+repo = Path(tempfile.mkdtemp(prefix="nbinfer-stream-baseline-"))
+(repo / "ticker" / "1").mkdir(parents=True)
+(repo / "ticker" / "1" / "model.py").write_text(bench.MODEL)
+with LocalServer(model_repository=repo, demo=False, device="cpu", auth_token=None) as server:
+    closers = []
+    runners = {
+        "http": bench.nbinfer_sync(server.http_url, fields, closers),
+        "grpc": bench.nbinfer_sync(server.grpc_url, fields, closers),
+    }
+    print("ready", flush=True)
+    for line in sys.stdin:
+        tokens, first = runners[line.strip()]()
+        print(json.dumps([statistics.median(tokens), first]), flush=True)
+    for close in closers:
+        close()
+"""
+
+
+def baseline(
+    tree: str, fields: dict[str, int], closers: list[Callable[[], Any]]
+) -> dict[str, Runner]:
+    """``baseline http`` / ``baseline grpc``: another tree's clients and server (a child)."""
+    root = str(Path(tree).resolve())
+    env = {**os.environ, "PYTHONPATH": root}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _BASELINE_CHILD, root, json.dumps(fields)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=root,  # ``-c`` puts the working directory first on sys.path
+    )
+    assert child.stdin is not None and child.stdout is not None
+    stdin, stdout = child.stdin, child.stdout
+    closers.append(lambda: (stdin.close(), child.wait()))
+    if stdout.readline().strip() != "ready":
+        raise RuntimeError(f"the baseline tree {root} did not start its server")
+
+    def runner(wire: str) -> Runner:
+        def run() -> Sample:
+            stdin.write(wire + "\n")
+            stdin.flush()
+            per_token, first = json.loads(stdout.readline())
+            return [per_token], first
+
+        return run
+
+    return {"baseline http": runner("http"), "baseline grpc": runner("grpc")}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--interval-ms", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--baseline", default=None, help="another nbinfer tree to compare with")
     args = parser.parse_args(argv)
     repo = Path(tempfile.mkdtemp(prefix="nbinfer-stream-bench-"))
     (repo / "ticker" / "1").mkdir(parents=True)
@@ -189,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         with contextlib.suppress(ImportError):  # tritonclient is optional
             runners["tritonclient grpc"] = tritonclient_grpc(server.grpc_url, fields, closers)
+        if args.baseline:
+            runners.update(baseline(args.baseline, fields, closers))
         for run in runners.values():
             run()  # warm up: connections, metadata
         per: dict[str, list[float]] = {name: [] for name in runners}
@@ -215,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     peers = [(name, "requests") for name in ("nbinfer http", "nbinfer async")]
     if "tritonclient grpc" in results:
         peers.append(("nbinfer grpc", "tritonclient grpc"))
+    if "baseline grpc" in results:
+        peers += [("nbinfer http", "baseline http"), ("nbinfer grpc", "baseline grpc")]
     for name, peer in peers:
         r, base = results[name], results[peer]
         print(
