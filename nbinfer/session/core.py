@@ -614,10 +614,12 @@ class SessionCore(Boundary):
 
             frame = session.profile("add_sub", concurrency=[1, 2, 4, 8])
 
-        A streaming (decoupled) model on a server reachable over gRPC gets
+        A streaming (decoupled) model gets
         :func:`nbinfer.profiling.streaming.profile_stream` instead (``inputs``: the prompt;
         options ``concurrency``, ``duration`` and the model's inputs such as ``max_tokens``):
-        time to first token, inter-token latency, output tokens/s, latency percentiles.
+        time to first token, inter-token latency, output tokens/s, latency percentiles, over
+        ``generate_stream`` as :meth:`generate` calls it (HTTP Server-Sent Events or the gRPC
+        decoupled stream: ``protocol``, by default the session's).
 
         Raises:
             InvalidInputError: ``protocol`` differs from the session's on a server it did not
@@ -626,11 +628,6 @@ class SessionCore(Boundary):
         from nbinfer.profiling import profile
         from nbinfer.profiling.streaming import is_streaming, profile_stream
 
-        grpc_url = self.url if self.protocol == "grpc" else self._server and self._local_url("grpc")
-        if grpc_url and is_streaming(self.client, model, options.get("model_version", "")):
-            return profile_stream(
-                grpc_url, model, inputs, client_options=self._client_options, **options
-            )
         url, client_options = self.url, {**self._client_options, "protocol": self.protocol}
         if protocol is not None and protocol != self.protocol:
             if self._server is None:
@@ -640,6 +637,8 @@ class SessionCore(Boundary):
                 )
             client_options["protocol"] = protocol
             url = self._local_url(protocol)
+        if is_streaming(self.client, model, options.get("model_version", "")):
+            return profile_stream(url, model, inputs, client_options=client_options, **options)
         return profile(url, model, inputs, client_options=client_options, **options)
 
     # -- lifecycle -------------------------------------------------------------------------
