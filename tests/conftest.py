@@ -24,7 +24,8 @@ the fast ones; :func:`_kind` decides from the test's path, its fixtures and its 
 Under pytest-xdist (``scripts/check`` runs ``-n``), :func:`pytest_xdist_make_scheduler` sends
 whole groups of tests to one worker, so a module's or a session's servers start once: a module is
 a group, and so are the tests in :data:`GROUPS` (one set of real peers; one binder kernel and one
-run of the notebooks for tests/test_notebooks.py and the docs site); the longest groups
+run of the notebooks for tests/test_notebooks.py and the docs site), except in the modules of
+:data:`SPLIT`, whose tests share nothing and are each a group of their own; the longest groups
 (:data:`LONGEST`) start first. Tests marked ``serial`` (latency bounds under load) run after the
 parallel run, alone (``scripts/check``).
 
@@ -202,15 +203,25 @@ GROUPS = {
     "tests/test_notebooks.py": "notebooks",
     "tests/test_docs_site.py::test_site_builds": "notebooks",
 }
-#: The longest groups (measured), handed out first in this order so that none starts last.
+#: Modules whose tests each start what they need and share no server, kernel or process-wide
+#: state: every test is a group of its own, so a module of minutes spreads over the workers (the
+#: documented pages run one scratch shell each; the saved-outputs browser test copies its own
+#: notebook and sets the lab setting it needs, in whichever worker's lab it runs).
+SPLIT = ("tests/test_snippets.py", "tests/browser/test_saved_outputs.py")
+#: The longest groups (measured with ``--durations=0``), handed out first in this order so that
+#: none starts last. A group matches the first entry it starts with.
 LONGEST = (
     "notebooks",
-    "tests/test_snippets.py",
+    "tests/reliability/test_fuzz.py",
+    "tests/test_snippets.py::test_page_runs_as_written[docs/profiling.md]",
     "tests/interop/test_dataframe_scale.py",
     "tests/peers/",
-    "tests/test_docs_site.py",
     "tests/browser/test_saved_outputs.py",
-    "tests/reliability/test_fuzz.py",
+    "tests/beyond/test_spark_udf.py",
+    "tests/test_docs_site.py",
+    "tests/test_snippets.py::test_readme_install",
+    "tests/test_snippets.py::test_page_runs_as_written[docs/session.md]",
+    "tests/test_suite_selection.py",
     "tests/reliability/test_soak.py",
     "tests/browser/test_browser_image.py",
     "tests/browser/test_profile_card.py",
@@ -218,11 +229,19 @@ LONGEST = (
 )
 
 
+def _rank(group: str) -> int:
+    """A group's place in :data:`LONGEST` (the first entry it starts with); the rest come after."""
+    return next((i for i, start in enumerate(LONGEST) if group.startswith(start)), len(LONGEST))
+
+
 def xdist_group_of(nodeid: str) -> str:
-    """The group of a test: :data:`GROUPS`, else its module (a module's servers start once)."""
+    """The group of a test: :data:`GROUPS`, itself in :data:`SPLIT`, else its module (a module's
+    servers start once)."""
     for prefix, group in GROUPS.items():
         if nodeid.startswith(prefix):
             return group
+    if nodeid.startswith(SPLIT):
+        return nodeid
     return nodeid.split("::", 1)[0]
 
 
@@ -236,10 +255,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return xdist_group_of(nodeid)
 
         def _assign_work_unit(self, node: Any) -> None:
-            first = min(
-                self.workqueue,
-                key=lambda g: LONGEST.index(g) if g in LONGEST else len(LONGEST),
-            )
+            first = min(self.workqueue, key=_rank)
             self.workqueue.move_to_end(first, last=False)
             super()._assign_work_unit(node)
 

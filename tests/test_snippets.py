@@ -13,14 +13,16 @@ Markers, an HTML comment on the line before a block (invisible on GitHub and the
     the README's install by :func:`test_readme_install_leaves_the_clone_clean`).
 
 Blocks run as written when Triton's ports 8000 / 8001 are free. When either is busy on the
-test machine, both are replaced by free ports throughout the page (the same change in every
-block; a background ``nbinfer serve`` without port options gets them), so a busy port does not
-fail a page. Blocks in other
+test machine, or another page holds them (the pages run on several xdist workers at once: the
+first to take a lock file keeps Triton's ports until it ends), both are replaced by free ports
+throughout the page (the same change in every block; a background ``nbinfer serve`` without
+port options gets them), so a busy port does not fail a page. Blocks in other
 languages (``text``, ``json``, ...) are not code to run; an unlabelled block fails the test.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -29,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -153,6 +156,21 @@ def _port_free(port: int) -> bool:
     return True
 
 
+#: Held by the page running on Triton's own ports 8000 / 8001 (one at a time across workers).
+TRITON_PORTS_LOCK = Path(tempfile.gettempdir()) / "nbinfer-snippets-ports-8000-8001.lock"
+
+
+def _lock(path: Path) -> IO[str] | None:
+    """``path`` opened and exclusively locked (released when closed), or None when it is held."""
+    handle = path.open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -164,8 +182,14 @@ class Page:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
+        self.ports_lock: IO[str] | None = _lock(TRITON_PORTS_LOCK)
         busy = not all(_port_free(port) for port in (8000, 8001))
-        self.ports = {"8000": str(_free_port()), "8001": str(_free_port())} if busy else {}
+        if busy and self.ports_lock is not None:
+            self.ports_lock.close()  # someone else's server: nothing to keep
+            self.ports_lock = None
+        self.ports = (
+            {} if self.ports_lock else {"8000": str(_free_port()), "8001": str(_free_port())}
+        )
         self.env = dict(os.environ)
         self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env["PATH"]
         self.env["MPLBACKEND"] = "Agg"
@@ -274,6 +298,8 @@ class Page:
                 proc.wait()
             if proc.stdout is not None:
                 proc.stdout.close()
+        if self.ports_lock is not None:  # after its servers stopped: the ports are free again
+            self.ports_lock.close()
 
 
 @pytest.fixture
