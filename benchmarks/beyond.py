@@ -9,19 +9,28 @@ process workers, with a session over the first 1, 2 and 4 of 4 local servers (on
 per worker: least outstanding requests). Targets: >= 1.8x rows/s with 2 servers, >= 3.2x with 4.
 
 Overhead: the CPU-bound demo ``iris`` on one server, the pandas path
-(``session.infer("iris", frame)``) against the Dask path on the same rows.
+(``session.infer("iris", frame)``) against the Dask path and the Spark path on the same rows.
+The Spark path is ``nbinfer.spark.predict_batch_udf(url, "iris", expand=True)`` over a
+``struct`` of the four columns on ``local[2]``, the result collected to pandas (Arrow on), from
+a Spark frame of the same rows cached in the JVM (``--partitions`` partitions). The JVM's start,
+the caching and Spark's first Python workers fall in the warm-up run, outside the timing.
+Skipped (said so) when pyspark or a Java runtime is missing.
 
 Each figure is the median of ``--rounds`` runs. Usage::
 
     python benchmarks/beyond.py                       # 2 M rows, 3 rounds
     python benchmarks/beyond.py --rows 400000 --rounds 1 --json out.json
+    python benchmarks/beyond.py --skip-scaling        # the overhead rows only
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -78,6 +87,41 @@ def _median_rate(run: Any, rows: int, rounds: int) -> float:
     return statistics.median(rates)
 
 
+def spark_rate(url: str, whole: pd.DataFrame, partitions: int, rounds: int) -> float | None:
+    """Median rows/s of ``iris`` through nbinfer.spark on ``local[2]`` (None: no Spark here)."""
+    try:
+        from pyspark.sql import SparkSession
+        from pyspark.sql.functions import struct
+    except ImportError:
+        return None
+    if shutil.which("java") is None:
+        return None
+    import nbinfer.spark
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("nbinfer-beyond")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        sdf = spark.createDataFrame(whole).repartition(partitions).cache()
+        sdf.count()  # in the JVM's memory before the clock starts
+        iris = nbinfer.spark.predict_batch_udf(url, "iris", expand=True)
+        features = struct(*COLUMNS)
+
+        def run(number: int) -> None:
+            sdf.withColumn("p", iris(features)).select("p.*").toPandas()
+
+        return _median_rate(run, len(whole), rounds)
+    finally:
+        spark.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -86,6 +130,9 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.02)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--skip-scaling", action="store_true", help="only the overhead rows (pandas, Dask, Spark)"
+    )
     args = parser.parse_args()
 
     import dask.dataframe as dd
@@ -114,7 +161,7 @@ def main() -> None:
             def frame(run: int) -> Any:
                 return dd.from_map(make_part, range(args.partitions), rows=per_part, run=run)
 
-            for count in (1, 2, 4):
+            for count in () if args.skip_scaling else (1, 2, 4):
                 with nbinfer.Session([s.http_url for s in servers[:count]]) as session:
 
                     def gpu(run: int, session: nbinfer.Session = session) -> None:
@@ -127,7 +174,7 @@ def main() -> None:
                     f"gpu (sleep {args.sleep * 1000:.0f} ms/batch), {count} server(s): "
                     f"{rate:,.0f} rows/s"
                 )
-            for count, target in ((2, 1.8), (4, 3.2)):
+            for count, target in () if args.skip_scaling else ((2, 1.8), (4, 3.2)):
                 ratio = figures[f"servers_{count}"] / figures["servers_1"]
                 figures[f"speedup_{count}"] = ratio
                 print(f"  {count} servers: {ratio:.2f}x (target >= {target}x)")
@@ -146,6 +193,16 @@ def main() -> None:
             print(
                 f"iris, 1 server: pandas path {pandas_rate:,.0f} rows/s, "
                 f"Dask path {dask_rate:,.0f} rows/s ({dask_rate / pandas_rate:.2f}x)"
+            )
+        # outside the Dask cluster: Spark's local[2] gets the machine as the others did
+        rate = spark_rate(servers[0].http_url, whole, args.partitions, args.rounds)
+        if rate is None:
+            print("iris, 1 server: Spark path skipped (no pyspark or no Java runtime)")
+        else:
+            figures["iris_spark"] = rate
+            print(
+                f"iris, 1 server: Spark path (local[2], JVM start excluded) {rate:,.0f} rows/s "
+                f"({rate / figures['iris_pandas']:.2f}x the pandas path)"
             )
     finally:
         for s in servers:

@@ -67,8 +67,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         # Lazy, inside Session.profile() only: the load profiler (a thin front).
         "nbinfer.profiling",
     ),
-    # Spark's batch UDF (issue 28): a client per Spark worker; pyspark imported lazily.
-    "nbinfer.spark": (*_BASE, "nbinfer.client", "nbinfer.spark"),
+    # Spark's batch UDF (issue 28): a client per Spark worker, the output columns of interop;
+    # pyspark imported lazily.
+    "nbinfer.spark": (*_BASE, "nbinfer.client", "nbinfer.interop", "nbinfer.spark"),
     # The load profiler: drives an AsyncClient, builds inputs with interop; its frame's repr
     # hook names its renderer (nbinfer.render.profile; matplotlib lives there, lazily).
     "nbinfer.profiling": (

@@ -11,6 +11,7 @@ Layer: interop (imports ``protocol`` only; no frame library).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -18,7 +19,26 @@ import numpy as np
 
 from nbinfer.protocol.types import InferOutput
 
-__all__ = ["OutputBlock", "output_blocks"]
+__all__ = ["CONFIG_LABELS", "OutputBlock", "config_labels", "output_blocks"]
+
+#: The model-config parameter prefix naming an output's class labels (``nbinfer.labels.<output>``,
+#: a JSON list as its ``string_value``).
+CONFIG_LABELS = "nbinfer.labels."
+
+
+def config_labels(config: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Class labels per output, from a model config's ``nbinfer.labels.<output>`` parameters."""
+    labels: dict[str, list[str]] = {}
+    params = config.get("parameters") or {}
+    for pname, value in params.items():
+        if pname.startswith(CONFIG_LABELS) and isinstance(value, Mapping):
+            try:
+                labels[pname[len(CONFIG_LABELS) :]] = list(
+                    json.loads(value.get("string_value", "[]"))
+                )
+            except ValueError:
+                continue
+    return labels
 
 
 def _as_text(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

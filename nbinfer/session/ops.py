@@ -20,18 +20,18 @@ import asyncio
 import dataclasses
 import importlib
 import inspect
-import json
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from types import ModuleType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from nbinfer.capabilities import Capabilities
 from nbinfer.client.api import face_method
 from nbinfer.errors import ModelNotFoundError, NbinferError, ServerError, UnsupportedError
+from nbinfer.interop.outputs import config_labels
 from nbinfer.protocol.types import ModelMetadata
-from nbinfer.session.core import LABELS_PARAMETER, SessionCore
+from nbinfer.session.core import SessionCore
 
 __all__ = ["Lookup", "Lookups", "SessionOp", "aperform", "imported", "perform"]
 
@@ -127,17 +127,7 @@ class Lookups(SessionCore):
         key = (model, version)
         if key not in self._labels_cache:
             config = yield from self._config_op(model, version)
-            labels: dict[str, list[str]] = {}
-            params = config.get("parameters") or {}
-            for pname, value in params.items():
-                if pname.startswith(LABELS_PARAMETER) and isinstance(value, Mapping):
-                    try:
-                        labels[pname[len(LABELS_PARAMETER) :]] = list(
-                            json.loads(value.get("string_value", "[]"))
-                        )
-                    except ValueError:
-                        continue
-            self._labels_cache[key] = labels
+            self._labels_cache[key] = config_labels(config)
             try:
                 self._max_batch[key] = int(config.get("max_batch_size") or 0)
             except (TypeError, ValueError):

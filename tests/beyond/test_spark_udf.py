@@ -48,20 +48,71 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
-def _iris_frame(rows: int) -> pd.DataFrame:
-    rng = np.random.default_rng(7)
-    values = rng.random((rows, 4), dtype=np.float32) * np.float32(7.0) + np.float32(0.5)
-    frame = pd.DataFrame(values, columns=COLUMNS)
-    frame.insert(0, "id", np.arange(rows, dtype=np.int64))
+ROWS = 10_000_000
+# Feature j of row ``id`` is ((id * m) % k) / 100 + 0.5 as FP32: Spark computes it on the JVM
+# (long, then double arithmetic, then a cast to float) and numpy in the same IEEE steps, so both
+# sides hold the very same float32 values without shipping 10 M rows from Python to the JVM.
+_FEATURES = ((7919, 1009), (104729, 997), (15485863, 1013), (32452843, 991))
+
+
+def _features_on_the_jvm(spark: object, rows: int) -> object:
+    col = spark_functions.col
+    frame = spark.range(0, rows, 1, 2)  # type: ignore[attr-defined]
+    for name, (m, k) in zip(COLUMNS, _FEATURES, strict=True):
+        frame = frame.withColumn(name, ((col("id") * m % k) / 100.0 + 0.5).cast("float"))
     return frame
 
 
-def test_the_udf_gives_exactly_the_pandas_paths_probabilities(
+def _features_in_pandas(rows: int) -> pd.DataFrame:
+    ids = np.arange(rows, dtype=np.int64)
+    return pd.DataFrame(
+        {
+            name: (((ids * m) % k) / 100.0 + 0.5).astype(np.float32)
+            for name, (m, k) in zip(COLUMNS, _FEATURES, strict=True)
+        }
+    )
+
+
+def _served(server: LocalServer, model: str) -> int:
+    with nbinfer.Client(server.http_url) as client:
+        stats = client.get_inference_statistics(model)["model_stats"]
+    return sum(int(s["inference_stats"]["success"]["count"]) for s in stats)
+
+
+def test_10_million_rows_give_exactly_the_pandas_paths_columns(
     spark: object, two_servers: list[LocalServer]
 ) -> None:
-    frame = _iris_frame(50_000)
     urls = [s.http_url for s in two_servers]
-    iris = nbinfer.spark.predict_batch_udf(urls, "iris", batch_size=5000)
+    iris = nbinfer.spark.predict_batch_udf(urls, "iris", expand=True)
+    sdf = _features_on_the_jvm(spark, ROWS)
+    out = (
+        sdf.withColumn("p", iris(spark_functions.struct(*COLUMNS)))  # type: ignore[attr-defined]
+        .select("id", "p.*")
+        .toPandas()
+    )
+    ids = out.pop("id").to_numpy()
+    order = np.argsort(ids, kind="stable")
+    np.testing.assert_array_equal(ids[order], np.arange(ROWS))  # every row once
+    got = out.iloc[order].reset_index(drop=True)
+    with nbinfer.Session(urls) as session:
+        expected = session.infer("iris", _features_in_pandas(ROWS), progress=False)
+    assert list(got.columns) == list(expected.columns)  # the pandas path's names and order
+    assert list(got.columns) == [
+        "probabilities[setosa]",
+        "probabilities[versicolor]",
+        "probabilities[virginica]",
+    ]
+    assert [str(d) for d in got.dtypes] == ["float32"] * 3
+    np.testing.assert_array_equal(got.to_numpy(), expected.to_numpy())
+    assert all(_served(s, "iris") > 0 for s in two_servers)  # both servers did work
+
+
+def test_array_columns_in_and_out_give_the_pandas_paths_values(
+    spark: object, two_servers: list[LocalServer]
+) -> None:
+    frame = _features_in_pandas(2000)
+    frame.insert(0, "id", np.arange(len(frame), dtype=np.int64))
+    iris = nbinfer.spark.predict_batch_udf(two_servers[0].http_url, "iris", batch_size=300)
     sdf = spark.createDataFrame(frame).repartition(2)  # type: ignore[attr-defined]
     out = (
         sdf.withColumn("p", iris(spark_functions.array(*COLUMNS)))
@@ -69,12 +120,12 @@ def test_the_udf_gives_exactly_the_pandas_paths_probabilities(
         .toPandas()
         .sort_values("id")
     )
-    with nbinfer.Session(urls) as session:
+    with nbinfer.Session(two_servers[0].http_url) as session:
         expected = session.infer("iris", frame[COLUMNS], progress=False)
     got = np.stack(out["p"].to_numpy())
     assert got.dtype == np.float32 and got.shape == (len(frame), 3)
     np.testing.assert_array_equal(got, expected.to_numpy())
-    assert list(out["id"]) == list(range(len(frame)))  # every row once
+    assert list(out["id"]) == list(range(len(frame)))
 
 
 def test_several_outputs_make_a_struct_and_the_return_type_comes_from_metadata(
@@ -95,6 +146,28 @@ def test_several_outputs_make_a_struct_and_the_return_type_comes_from_metadata(
     x = frame[COLUMNS].to_numpy()
     np.testing.assert_array_equal(np.stack(rows["Y"].to_numpy()), x * 2)
     np.testing.assert_array_equal(rows["S"].to_numpy(), x.sum(axis=1, dtype=np.float64))
+
+
+def test_expand_gives_one_scalar_field_per_value_named_as_the_pandas_columns(
+    spark: object, two_servers: list[LocalServer]
+) -> None:
+    udf = nbinfer.spark.predict_batch_udf(two_servers[0].http_url, "two", expand=True)
+    frame = pd.DataFrame(np.arange(40, dtype=np.float32).reshape(10, 4), columns=COLUMNS)
+    sdf = spark.createDataFrame(frame)  # type: ignore[attr-defined]
+    result = sdf.withColumn("out", udf(spark_functions.struct(*COLUMNS)))
+    field = result.schema["out"].dataType
+    assert [(f.name, type(f.dataType).__name__) for f in field.fields] == [
+        ("Y[0]", "FloatType"),
+        ("Y[1]", "FloatType"),
+        ("Y[2]", "FloatType"),
+        ("Y[3]", "FloatType"),
+        ("S", "DoubleType"),
+    ]
+    got = result.select("out.*").toPandas()
+    with nbinfer.Session(two_servers[0].http_url) as session:
+        expected = session.infer("two", frame, progress=False)
+    assert list(got.columns) == list(expected.columns)
+    np.testing.assert_array_equal(got.to_numpy(), expected.to_numpy())
 
 
 def test_a_server_killed_mid_run_loses_and_duplicates_no_row(
