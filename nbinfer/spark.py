@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from nbinfer.client import Client
+from nbinfer.config import local_server_token, register_local_server
 from nbinfer.errors import InvalidInputError
 from nbinfer.interop.chunks import DEFAULT_CHUNK_BYTES
 from nbinfer.interop.outputs import config_labels, output_blocks
@@ -157,7 +158,11 @@ class _Predict:
         inputs: list[TensorSpec],
         outputs: list[TensorSpec],
         labels: Mapping[str, Sequence[str]] | None = None,
+        tokens: Sequence[tuple[str, str]] = (),
     ) -> None:
+        for address, token in tokens:  # the driver's local servers, known to this worker too
+            if local_server_token(address) is None:
+                register_local_server((address,), token, lambda: True, _Predict)
         self.client = Client(target, **options)
         self.model, self.version = model, version
         self.inputs, self.outputs = inputs, outputs
@@ -284,9 +289,14 @@ def predict_batch_udf(
     inputs = list(meta.inputs)
     size = batch_size or int(config.get("max_batch_size") or 0) or _default_batch(inputs, specs)
     options = dict(client_options)
+    # A local server this process started wants its token; Spark's Python workers are other
+    # processes that do not know it, so the UDF carries it (as the Dask recipe does).
+    urls = [target] if isinstance(target, str) else target
+    found = ((u.split("://", 1)[-1], local_server_token(u)) for u in urls)
+    tokens = [(address, token) for address, token in found if token is not None]
 
     def make_predict_fn() -> _Predict:
-        return _Predict(target, options, model, model_version, inputs, specs, labels)
+        return _Predict(target, options, model, model_version, inputs, specs, labels, tokens)
 
     shapes = [list(s) if s is not None else None for s in input_tensor_shapes]
     return spark_predict_batch_udf(

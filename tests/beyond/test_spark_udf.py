@@ -128,6 +128,20 @@ def test_array_columns_in_and_out_give_the_pandas_paths_values(
     assert list(out["id"]) == list(range(len(frame)))
 
 
+def test_a_local_server_with_its_token_serves_the_workers_without_auth(spark: object) -> None:
+    # LocalServer generates a token; Spark's Python workers are other processes, so the UDF
+    # must carry it (without it every worker's call is refused as unauthenticated)
+    with LocalServer(demo=True) as server:
+        assert server.auth_token is not None
+        frame = _features_in_pandas(500)
+        iris = nbinfer.spark.predict_batch_udf(server.http_url, "iris", expand=True)
+        sdf = spark.createDataFrame(frame).coalesce(1)  # type: ignore[attr-defined]
+        got = sdf.select(iris(spark_functions.struct(*COLUMNS)).alias("p")).select("p.*")
+        with nbinfer.Session(server.http_url) as session:
+            expected = session.infer("iris", frame, progress=False)
+        np.testing.assert_array_equal(got.toPandas().to_numpy(), expected.to_numpy())
+
+
 def test_several_outputs_make_a_struct_and_the_return_type_comes_from_metadata(
     spark: object, two_servers: list[LocalServer]
 ) -> None:
