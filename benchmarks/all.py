@@ -94,6 +94,10 @@ class Row(NamedTuple):
         return self.value >= self.target if self.higher_is_better else self.value <= self.target
 
 
+def _rounds(n: int) -> str:
+    return f"{n} round" if n == 1 else f"{n} rounds"
+
+
 def _load(out: Path, name: str) -> Any:
     path = out / name
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
@@ -144,7 +148,7 @@ def _local_rows(shm: dict[str, Any] | None) -> list[Row]:
     """The local zero-copy path (16 MB each way) vs tritonclient HTTP binary and shm, and HTTP.
 
     Reads ``local_shm.py``'s medians by the names of its clients (``nbinfer shm``,
-    ``tritonclient http``, ``tritonclient shm``, ``nbinfer http``), whatever their details.
+    ``tritonclient http``, ``tritonclient shm``, ``nbinfer http binary``), whatever their details.
     """
     if not shm:
         return []
@@ -160,12 +164,12 @@ def _local_rows(shm: dict[str, Any] | None) -> list[Row]:
     if ours is None:
         return []
     rounds = len(next(iter(shm.get("rounds", {}).values()), []))
-    note = f"median of {rounds} rounds; {ours[0]}" if rounds else ours[0]
+    note = f"median of {_rounds(rounds)}; {ours[0]}" if rounds else ours[0]
     rows = []
     for words, name, target, issue in (
         (("tritonclient", "http"), "tritonclient HTTP binary", 10.0, 29),
         (("tritonclient", "shm"), "tritonclient's own shm", None, 29),
-        (("nbinfer", "http"), "nbinfer HTTP binary", 3.0, 11),
+        (("nbinfer", "binary"), "nbinfer HTTP binary", 3.0, 11),
     ):
         peer = find(*words)
         if peer is None or peer[0] == ours[0]:
@@ -189,7 +193,7 @@ def _profiler_rows(prof: dict[str, Any] | None) -> list[Row]:
             return statistics.median(i[key] for i in items) if items else None
 
         saturated = figures.get("saturated_rounds")
-        note = f"median of {n} rounds" + (
+        note = f"median of {_rounds(n)}" + (
             f"; generator saturated in {saturated}/{n}" if saturated is not None else ""
         )
         name = f"profile() c=1 {proto.upper() if proto == 'http' else 'gRPC'} vs tritonclient loop"
@@ -245,7 +249,7 @@ def _dataframe_rows(frame: dict[str, Any] | None) -> list[Row]:
                 peer=statistics.median(seconds[peer]),
                 ours=statistics.median(seconds["nbinfer"]),
                 scale="s",
-                note=f"time ratio, median of {frame['rounds']} paired rounds",
+                note=f"time ratio, median of {_rounds(frame['rounds'])}, paired",
                 issue=issue,
             )
         )
@@ -287,7 +291,7 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
             rows.append(Row(name, ours[key], target, "ms", False, peer=peer[key]))
     if fresh_kernel_s is not None:
         rows.append(Row("fresh kernel to first result", fresh_kernel_s, 0.5, "s", False))
-    return rows
+    return sorted(rows, key=lambda r: r.issue != 29)  # stable: each group keeps its order
 
 
 def _figure(value: float | None, unit: str) -> str:
@@ -303,7 +307,7 @@ def print_rows(rows: list[Row], *, quick: bool = False) -> None:
     """The target table as text: row, ours, peer, ratio, target, verdict."""
     if quick:
         print("\n(--quick: a smoke run; these figures are not to quote)")
-    header = f"{'row':<72} {'ours':>13} {'peer':>13} {'ratio':>7} {'target':>9}  verdict"
+    header = f"{'row':<78} {'ours':>13} {'peer':>13} {'ratio':>7} {'target':>9}  verdict"
     issue = None
     for row in rows:
         if row.issue != issue:
@@ -321,7 +325,7 @@ def print_rows(rows: list[Row], *, quick: bool = False) -> None:
         target = "-" if row.target is None else f"{sign} {row.target:g}{unit}"
         verdict = {True: "met", False: "MISSED", None: "(reference)"}[row.met]
         note = f"  [{row.note}]" if row.note else ""
-        print(f"{row.name:<72} {ours:>13} {peer:>13} {ratio:>7} {target:>9}  {verdict}{note}")
+        print(f"{row.name:<78} {ours:>13} {peer:>13} {ratio:>7} {target:>9}  {verdict}{note}")
 
 
 def plot_rows(rows: list[Row], path: Path, title: str) -> None:

@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "scenario": name,
                 "unit": unit,
-                "rounds": f"{'median' if median else 'best'} of {rounds} rounds",
+                "rounds": f"{'median' if median else 'best'} of {rounds} round"
+                + ("s" if rounds != 1 else ""),
                 "nbinfer": rate_a,
                 "tritonclient": rate_b,
                 "ratio": ratio,
