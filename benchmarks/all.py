@@ -147,8 +147,9 @@ def _client_rows(client: list[dict[str, Any]] | None) -> list[Row]:
 def _local_rows(shm: dict[str, Any] | None) -> list[Row]:
     """The local zero-copy path (16 MB each way) vs tritonclient HTTP binary and shm, and HTTP.
 
-    Reads ``local_shm.py``'s medians by the names of its clients (``nbinfer shm``,
-    ``tritonclient http``, ``tritonclient shm``, ``nbinfer http binary``), whatever their details.
+    Reads ``local_shm.py``'s medians by the names of its clients (``nbinfer Session``, else
+    ``nbinfer shm (http)``; ``tritonclient http``, ``tritonclient shm``, ``nbinfer http
+    binary``), whatever their details.
     """
     if not shm:
         return []
@@ -160,7 +161,7 @@ def _local_rows(shm: dict[str, Any] | None) -> list[Row]:
                 return key, value
         return None
 
-    ours = find("nbinfer", "shm", "http") or find("nbinfer", "shm")
+    ours = find("nbinfer", "session") or find("nbinfer", "shm", "(http)") or find("nbinfer", "shm")
     if ours is None:
         return []
     rounds = len(next(iter(shm.get("rounds", {}).values()), []))

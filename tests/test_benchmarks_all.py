@@ -119,3 +119,22 @@ def test_every_line_of_issue_29s_table_gets_a_row_with_its_verdict(
     assert "MISSED" in line and "[time ratio, median of 5 rounds, paired]" in line
     main = next(li for li in table.splitlines() if "main thread" in li and "gRPC" in li)
     assert "met" in main and "[median of 5 rounds; CPU 300 vs 320 us/call]" in main
+
+
+def test_the_local_row_is_the_sessions_when_local_shm_measures_one(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    medians = {
+        "nbinfer Session": 3000.0,
+        "nbinfer shm (http)": 2400.0,
+        "nbinfer shm posix (http)": 1500.0,
+        "nbinfer http binary": 600.0,
+        "tritonclient shm": 1000.0,
+        "tritonclient http binary": 250.0,
+    }
+    write(tmp_path, "local_shm.json", {"medians": medians, "rounds": {}})
+    rows = {row.name: row for row in bench.target_rows(tmp_path, None)}
+    binary = rows["local shared memory 16 MB each way vs tritonclient HTTP binary"]
+    assert (binary.value, binary.met, binary.ours) == (12.0, True, 3000.0)
+    assert rows["local shared memory 16 MB each way vs tritonclient's own shm"].value == 3.0
+    assert rows["local shared memory 16 MB each way vs nbinfer HTTP binary"].value == 5.0
