@@ -39,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -341,7 +342,7 @@ def plot_rows(rows: list[Row], path: Path, title: str) -> None:
     fig, axes = plt.subplots(
         1,
         2,
-        figsize=(11, 0.42 * max(len(ratios), 4) + 1.4),
+        figsize=(13, 0.42 * max(len(ratios), 4) + 1.4),
         gridspec_kw={"width_ratios": [3, 1.4]},
     )
     left, right = axes
@@ -374,8 +375,11 @@ def plot_rows(rows: list[Row], path: Path, title: str) -> None:
     extra = absolute[1:]
     if extra:
         right.set_title(
-            "\n".join(f"{r.name}: {r.value:.2f} {r.unit} (target {r.target})" for r in extra),
-            fontsize=8,
+            "\n".join(
+                textwrap.fill(f"{r.name}: {r.value:.2f} {r.unit} (target {r.target})", 36)
+                for r in extra
+            ),
+            fontsize=7,
         )
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
