@@ -3,7 +3,14 @@
 Moves 16 MB each way through the demo ``add_sub`` model (two 8 MB FP32 inputs in, two 8 MB
 outputs back; both outputs read as NumPy arrays) with:
 
-* ``nbinfer shm``: ``Client(url)`` with its default ``shared_memory="auto"`` (HTTP, and gRPC);
+* ``nbinfer Session``: ``Session(url).infer`` on the server this process started: sealed memfd
+  regions handed over the server's Unix socket, mapped by both ends (the zero-copy local path);
+  over HTTP (the Session's default) and over gRPC;
+* ``nbinfer shm``: ``Client(url)`` with its default ``shared_memory="auto"`` (HTTP, and gRPC),
+  the same memfd path;
+* ``nbinfer shm posix``: the same client on the POSIX shm path (regions registered over HTTP,
+  copied in and out by the server with ``pread`` / ``pwrite``): what a server started by
+  another process gets;
 * ``nbinfer http``: ``Client(url, shared_memory=False)``, the HTTP binary path;
 * ``tritonclient shm``: tritonclient.http with its own ``tritonclient.utils.shared_memory``
   utilities, regions created and registered once, inputs copied in with
@@ -11,8 +18,10 @@ outputs back; both outputs read as NumPy arrays) with:
   examples do);
 * ``tritonclient http``: tritonclient.http binary.
 
-Prints MB/s (in + out) for each, and the ratios of nbinfer shm to the others. Rounds alternate
-the clients; the figure of a client is the median of its rounds (the machine is shared).
+Prints MB/s (in + out) for each, and the ratios of the Session to the others (the row of
+``benchmarks/all.py``: vs tritonclient HTTP binary, target >= 10x, and vs tritonclient shm).
+Rounds alternate the clients, so each ratio pairs figures of the same run; the figure of a
+client is the median of its rounds (the machine may be shared).
 
 Usage::
 
@@ -60,8 +69,23 @@ def rate(infer: Infer, seconds: float) -> float:
 
 
 @contextmanager
-def nbinfer_client(url: str, shared_memory: bool | str) -> Iterator[Infer]:
+def nbinfer_session(url: str) -> Iterator[Infer]:
+    import nbinfer
+
+    with nbinfer.Session(url) as session:
+
+        def infer() -> Any:
+            result = session.infer("add_sub", DATA)
+            return result["OUTPUT0"], result["OUTPUT1"]
+
+        yield infer
+
+
+@contextmanager
+def nbinfer_client(url: str, shared_memory: bool | str, *, posix: bool = False) -> Iterator[Infer]:
     with nbc.Client(url, shared_memory=shared_memory) as client:  # type: ignore[arg-type]
+        if posix and client._shm is not None:  # as if another process had started the server
+            client._shm._url = ""
 
         def infer() -> Any:
             result = client.infer("add_sub", DATA)
@@ -146,8 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         address = server.http_url.split("://", 1)[-1]
         grpc = server.grpc_address
         clients: dict[str, Callable[[], Any]] = {
+            "nbinfer Session": lambda: nbinfer_session(server.http_url),
+            "nbinfer Session (grpc)": lambda: nbinfer_session(f"grpc://{grpc}"),
             "nbinfer shm (http)": lambda: nbinfer_client(server.http_url, "auto"),
-            "nbinfer shm (grpc)": lambda: nbinfer_client(grpc, "auto"),
+            "nbinfer shm (grpc)": lambda: nbinfer_client(f"grpc://{grpc}", "auto"),
+            "nbinfer shm posix (http)": lambda: nbinfer_client(server.http_url, "auto", posix=True),
             "nbinfer http binary": lambda: nbinfer_client(server.http_url, False),
             "tritonclient shm": lambda: triton_shm(address),
             "tritonclient http binary": lambda: triton_http(address),
@@ -163,15 +190,25 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in figures.items():
         rounds = " ".join(f"{v:.0f}" for v in values)
         print(f"{name:<26} {medians[name]:>8.0f} MB/s   (rounds: {rounds})")
-    ours = medians["nbinfer shm (http)"]
-    print(f"nbinfer shm / nbinfer http binary:      {ours / medians['nbinfer http binary']:.2f}x")
-    print(
-        f"nbinfer shm / tritonclient http binary: {ours / medians['tritonclient http binary']:.2f}x"
-    )
-    print(f"nbinfer shm / tritonclient shm:         {ours / medians['tritonclient shm']:.2f}x")
+    ours = medians["nbinfer Session"]
+    ratios = {
+        peer: ours / medians[peer]
+        for peer in (
+            "tritonclient http binary",
+            "tritonclient shm",
+            "nbinfer http binary",
+            "nbinfer shm posix (http)",
+        )
+    }
+    for peer, ratio in ratios.items():
+        print(f"nbinfer Session / {peer + ':':<26} {ratio:.2f}x")
+    for peer in ("tritonclient http binary", "tritonclient shm"):
+        ratio = medians["nbinfer Session (grpc)"] / medians[peer]
+        ratios[f"grpc / {peer}"] = ratio
+        print(f"nbinfer Session (grpc) / {peer + ':':<19} {ratio:.2f}x")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"rounds": figures, "medians": medians}, fh, indent=2)
+            json.dump({"rounds": figures, "medians": medians, "ratios": ratios}, fh, indent=2)
     return 0
 
 

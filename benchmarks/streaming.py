@@ -11,23 +11,36 @@ time to its first token. The same server is read in the same run by:
 * ``nbinfer grpc``: ``Client.generate_stream`` over the decoupled ``ModelStreamInfer`` stream;
 * ``nbinfer async``: ``AsyncClient.generate_stream`` (aiohttp);
 * ``requests``: the loop users write by hand (``requests.post(stream=True)``, ``iter_lines``,
-  ``json.loads`` of each ``data:`` line).
+  ``json.loads`` of each ``data:`` line);
+* ``tritonclient grpc`` (when installed): tritonclient's decoupled stream as its examples use
+  it (``start_stream`` with a callback putting results on a queue, ``async_stream_infer``); the
+  stream is opened before the clock starts, as by a caller that keeps one open for many
+  requests (nbinfer opens a call per generation: its TTFT includes that).
 
 Prints medians (over rounds) of the per-token overhead (median over tokens) and the TTFT
-overhead, in ms, and nbinfer's ratios to the ``requests`` loop. Issue 27's targets: nbinfer
-client + server add < 0.2 ms per token and < 2 ms to the first token.
+overhead, in ms, and nbinfer's ratios to the ``requests`` loop (HTTP) and to tritonclient
+(gRPC). Issue 27's targets: nbinfer client + server add < 0.2 ms per token and < 2 ms to the
+first token.
+
+``--baseline DIR`` adds ``baseline http`` / ``baseline grpc``: the same sync clients and server
+from another nbinfer tree (e.g. a checkout of the previous commit), in a child process with
+its own server, read in the same alternating rounds: a paired before / after.
 
 Usage::
 
     python benchmarks/streaming.py [--tokens 200] [--interval-ms 1] [--rounds 5] [--json out.json]
+        [--baseline /path/to/other/nbinfer/tree]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -122,12 +135,112 @@ def requests_loop(url: str, fields: dict[str, int], closers: list[Callable[[], A
     return run
 
 
+def tritonclient_grpc(url: str, fields: dict[str, int], closers: list[Callable[[], Any]]) -> Runner:
+    import queue
+
+    import numpy as np
+    import tritonclient.grpc as tc
+
+    client = tc.InferenceServerClient(url.split("://", 1)[-1])
+    closers.append(client.close)
+    inputs = []
+    for name, value in fields.items():
+        tensor = tc.InferInput(name, [1], "INT32")
+        tensor.set_data_from_numpy(np.array([value], dtype=np.int32))
+        inputs.append(tensor)
+    count = fields["count"]
+
+    def run() -> Sample:
+        results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        client.start_stream(callback=lambda result, error: results.put((result, error)))
+        try:
+            sent = time.monotonic_ns()
+            client.async_stream_infer("ticker", inputs)
+            chunks = []
+            for _ in range(count):
+                result, error = results.get()
+                if error is not None:
+                    raise error
+                chunks.append(
+                    (
+                        time.monotonic_ns(),
+                        {k: int(result.as_numpy(k)[0]) for k in ("emit_ns", "start_ns")},
+                    )
+                )
+        finally:
+            client.stop_stream()
+        return _sample(sent, chunks)
+
+    return run
+
+
+#: The child of ``--baseline``: that tree's server and sync clients, one sample per request line.
+_BASELINE_CHILD = r"""
+import json, statistics, sys, tempfile
+from pathlib import Path
+tree, fields = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, tree + "/benchmarks")
+import streaming as bench
+import nbinfer
+from nbinfer.server.launcher import LocalServer
+assert nbinfer.__file__.startswith(tree), nbinfer.__file__
+repo = Path(tempfile.mkdtemp(prefix="nbinfer-stream-baseline-"))
+(repo / "ticker" / "1").mkdir(parents=True)
+(repo / "ticker" / "1" / "model.py").write_text(bench.MODEL)
+with LocalServer(model_repository=repo, demo=False, device="cpu", auth_token=None) as server:
+    closers = []
+    runners = {
+        "http": bench.nbinfer_sync(server.http_url, fields, closers),
+        "grpc": bench.nbinfer_sync(server.grpc_url, fields, closers),
+    }
+    print("ready", flush=True)
+    for line in sys.stdin:
+        tokens, first = runners[line.strip()]()
+        print(json.dumps([statistics.median(tokens), first]), flush=True)
+    for close in closers:
+        close()
+"""
+
+
+def baseline(
+    tree: str, fields: dict[str, int], closers: list[Callable[[], Any]]
+) -> dict[str, Runner]:
+    """``baseline http`` / ``baseline grpc``: another tree's clients and server (a child)."""
+    root = str(Path(tree).resolve())
+    env = {**os.environ, "PYTHONPATH": root}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _BASELINE_CHILD, root, json.dumps(fields)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=root,  # ``-c`` puts the working directory first on sys.path
+    )
+    assert child.stdin is not None and child.stdout is not None
+    stdin, stdout = child.stdin, child.stdout
+    closers.append(lambda: (stdin.close(), child.wait()))
+    if stdout.readline().strip() != "ready":
+        raise RuntimeError(f"the baseline tree {root} did not start its server")
+
+    def runner(wire: str) -> Runner:
+        def run() -> Sample:
+            stdin.write(wire + "\n")
+            stdin.flush()
+            per_token, first = json.loads(stdout.readline())
+            return [per_token], first
+
+        return run
+
+    return {"baseline http": runner("http"), "baseline grpc": runner("grpc")}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--interval-ms", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--baseline", default=None, help="another nbinfer tree to compare with")
     args = parser.parse_args(argv)
     repo = Path(tempfile.mkdtemp(prefix="nbinfer-stream-bench-"))
     (repo / "ticker" / "1").mkdir(parents=True)
@@ -142,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
             "nbinfer async": nbinfer_async(server.http_url, fields, closers),
             "requests": requests_loop(server.http_url, fields, closers),
         }
+        with contextlib.suppress(ImportError):  # tritonclient is optional
+            runners["tritonclient grpc"] = tritonclient_grpc(server.grpc_url, fields, closers)
+        if args.baseline:
+            runners.update(baseline(args.baseline, fields, closers))
         for run in runners.values():
             run()  # warm up: connections, metadata
         per: dict[str, list[float]] = {name: [] for name in runners}
@@ -157,26 +274,31 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.tokens} tokens every {args.interval_ms:g} ms; medians of {args.rounds} rounds "
         "(per token: emission -> in the caller's hands)"
     )
-    print(f"{'client':<15} {'per token ms':>13} {'TTFT overhead ms':>17}")
+    print(f"{'client':<18} {'per token ms':>13} {'TTFT overhead ms':>17}")
     for name in per:
         results[name] = {
             "per_token_ms": statistics.median(per[name]),
             "ttft_overhead_ms": statistics.median(ttft[name]),
         }
         r = results[name]
-        print(f"{name:<15} {r['per_token_ms']:>13.3f} {r['ttft_overhead_ms']:>17.3f}")
-    base = results["requests"]
-    for name in ("nbinfer http", "nbinfer grpc", "nbinfer async"):
-        r = results[name]
+        print(f"{name:<18} {r['per_token_ms']:>13.3f} {r['ttft_overhead_ms']:>17.3f}")
+    peers = [(name, "requests") for name in ("nbinfer http", "nbinfer async")]
+    if "tritonclient grpc" in results:
+        peers.append(("nbinfer grpc", "tritonclient grpc"))
+    if "baseline grpc" in results:
+        peers += [("nbinfer http", "baseline http"), ("nbinfer grpc", "baseline grpc")]
+    for name, peer in peers:
+        r, base = results[name], results[peer]
         print(
-            f"{name} / requests: per token {r['per_token_ms'] / base['per_token_ms']:.2f}x, "
+            f"{name} / {peer}: per token {r['per_token_ms'] / base['per_token_ms']:.2f}x, "
             f"TTFT overhead {r['ttft_overhead_ms'] / base['ttft_overhead_ms']:.2f}x"
         )
-    http = results["nbinfer http"]
-    print(
-        f"targets: per token {http['per_token_ms']:.3f} ms (< 0.2), "
-        f"TTFT overhead {http['ttft_overhead_ms']:.3f} ms (< 2)"
-    )
+    for name in ("nbinfer http", "nbinfer grpc"):
+        r = results[name]
+        print(
+            f"targets, {name}: per token {r['per_token_ms']:.3f} ms (< 0.2), "
+            f"TTFT overhead {r['ttft_overhead_ms']:.3f} ms (< 2)"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
     return 0

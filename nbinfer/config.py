@@ -20,12 +20,13 @@ import enum
 import os
 import random
 import secrets
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, count_option
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -44,6 +45,7 @@ __all__ = [
     "env_float",
     "env_int",
     "env_str",
+    "local_server_shm_socket",
     "local_server_token",
     "new_token",
     "register_local_server",
@@ -128,10 +130,12 @@ _LOOPBACK_NAMES: Final = {"localhost": "127.0.0.1", "127.0.0.1": "127.0.0.1"}
 
 @dataclass(frozen=True, slots=True)
 class _Registration:
-    token: str = field(repr=False)
+    token: str | None = field(repr=False)
     running: Callable[[], bool]
     pid: int
     owner: int
+    #: The server's Unix socket for sealed memfd regions (``server/fdpass.py``), if any.
+    shm_socket: str | None = None
 
 
 _LOCAL_SERVERS: dict[str, _Registration] = {}
@@ -158,7 +162,12 @@ def _local_address(url: str) -> str | None:
 
 
 def register_local_server(
-    urls: tuple[str, ...], token: str, running: Callable[[], bool], owner: object
+    urls: tuple[str, ...],
+    token: str | None,
+    running: Callable[[], bool],
+    owner: object,
+    *,
+    shm_socket: str | None = None,
 ) -> None:
     """Record that this process runs a local server at ``urls`` requiring ``token``.
 
@@ -168,11 +177,13 @@ def register_local_server(
 
     Args:
         urls: The server's addresses (``host:port`` as its READY line gives them).
-        token: The bearer token the server requires.
+        token: The bearer token the server requires (``None``: none).
         running: Whether the server is still running (checked on every lookup).
         owner: The registering object; :func:`unregister_local_server` removes only its entries.
+        shm_socket: The server's Unix socket for sealed memfd regions (see
+            :func:`local_server_shm_socket`).
     """
-    entry = _Registration(token, running, os.getpid(), id(owner))
+    entry = _Registration(token, running, os.getpid(), id(owner), shm_socket)
     with _LOCAL_SERVERS_LOCK:
         for url in urls:
             address = _local_address(url)
@@ -187,13 +198,7 @@ def unregister_local_server(owner: object) -> None:
             del _LOCAL_SERVERS[address]
 
 
-def local_server_token(url: str) -> str | None:
-    """The token of the running local server this process started at ``url``, or ``None``.
-
-    ``url`` must name the server's exact loopback address (scheme-less, ``http://`` or
-    ``grpc://``; ``localhost`` and ``127.0.0.1`` are the same host). A server that has exited,
-    or one registered by another process (a forked parent), gives ``None``.
-    """
+def _local_entry(url: str) -> _Registration | None:
     address = _local_address(url)
     if address is None:
         return None
@@ -201,7 +206,27 @@ def local_server_token(url: str) -> str | None:
         entry = _LOCAL_SERVERS.get(address)
     if entry is None or entry.pid != os.getpid() or not entry.running():
         return None
-    return entry.token
+    return entry
+
+
+def local_server_shm_socket(url: str) -> str | None:
+    """The memfd-region socket of the running local server this process started at ``url``.
+
+    Same rules as :func:`local_server_token`; ``None`` when the server has none.
+    """
+    entry = _local_entry(url)
+    return None if entry is None else entry.shm_socket
+
+
+def local_server_token(url: str) -> str | None:
+    """The token of the running local server this process started at ``url``, or ``None``.
+
+    ``url`` must name the server's exact loopback address (scheme-less, ``http://`` or
+    ``grpc://``; ``localhost`` and ``127.0.0.1`` are the same host). A server that has exited,
+    or one registered by another process (a forked parent), gives ``None``.
+    """
+    entry = _local_entry(url)
+    return None if entry is None else entry.token
 
 
 def env_str(name: str, default: str | None = None) -> str | None:
@@ -315,6 +340,9 @@ class TLSConfig:
         cert_file: Client certificate (PEM) for mutual TLS.
         key_file: Client private key (PEM) for mutual TLS.
         server_hostname: Override the name checked against the certificate (gRPC).
+        context: An ``ssl.SSLContext`` used as it is, in place of the fields above, by the
+            asyncio and httpx HTTP engines (tritonclient.http.aio's ``ssl_context``); the
+            sync curl engine and gRPC take files only and refuse it.
     """
 
     verify: bool = True
@@ -322,9 +350,23 @@ class TLSConfig:
     cert_file: str | None = None
     key_file: str | None = None
     server_hostname: str | None = None
+    context: ssl.SSLContext | None = None
+
+    def files_only(self, where: str) -> None:
+        """Refuse an ``ssl.SSLContext`` where only files can be used (``where`` names it).
+
+        Raises:
+            InvalidInputError: ``context`` is set.
+        """
+        if self.context is not None:
+            raise InvalidInputError(
+                f"TLSConfig(context=...) works over HTTP with the asyncio or httpx engine; "
+                f"{where} takes files: give ca_file= / cert_file= / key_file= instead"
+            )
 
     def read(self) -> tuple[bytes | None, bytes | None, bytes | None]:
         """Return ``(root CAs, private key, certificate chain)`` file contents for grpc."""
+        self.files_only("gRPC")
 
         def load(path: str | None) -> bytes | None:
             if path is None:
@@ -420,6 +462,9 @@ class ClientConfig:
         max_message_bytes: gRPC send / receive message limit.
         keepalive_seconds: TCP / gRPC keepalive ping interval (``None``: engine default).
         user_agent: ``User-Agent`` sent over HTTP.
+        max_connections: asyncio HTTP (aiohttp): connections open at once per event loop,
+            further calls wait for one (tritonclient.http.aio's ``conn_limit``; ``None``: no
+            bound). The sync client opens one per worker thread.
     """
 
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -433,8 +478,11 @@ class ClientConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     keepalive_seconds: float | None = 30.0
     user_agent: str = "nbinfer"
+    max_connections: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_connections is not None:
+            count_option("max_connections", self.max_connections)
         if self.compression not in (None, "gzip"):
             raise InvalidInputError(
                 f"unsupported compression {self.compression!r}; supported: 'gzip' or None"

@@ -56,6 +56,7 @@ from __future__ import annotations
 import builtins
 import difflib
 import linecache
+import operator
 import re
 import warnings
 from collections.abc import Sequence
@@ -86,6 +87,7 @@ __all__ = [
     "TransportError",
     "UnauthenticatedError",
     "UnsupportedError",
+    "count_option",
     "error_for_grpc_code",
     "split_model_traceback",
     "error_for_status",
@@ -666,3 +668,23 @@ else:
 
     def __getattr__(name: str) -> type[NbinferError]:
         return deprecated_name(__name__, name)
+
+
+def count_option(option: str, value: Any, *, minimum: int = 1) -> int:
+    """A whole-number option (``batch_size=``, ``concurrency=``, ``top_k=`` ...) as an ``int``.
+
+    Takes Python and NumPy integers (not ``bool``, not a float, not text).
+
+    Raises:
+        InvalidInputError: ``value`` is not a whole number or is below ``minimum``; the
+            message names the option and the value.
+    """
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError as exc:
+        raise InvalidInputError(
+            f"{option}= takes a whole number >= {minimum}, not {value!r}"
+        ) from exc
+    if number is None or number < minimum:
+        raise InvalidInputError(f"{option}= takes a whole number >= {minimum}, not {value!r}")
+    return number

@@ -253,7 +253,7 @@ def test_export_and_compare(session: Session, tmp_path: Any) -> None:
 
 
 def test_bad_settings_and_protocol_switch_on_a_remote_session(session: Session) -> None:
-    with pytest.raises(InvalidInputError, match="positive"):
+    with pytest.raises(InvalidInputError, match="concurrency= takes a whole number >= 1"):
         session.profile("add_sub", concurrency=[0], **QUICK)
     remote = Session(session.url, token=session.token)
     with remote, pytest.raises(InvalidInputError, match="profiling"):

@@ -28,7 +28,7 @@ from nbinfer.client.callbacks import stream_metadata
 from nbinfer.client.core import _Core
 from nbinfer.client.generate import GeneratePlan, async_events, collect_one, http_generate_op
 from nbinfer.client.results import InferResult
-from nbinfer.errors import ConnectError, NbinferError, ServerUnavailableError
+from nbinfer.errors import ConnectError, InferenceError, NbinferError, ServerUnavailableError
 from nbinfer.protocol.types import InferRequest
 from nbinfer.transports import GrpcCall, HttpCall, Op
 from nbinfer.transports.base import AsyncEngine, AsyncGrpcEngine, AsyncHttpEngine, Transport
@@ -221,6 +221,22 @@ class AsyncClient(_Core):
             InferenceError: A reply carried an error message (ends the iteration).
             RequestTimeoutError: The stream's deadline passed.
         """
+        async for item in self._stream_replies(requests, headers=headers, timeout=timeout):
+            if isinstance(item, InferenceError):
+                raise item
+            yield item
+
+    async def _stream_replies(
+        self,
+        requests: AsyncIterable[InferRequest] | Iterable[InferRequest],
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[InferResult | InferenceError]:
+        """:meth:`stream_infer`'s replies; one carrying an error is that error; the stream goes on.
+
+        The form tritonclient's asyncio stream needs: ``(result, error)`` per reply.
+        """
         binding = self._require_grpc("stream_infer")
         from nbinfer.transports.grpc import aiter_replies
 
@@ -236,6 +252,11 @@ class AsyncClient(_Core):
         call = engine.stream(messages(), timeout=timeout, metadata=stream_metadata(headers))
         try:
             async for reply in aiter_replies(call):
-                yield InferResult(binding.stream_reply(reply))
+                try:
+                    result = InferResult(binding.stream_reply(reply))
+                except InferenceError as exc:
+                    yield exc
+                    continue
+                yield result
         finally:
             call.cancel()

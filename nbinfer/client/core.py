@@ -338,7 +338,7 @@ class _Core:
         if shared_memory is True or (
             shared_memory == "auto" and transport is None and is_loopback(self.url)
         ):
-            self._shm = SharedMemoryPool(shared_memory)
+            self._shm = SharedMemoryPool(shared_memory, url=self.url)
         self._open(transport if transport is not None else DefaultTransport())
 
     def _open(self, transport: Transport) -> None:

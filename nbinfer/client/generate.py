@@ -13,6 +13,7 @@ Imports the core, protocol and errors; engines are used through their streaming 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -170,8 +171,104 @@ def _counted(exc: NbinferError, count: int) -> NbinferError:
     return exc
 
 
+#: ``struct`` codes of the fixed-width datatypes a small output is read with directly.
+_CODES = {
+    "BOOL": "?",
+    "UINT8": "B",
+    "UINT16": "H",
+    "UINT32": "I",
+    "UINT64": "Q",
+    "INT8": "b",
+    "INT16": "h",
+    "INT32": "i",
+    "INT64": "q",
+    "FP16": "e",
+    "FP32": "f",
+    "FP64": "d",
+}
+#: Up to this many elements an output of a stream reply is read with ``struct`` (a token is
+#: one element): numpy's set-up per output costs more than the whole reply's bytes.
+_FEW = 16
+#: What :func:`_small_value` answers for an output it leaves to the general decoder.
+_SLOW: Any = object()
+
+
+def _small_value(datatype: str, shape: Any, buf: bytes) -> Any:
+    """A small raw output as a generate response carries it, or ``_SLOW`` (not small / odd)."""
+    count = 1
+    for dim in shape:
+        if dim < 0:
+            return _SLOW
+        count *= dim
+    if count > _FEW:
+        return _SLOW
+    if datatype == "BYTES":
+        items: list[Any] = []
+        at, end = 0, len(buf)
+        while at < end and len(items) < count:
+            if end - at < 4:
+                return _SLOW
+            size = int.from_bytes(buf[at : at + 4], "little")
+            at += 4
+            if end - at < size:
+                return _SLOW
+            try:
+                items.append(buf[at : at + size].decode())
+            except UnicodeDecodeError:
+                return _SLOW  # the general path names the element
+            at += size
+        if at != end or len(items) != count:
+            return _SLOW
+    else:
+        code = _CODES.get(datatype)
+        if code is None:
+            return _SLOW
+        try:
+            items = list(struct.unpack(f"<{count}{code}", buf))
+        except struct.error:
+            return _SLOW
+    return items[0] if count == 1 else items
+
+
+def _reply_object(reply: Any) -> dict[str, Any] | None:
+    """The response object of a plain stream reply (small raw outputs, no parameters) or None.
+
+    The token stream's common reply, read straight from the message: the same object
+    :func:`~nbinfer.protocol.generate.response_json` makes of the decoded response.
+    """
+    if reply.error_message:
+        return None
+    msg = reply.infer_response
+    raw = msg.raw_output_contents
+    outputs = msg.outputs
+    if len(raw) != len(outputs):
+        return None
+    obj: dict[str, Any] = {"model_name": msg.model_name, "model_version": msg.model_version}
+    for tensor, buf in zip(outputs, raw, strict=True):
+        if tensor.parameters or tensor.HasField("contents"):
+            return None
+        value = _small_value(tensor.datatype, tensor.shape, buf)
+        if value is _SLOW:
+            return None
+        obj[tensor.name] = value
+    return obj
+
+
+def _is_final(reply: Any) -> bool:
+    """Whether a reply carries ``triton_final_response`` (true)."""
+    param = reply.infer_response.parameters.get(_FINAL)
+    kind = param.WhichOneof("parameter_choice") if param is not None else None
+    return kind is not None and bool(getattr(param, kind))
+
+
 def _grpc_objects(binding: GrpcBinding, reply: Any) -> tuple[dict[str, Any] | None, bool]:
     """One stream reply as ``(response object or None for the empty final one, final)``."""
+    obj = _reply_object(reply)
+    if obj is not None:
+        final = _is_final(reply)
+        if final and len(obj) == 2:  # no outputs: the empty final response
+            return None, True
+        return obj, final
     response: InferResponse = binding.stream_reply(reply)
     final = bool(response.parameters.get(_FINAL, False))
     if not response.outputs and final:
@@ -215,7 +312,11 @@ def _sync_grpc(engine: Any, plan: GeneratePlan) -> Iterator[dict[str, Any]]:
 
     binding = cast("GrpcBinding", plan.binding)
     metadata = tuple((k.lower(), v) for k, v in plan.headers.items())
-    call = engine.stream(iter([plan.message]), timeout=plan.timeout, metadata=metadata)
+    one = getattr(engine, "stream_one", None)
+    if one is not None:  # read on this thread (no hop per reply)
+        call = one(plan.message, timeout=plan.timeout, metadata=metadata)
+    else:
+        call = engine.stream(iter([plan.message]), timeout=plan.timeout, metadata=metadata)
     count = 0
     try:
         for reply in call:
@@ -270,7 +371,11 @@ async def _async_grpc(engine: Any, plan: GeneratePlan) -> AsyncIterator[dict[str
     async def messages() -> AsyncIterator[Any]:
         yield plan.message
 
-    call = engine.stream(messages(), timeout=plan.timeout, metadata=metadata)
+    one = getattr(engine, "stream_one", None)
+    if one is not None:  # a unary-stream call: no task feeding the request iterator
+        call = one(plan.message, timeout=plan.timeout, metadata=metadata)
+    else:
+        call = engine.stream(messages(), timeout=plan.timeout, metadata=metadata)
     count = 0
     try:
         async for reply in aiter_replies(call):

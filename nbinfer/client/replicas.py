@@ -12,8 +12,11 @@ calls over them, client-side (the servers know nothing of each other):
 - a sequence (``sequence_id=`` / ``sequence=``) stays on the replica that got its first request
   until ``sequence_end``; a stream stays on one replica for its life; both fail rather than move;
 - calls that change a server (load / unload, shared-memory regions, trace / log settings) go to
-  every replica that is up, and return the first one's answer; inference statistics are asked
-  of every replica that is up and summed (``session.stats()`` counts what all of them ran);
+  every replica that is up, and return the first one's answer;
+- :meth:`ReplicaClient.replica_statistics` asks every replica (those marked down too) for its
+  own inference statistics and says which could not answer (``session.stats()`` shows one row per
+  replica, model and version); ``get_inference_statistics`` sums the answers of those that could
+  (counts and times), as if one server had run it all;
 - :meth:`ReplicaClient.replica_stats` counts calls, failures and retries per replica.
 
 Every call is still the one declaration in :mod:`nbinfer.client.api`: :func:`_spread` turns it
@@ -29,6 +32,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, cast
 
 from nbinfer.client import api
@@ -102,6 +106,22 @@ def _merged(a: Any, b: Any, key: str = "") -> Any:
     if isinstance(a, str) and isinstance(b, str) and a.isdigit() and b.isdigit():
         return str(max(int(a), int(b)) if key == "last_inference" else int(a) + int(b))
     return a
+
+
+def _merge_answers(answers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The statistics of the replicas that answered, summed; the first error when none could.
+
+    A replica that answered with an error (an unknown model, no statistics) raises it: the
+    sum would leave that replica out without saying so.
+    """
+    for answer in answers:
+        if answer["state"] == "error":
+            raise answer["error"]
+    up = [a["statistics"] for a in answers if a["state"] == "up"]
+    if not up:
+        errors = [(a["url"], a["error"]) for a in answers]
+        raise _Pool.exhausted("get_inference_statistics", errors)
+    return _merge_stats(up)
 
 
 def _replica_failed(exc: BaseException) -> bool:
@@ -186,7 +206,18 @@ class _Pool(Generic[M]):
         with self.lock:
             return [r for r in self.replicas if r.down_since is None] or list(self.replicas)
 
-    def exhausted(self, name: str, errors: list[tuple[str, BaseException]]) -> NbinferError:
+    def answered(
+        self, replica: _Replica[M], value: dict[str, Any] | None, error: NbinferError | None
+    ) -> dict[str, Any]:
+        """A replica's statistics answer (``replica_statistics``), noted as a health check."""
+        down = error is not None and _replica_failed(error)
+        if error is None or down:
+            self.mark(replica, not down, str(error))
+        state = "up" if error is None else "down" if down else "error"
+        return {"url": replica.url, "state": state, "statistics": value, "error": error}
+
+    @staticmethod
+    def exhausted(name: str, errors: Sequence[tuple[str, BaseException]]) -> NbinferError:
         said = "; ".join(f"{url}: {exc}" for url, exc in errors) or "all are marked down"
         last = errors[-1][1] if errors else None
         cls = type(last) if isinstance(last, ConnectError | ServerUnavailableError) else None
@@ -316,6 +347,41 @@ class ReplicaClient(Client):
         """
         return self._pool.stats()
 
+    def replica_statistics(
+        self,
+        model_name: str = "",
+        model_version: str = "",
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Each replica's own inference statistics, asked of every replica at once.
+
+        Replicas marked down are asked too (a fresh look), and the answers count as a health
+        check: one that answers is marked up, one that cannot be reached (or says 503) down.
+
+        Returns:
+            One dict per replica, in the order of :attr:`urls`: ``url``, ``state`` (``"up"``:
+            it answered; ``"down"``: unreachable or unavailable; ``"error"``: it answered with
+            an error, such as an unknown model), ``statistics`` (its answer,
+            ``{"model_stats": [...]}``, or None) and ``error`` (the exception, or None).
+        """
+        if self._closed:
+            raise TransportError("the client is closed")
+
+        def ask(replica: _Replica[Client]) -> dict[str, Any]:
+            try:
+                value = replica.client.get_inference_statistics(
+                    model_name, model_version, headers=headers, timeout=timeout
+                )
+            except NbinferError as exc:
+                return self._pool.answered(replica, None, exc)
+            return self._pool.answered(replica, value, None)
+
+        replicas = self._pool.replicas
+        with ThreadPoolExecutor(len(replicas), thread_name_prefix="nbinfer-replicas") as pool:
+            return list(pool.map(ask, replicas))
+
     # -- the driver ---------------------------------------------------------------------
 
     def _probe(self, replica: _Replica[Client]) -> bool:
@@ -336,10 +402,10 @@ class ReplicaClient(Client):
         if self._closed:
             raise TransportError("the client is closed")
         kind = _kind(declared.__name__, kwargs)
+        if declared.__name__ in _MERGED:
+            return cast(T, _merge_answers(self.replica_statistics(*args, **kwargs)))
         if kind == "everywhere":
             answers = [r.client._run(declared(r.client, *args, **kwargs)) for r in self._pool.up()]
-            if declared.__name__ in _MERGED:
-                return cast(T, _merge_stats(cast(list[dict[str, Any]], answers)))
             return answers[0]
         if kind == "pinned":
             return self._pinned(declared, args, kwargs)
@@ -511,6 +577,29 @@ class AsyncReplicaClient(AsyncClient):
         """As :meth:`ReplicaClient.replica_stats`."""
         return self._pool.stats()
 
+    async def replica_statistics(
+        self,
+        model_name: str = "",
+        model_version: str = "",
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """As :meth:`ReplicaClient.replica_statistics`, awaited (every replica at once)."""
+        if self._closed:
+            raise TransportError("the client is closed")
+
+        async def ask(replica: _Replica[AsyncClient]) -> dict[str, Any]:
+            try:
+                value = await replica.client.get_inference_statistics(
+                    model_name, model_version, headers=headers, timeout=timeout
+                )
+            except NbinferError as exc:
+                return self._pool.answered(replica, None, exc)
+            return self._pool.answered(replica, value, None)
+
+        return list(await asyncio.gather(*(ask(r) for r in self._pool.replicas)))
+
     async def _probe(self, replica: _Replica[AsyncClient]) -> bool:
         try:
             ready = await replica.client.is_server_ready(timeout=2.0)
@@ -529,12 +618,12 @@ class AsyncReplicaClient(AsyncClient):
         if self._closed:
             raise TransportError("the client is closed")
         kind = _kind(declared.__name__, kwargs)
+        if declared.__name__ in _MERGED:
+            return cast(T, _merge_answers(await self.replica_statistics(*args, **kwargs)))
         if kind == "everywhere":
             answers = await asyncio.gather(
                 *(r.client._run(declared(r.client, *args, **kwargs)) for r in self._pool.up())
             )
-            if declared.__name__ in _MERGED:
-                return cast(T, _merge_stats(cast(list[dict[str, Any]], answers)))
             return answers[0]
         pinned_key = _sequence_key(kwargs) if kind == "pinned" else (None, False)
         tried: set[int] = set()

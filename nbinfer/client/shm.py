@@ -13,7 +13,14 @@ and to every array taken from it, and returns to the pool only when all of them 
 (or at :meth:`InferResult.release` once no array taken from it is alive): an array a user keeps
 never changes under them.
 
-Crash safety: every region is unlinked from ``/dev/shm`` right after the server has opened it,
+Regions: against a local server started by this process (a :class:`LocalServer` advertises a
+private Unix socket, see ``nbinfer/server/fdpass.py``) each region is a memfd sealed against
+resizing, handed to the server over that socket (``SCM_RIGHTS``): the server maps it, reads the
+inputs in place and writes the outputs straight into it, and it goes away when this pool closes
+its socket or the process dies. Elsewhere (another server, no Linux) each region is a POSIX shm
+object registered over HTTP / gRPC, which the server copies in and out of.
+
+Crash safety: every POSIX region is unlinked from ``/dev/shm`` right after the server has opened it,
 so a killed process leaves no name behind (the memory lives on only while someone maps or holds
 it); a region whose registration was interrupted by a kill is swept by the next pool of the same
 user. While a name exists it is mode 0600 (only this user, and a server running as this user,
@@ -28,11 +35,15 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import fcntl
 import importlib
+import json
 import logging
 import mmap
 import os
 import secrets
+import socket
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -42,6 +53,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from nbinfer.client.results import InferResult, _Decoded
+from nbinfer.config import local_server_shm_socket
 from nbinfer.errors import (
     InvalidInputError,
     LimitExceededError,
@@ -89,6 +101,105 @@ _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
 
 _REGION = "shared_memory_region"
 _BYTE_SIZE = "shared_memory_byte_size"
+#: Seconds one request on the server's memfd socket may take.
+_SOCKET_TIMEOUT = 10.0
+
+
+def memfd_supported() -> bool:
+    """Whether regions can be sealed memfds passed over a Unix socket (Linux)."""
+    return (
+        sys.platform.startswith("linux")
+        and hasattr(os, "memfd_create")
+        and hasattr(fcntl, "F_ADD_SEALS")
+        and hasattr(socket, "SOCK_SEQPACKET")
+    )
+
+
+class _FdPassError(Exception):
+    """The server's memfd socket refused a region (``status`` as an HTTP status)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _FdChannel:
+    """This pool's connection to a local server's memfd socket (``server/fdpass.py``).
+
+    The server keeps the regions registered here while the connection is open.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+
+    def request(self, body: dict[str, Any], fd: int | None = None) -> dict[str, Any]:
+        """Send one request (with ``fd`` attached) and return the server's reply.
+
+        Raises:
+            OSError: the socket cannot be reached or answered nothing.
+            _FdPassError: the server refused the request.
+        """
+        payload = json.dumps(body).encode()
+        with self._lock:
+            if self._sock is None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+                sock.settimeout(_SOCKET_TIMEOUT)
+                try:
+                    sock.connect(self.path)
+                except OSError:
+                    sock.close()
+                    raise
+                self._sock = sock
+            try:
+                socket.send_fds(self._sock, [payload], [] if fd is None else [fd])
+                raw = self._sock.recv(65536)
+            except OSError:
+                self._close()
+                raise
+        if not raw:
+            self.close()
+            raise ConnectionResetError("the server closed its shared memory socket")
+        reply: dict[str, Any] = json.loads(raw)
+        if "error" in reply:
+            raise _FdPassError(str(reply["error"]), int(reply.get("status", 400)))
+        return reply
+
+    def unregister(self, name: str) -> None:
+        """Unregister region ``name`` (quietly: closing the connection drops it anyway)."""
+        if self._sock is None:
+            return
+        try:
+            self.request({"op": "unregister", "name": name})
+        except (OSError, ValueError, _FdPassError) as exc:
+            logger.debug("could not unregister shared memory region %s: %s", name, exc)
+            self.close()
+
+    def _close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def close(self) -> None:
+        """Close the connection: the server drops every region registered over it."""
+        with self._lock:
+            self._close()
+
+
+def _sealed_memfd(name: str, capacity: int) -> int:
+    """A memfd of ``capacity`` bytes (pages reserved) that nobody can resize any more."""
+    fd = os.memfd_create(name, os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, capacity)
+        os.posix_fallocate(fd, 0, capacity)
+        fcntl.fcntl(
+            fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+        )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def is_loopback(url: str) -> bool:
@@ -141,12 +252,14 @@ def sweep_orphans() -> list[str]:
 class _Region:
     """One registered region: a mapping of an (unlinked) shm object, reused across leases."""
 
-    __slots__ = ("capacity", "mm", "name")
+    __slots__ = ("capacity", "memfd", "mm", "name")
 
-    def __init__(self, name: str, mm: mmap.mmap, capacity: int) -> None:
+    def __init__(self, name: str, mm: mmap.mmap, capacity: int, *, memfd: bool = False) -> None:
         self.name = name
         self.mm = mm
         self.capacity = capacity
+        #: A sealed memfd registered over the server's socket (not over HTTP / gRPC).
+        self.memfd = memfd
 
     def close(self) -> None:
         with contextlib.suppress(BufferError):  # an array still views it: unmapped with it
@@ -242,8 +355,11 @@ class SharedMemoryPool:
     fixed-width tensor and raises when the server cannot.
     """
 
-    def __init__(self, mode: SharedMemoryMode) -> None:
+    def __init__(self, mode: SharedMemoryMode, *, url: str = "") -> None:
         self.mode = mode
+        self._url = url
+        #: The local server's memfd socket (None: POSIX regions over HTTP / gRPC).
+        self._channel: _FdChannel | None = None
         self.threshold = 1 if mode is True else SHM_THRESHOLD
         self.enabled: bool | None = None  # None: not probed yet
         self._lock = threading.Lock()
@@ -286,6 +402,9 @@ class SharedMemoryPool:
             )
         if ok:
             sweep_orphans()
+            path = local_server_shm_socket(self._url) if self._url else None
+            if path is not None and memfd_supported():
+                self._channel = _FdChannel(path)
         self.enabled = ok
         return ok
 
@@ -315,6 +434,43 @@ class SharedMemoryPool:
         return region
 
     def _create(
+        self, binding: Binding, name: str, capacity: int, opts: CallOptions
+    ) -> Op[_Region | None]:
+        channel = self._channel
+        if channel is not None:
+            try:
+                return self._create_memfd(channel, name, capacity)
+            except _FdPassError as exc:
+                if exc.status == 429:  # the server's cap on regions: this tensor travels
+                    logger.info("no shared memory region (sending the tensor): %s", exc)
+                    return None
+                why: object = exc
+            except (OSError, ValueError) as exc:  # no socket, or a reply that is not JSON
+                why = exc
+            logger.info("memfd regions off for this client (POSIX shm instead): %s", why)
+            self._channel = None
+            channel.close()
+        return (yield from self._create_posix(binding, name, capacity, opts))
+
+    def _create_memfd(self, channel: _FdChannel, name: str, capacity: int) -> _Region:
+        """A sealed memfd region handed to the server over its socket (a short local call)."""
+        fd = _sealed_memfd(name, capacity)
+        try:
+            mm = mmap.mmap(fd, capacity)
+            try:
+                channel.request({"op": "register", "name": name}, fd)
+            except BaseException:
+                mm.close()
+                raise
+        finally:
+            os.close(fd)
+        region = _Region(name, mm, capacity, memfd=True)
+        with self._lock:
+            self._regions[name] = region
+        logger.debug("memfd shared memory region %s registered (%d B)", name, capacity)
+        return region
+
+    def _create_posix(
         self, binding: Binding, name: str, capacity: int, opts: CallOptions
     ) -> Op[_Region | None]:
         shm = _posixshmem()
@@ -500,10 +656,18 @@ class SharedMemoryPool:
             regions = list(self._regions.values())
             self._regions.clear()
             self._free.clear()
+            channel, self._channel = self._channel, None
         for region in regions:
+            if region.memfd:
+                if channel is not None:  # before this returns, as over HTTP
+                    channel.unregister(region.name)
+                region.close()
+                continue
             try:
                 yield from binding.shm_unregister("system", region.name, opts)
             except NbinferError as exc:
                 logger.debug("could not unregister shared memory region %s: %s", region.name, exc)
             region.close()
+        if channel is not None:  # the server drops whatever was registered over it
+            channel.close()
         return None

@@ -64,7 +64,9 @@ class InferenceServerException(NbinferError):
     The specific nbinfer error (``ModelNotFoundError``, ``RemoteInvalidInputError``, ...) is its
     ``__cause__`` and :attr:`error`, so new code can still branch on types. ``message()``,
     ``status()`` and ``debug_details()`` answer as tritonclient's do (``status()`` is the HTTP
-    status as text for HTTP clients, ``"StatusCode.<NAME>"`` for gRPC ones).
+    status as text for HTTP clients, ``"StatusCode.<NAME>"`` for gRPC ones). What to try (the
+    error's :attr:`hints`, those not about nbinfer's ``Session``) follows the message in
+    ``str(e)``, what a traceback and ``print(e)`` show; ``message()`` stays the text alone.
     """
 
     def __init__(
@@ -75,7 +77,7 @@ class InferenceServerException(NbinferError):
         *,
         error: NbinferError | None = None,
     ) -> None:
-        super().__init__(msg)
+        super().__init__(msg, hint=_hints(error))
         self.message = _Text(msg)
         self._status = status
         self._debug_details = debug_details
@@ -83,7 +85,8 @@ class InferenceServerException(NbinferError):
         self.error = error
 
     def __str__(self) -> str:
-        return f"[{self._status}] {self.message}" if self._status is not None else self.message
+        text = f"[{self._status}] {self.message}" if self._status is not None else self.message
+        return "\n".join([text, *(f"  hint: {h}" for h in self.hints)])
 
     def status(self) -> str | None:
         """The status: the HTTP status as text, or ``"StatusCode.<NAME>"`` over gRPC."""
@@ -92,6 +95,13 @@ class InferenceServerException(NbinferError):
     def debug_details(self) -> Any:
         """Extra details (as tritonclient: usually ``None``)."""
         return self._debug_details
+
+
+def _hints(error: NbinferError | None) -> tuple[str, ...]:
+    """``error``'s hints that a tritonclient program can follow (not ``session.`` / magics)."""
+    if error is None:
+        return ()
+    return tuple(h for h in error.hints if "session" not in h and "%nbinfer" not in h)
 
 
 def _status_text(exc: NbinferError, protocol: str) -> str | None:

@@ -60,7 +60,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, count_option
 from nbinfer.interop._inflight import arun, progress_bar, run
 from nbinfer.interop.image_frame import ClassificationFrame, classification_frame
 from nbinfer.interop.image_tensors import (
@@ -325,8 +325,10 @@ def _job(metadata: ModelMetadata, images: Any, options: Mapping[str, Any]) -> _J
     if unknown:
         raise InvalidInputError(f"unknown classify option(s) {unknown}; known: {', '.join(known)}")
     o = _Options(**options)
-    if o.top_k < 1:
-        raise InvalidInputError(f"top_k must be >= 1, got {o.top_k}")
+    for name, least in (("top_k", 1), ("concurrency", 1), ("workers", 0), ("batch_size", 1)):
+        value = getattr(o, name)
+        if value is not None:  # batch_size None: the model's max_batch_size
+            count_option(name, value, minimum=least)  # workers=0: decode on the caller's thread
     plan = plan_images(
         metadata,
         o.config,

@@ -320,6 +320,45 @@ def _coerce_error(
     )
 
 
+def _is_missing(value: Any) -> bool:
+    """``None``, ``NaN``, ``pd.NA`` / ``NaT``: a cell that holds no value."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:  # pd.NA: its comparisons are NA, whose truth is ambiguous
+        return True
+
+
+def _refuse_missing(
+    model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[Any, Any]
+) -> None:
+    """Refuse an object column with missing cells for a non-float input (it would change them).
+
+    ``astype(bool)`` reads ``None`` as False and ``NaN`` as True; nothing else knows what a
+    missing value means for the model, so the caller fills or drops them.
+    """
+    rows = np.flatnonzero([_is_missing(v) for v in arr])
+    if not len(rows):
+        return
+    shown = ", ".join(str(int(r)) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+    fix = (
+        f"Fill them (`df[{str(column)!r}].fillna(...)`) or drop those rows "
+        f"(`df.dropna(subset=[{str(column)!r}])`) first."
+    )
+    raise InvalidInputError(
+        f"model {model!r}: column {column!r} has {len(rows)} missing value(s) (None / NaN / NA) "
+        f"at rows [{shown}] (positions) and input {spec.name!r} is {spec.datatype}, which has "
+        f"no missing value. {fix}",
+        hint=fix,
+        model=model,
+        tensor=spec.name,
+        column=str(column),
+        datatype=spec.datatype,
+        rows=len(rows),
+    )
+
+
 def _checked(model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[Any, Any]) -> Any:
     """``arr`` ready to be sliced into ``spec``'s datatype; raises a named error if it cannot."""
     datatype = spec.datatype
@@ -336,6 +375,8 @@ def _checked(model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[
     if kind == "O" and len(arr) and isinstance(arr[0], np.ndarray | list | tuple):
         return arr  # a column of arrays: stacked per chunk
     target = numpy_dtype(datatype)
+    if kind == "O" and target.kind not in "fc":  # floats read a missing value as NaN
+        _refuse_missing(model, spec, column, arr)
     if kind in "OSUT":
         try:
             return arr.astype(target)

@@ -363,6 +363,14 @@ class ModelBrowser:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self.widget.close()
 
+    def _session_closed(self) -> bool:
+        """Whether the session was closed (its calls in flight then end cancelled)."""
+        return bool(getattr(self.session, "_closed", False))
+
+    def _dropped(self) -> None:
+        """A call the session's close overtook: nothing drawn from it; the list says why."""
+        self.list_note.value = '<div class="nbb-muted">The session is closed.</div>'
+
     def _set_busy(self, label: str | None) -> None:
         for button in (
             self.load_button,
@@ -389,9 +397,12 @@ class ModelBrowser:
             try:
                 work()
                 self.status.value = ""
-            except Exception as exc:  # every failure is shown, none is swallowed
+            except Exception as exc:  # every failure is shown, none is swallowed ...
                 logger.debug("%s failed", label, exc_info=True)
-                target.value = _error_html(label, exc)
+                if self._session_closed():  # ... but a call the session's close cancelled
+                    self._dropped()
+                else:
+                    target.value = _error_html(label, exc)
                 self.status.value = ""
             finally:
                 self._set_busy(None)
@@ -415,6 +426,8 @@ class ModelBrowser:
         try:
             frame = self.session.models
         except NbinferError as exc:
+            if self._session_closed():
+                raise  # cancelled by the close: dropped by _task, no note
             self._index_error = exc
             return None
         self._index_error = None
@@ -462,6 +475,9 @@ class ModelBrowser:
         indexed = rows is not None
         if rows is None:
             rows = self._known_rows()
+        if self._session_closed():
+            self._dropped()
+            return
         self._apply_rows(rows, indexed=indexed)
         if self._current in self._rows:
             self._show(self._current)

@@ -10,9 +10,11 @@ seconds (after one warm-up request each); every response is timed as it arrives.
   ``requests_per_s``; ``tokens_per_request`` (the output sequence length, mean);
 * ``requests``, ``errors`` and the ``first_error``.
 
-A token is a response that carries text (one token per response on streaming LLM backends and
-the demo ``story`` model). The stream is gRPC ``ModelStreamInfer`` (see the ``SEAM`` marker);
-the load runs on its own thread and event loop, as :func:`nbinfer.profiling.profile` does.
+A token is a response that carries an output (one token per response on streaming LLM backends
+and the demo ``story`` model). Requests go through Triton's generate extension, the call a
+generative model's users make (``generate_stream``): over HTTP its Server-Sent Events, over
+gRPC the decoupled ``ModelStreamInfer`` stream (``protocol=``; by default the URL's). The load
+runs on its own thread and event loop, as :func:`nbinfer.profiling.profile` does.
 
 Layer: profiling; imports client, errors, protocol and render (the chart).
 
@@ -29,14 +31,13 @@ import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from nbinfer.client import AsyncClient, Client
 from nbinfer.errors import InvalidInputError, NbinferError
-from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.types import ModelMetadata
 
 __all__ = ["STREAM_COLUMNS", "StreamProfileFrame", "is_streaming", "profile_stream"]
@@ -99,62 +100,77 @@ class _Timing:
     end: float
 
 
-def _inputs(
-    meta: ModelMetadata, prompt: str, fields: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The prompt and ``fields`` as inputs by name; the fields no input has, as parameters."""
-    specs = {spec.name: spec for spec in meta.inputs}
-    prompt_input = "text_input" if "text_input" in specs else None
-    if prompt_input is None:
-        texts = [s.name for s in meta.inputs if s.datatype == "BYTES"]
-        if len(texts) != 1:
-            raise InvalidInputError(
-                f"model {meta.name!r}: no 'text_input' and not one BYTES input for the prompt"
-            )
-        prompt_input = texts[0]
-    inputs: dict[str, Any] = {}
-    params: dict[str, Any] = {}
-    for name, value in {prompt_input: prompt, **fields}.items():
-        spec = specs.get(name)
-        if spec is None:
-            params[name] = value
-            continue
-        shape = [d if d > 0 else 1 for d in spec.shape]
-        if spec.datatype == "BYTES":
-            data = value.encode("utf-8") if isinstance(value, str) else value
-            arr = np.array([data], dtype=object)
-        else:
-            arr = np.asarray([value], dtype=numpy_dtype(spec.datatype))
-        inputs[name] = arr.reshape(shape) if int(np.prod(shape)) == arr.size else arr
-    return inputs, params
+def _prompt_field(meta: ModelMetadata) -> str:
+    """The input the prompt goes to: ``text_input``, else the model's one BYTES input.
+
+    Raises:
+        InvalidInputError: neither exists.
+    """
+    names = [spec.name for spec in meta.inputs]
+    if "text_input" in names:
+        return "text_input"
+    texts = [s.name for s in meta.inputs if s.datatype == "BYTES"]
+    if len(texts) != 1:
+        raise InvalidInputError(
+            f"model {meta.name!r}: no 'text_input' and not one BYTES input for the prompt "
+            f"(inputs: {', '.join(names) or 'none'})"
+        )
+    return texts[0]
 
 
-async def _one(client: AsyncClient, request: Any, timeout: float | None) -> _Timing:
+def _is_token(obj: Mapping[str, Any]) -> bool:
+    """Whether a response object carries an output (a value other than an empty list)."""
+    return any(k not in _NOT_OUTPUTS and v != [] for k, v in obj.items())
+
+
+#: The keys of a generate response object that are not outputs.
+_NOT_OUTPUTS = frozenset({"model_name", "model_version", "id", "parameters"})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """What every generation of a profile sends (``generate_stream``'s arguments)."""
+
+    model: str
+    fields: Mapping[str, Any]
+    version: str | None
+    timeout: float | None
+
+
+async def _one(client: AsyncClient, request: _Request) -> _Timing:
     """Send one generation and time its responses."""
-    # SEAM(generate_stream): client.generate_stream(...) gives the same responses over HTTP.
     start = time.perf_counter()
     tokens: list[float] = []
-    async for result in client.stream_infer([request], timeout=timeout):
-        if any(result.as_numpy(name).size for name in result.output_names):
+    stream = client.generate_stream(
+        request.model, request.fields, version=request.version, timeout=request.timeout
+    )
+    async for obj in stream:
+        if _is_token(obj):
             tokens.append(time.perf_counter() - start)
     return _Timing(tokens, time.perf_counter() - start)
 
 
 async def _setting(
-    client: AsyncClient, request: Any, concurrency: int, duration: float, timeout: float | None
+    client: AsyncClient, request: _Request, concurrency: int, duration: float
 ) -> dict[str, Any]:
-    """One row: ``concurrency`` workers sending generations back to back for ``duration`` s."""
+    """One row: ``concurrency`` workers sending generations back to back for ``duration`` s.
+
+    Every worker's warm-up request ends before the clock starts; each worker then sends at
+    least one timed request.
+    """
     timings: list[_Timing] = []
     errors: list[str] = []
 
     async def worker(stop: float) -> None:
-        await _one(client, request, timeout)  # warm-up
-        while time.perf_counter() < stop:
+        while True:
             try:
-                timings.append(await _one(client, request, timeout))
+                timings.append(await _one(client, request))
             except NbinferError as exc:
                 errors.append(str(exc).split("\n\n")[0])
+            if time.perf_counter() >= stop:
+                return
 
+    await asyncio.gather(*(_one(client, request) for _ in range(concurrency)))  # warm-up
     start = time.perf_counter()
     await asyncio.gather(*(worker(start + duration) for _ in range(concurrency)))
     elapsed = time.perf_counter() - start
@@ -201,43 +217,56 @@ def profile_stream(
     *,
     concurrency: Sequence[int] | int = (1, 2, 4),
     duration: float = 2.0,
+    protocol: Literal["http", "grpc"] | None = None,
     model_version: str = "",
     timeout: float | None = None,
     client_options: Mapping[str, Any] | None = None,
     **fields: Any,
 ) -> StreamProfileFrame:
-    """Profile a streaming model at ``url`` (gRPC): TTFT, ITL, tokens/s, latency percentiles.
+    """Profile a streaming model at ``url``: TTFT, ITL, tokens/s, latency percentiles.
+
+    Each request is ``generate_stream(model, text_input=prompt, **fields)`` (the prompt goes to
+    ``text_input``, or to the model's one BYTES input).
 
     Args:
-        url: The server's gRPC address (``grpc://host:8001``).
-        model: A decoupled (streaming) model taking a prompt (``text_input``).
+        url: The server (``http://host:8000`` or ``grpc://host:8001``).
+        model: A decoupled (streaming) model taking a prompt.
         prompt: What every request sends (default: ``"Hello"``).
         concurrency: Generations in flight, one row per value.
         duration: Seconds of load per setting (after one warm-up request per worker).
+        protocol: ``"http"`` (the generate extension's Server-Sent Events) or ``"grpc"`` (the
+            decoupled ``ModelStreamInfer`` stream); default: the URL's (as a client reads it).
         model_version: The model version.
         timeout: Per-request deadline in seconds.
         client_options: Passed to :class:`~nbinfer.AsyncClient` (auth, headers, ...).
-        **fields: The model's inputs by name (``max_tokens=32``), else request parameters.
+        **fields: The generate request's other fields: the model's inputs by name
+            (``max_tokens=32``), else request parameters.
 
     Raises:
-        InvalidInputError: No settings, a non-positive duration, or no prompt input.
-        NbinferError: The server cannot be reached or the model is unknown.
+        InvalidInputError: No settings, a non-positive duration, an unknown protocol, or no
+            prompt input.
+        NbinferError: The server cannot be reached, the model is unknown, or (HTTP) the server
+            has no generate extension.
     """
     levels = [concurrency] if isinstance(concurrency, int) else list(concurrency)
     if not levels or any(not isinstance(c, int) or c < 1 for c in levels):
         raise InvalidInputError(f"concurrency must be positive ints, got {concurrency!r}")
     if not duration > 0:
         raise InvalidInputError(f"duration must be positive, got {duration!r}")
-    options = {**(client_options or {}), "protocol": "grpc"}
+    if protocol not in (None, "http", "grpc"):
+        raise InvalidInputError(f"protocol must be 'http' or 'grpc', got {protocol!r}")
+    options = dict(client_options or {})
+    if protocol is not None:
+        options["protocol"] = protocol
 
     async def run() -> list[dict[str, Any]]:
         async with AsyncClient(url, **options) as client:
             meta = await client.get_model_metadata(model, model_version)
-            inputs, params = _inputs(meta, "Hello" if prompt is None else prompt, fields)
-            request = await client.build_request(
-                model, inputs, model_version=model_version, parameters=params
+            text = "Hello" if prompt is None else prompt
+            request = _Request(
+                model, {_prompt_field(meta): text, **fields}, model_version or None, timeout
             )
-            return [await _setting(client, request, c, duration, timeout) for c in levels]
+            return [await _setting(client, request, c, duration) for c in levels]
 
     # A thread of its own: a notebook already runs an event loop in the main thread.
     with concurrent.futures.ThreadPoolExecutor(1, "nbinfer-profile-stream") as pool:

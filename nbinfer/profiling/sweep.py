@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from nbinfer.client import AsyncClient, Client
-from nbinfer.errors import InvalidInputError, NbinferError, UnsupportedError
+from nbinfer.errors import InvalidInputError, NbinferError, UnsupportedError, count_option
 from nbinfer.interop._inflight import progress_bar
 from nbinfer.profiling.frame import CLIENT_PARTS, COLUMNS, PERCENTILES, SERVER_PARTS, ProfileFrame
 from nbinfer.profiling.load import Load, Options, Window, random_inputs, request_rows
@@ -363,8 +363,8 @@ def _settings(
         rates = [request_rate] if isinstance(request_rate, (int, float)) else request_rate
         settings = [("rate", float(r)) for r in rates]
     else:
-        levels = [concurrency] if isinstance(concurrency, int) else concurrency
-        settings = [("concurrency", int(c)) for c in levels]
+        levels = [concurrency] if isinstance(concurrency, int | str) else concurrency
+        settings = [("concurrency", count_option("concurrency", c)) for c in levels]
     if not settings or any(v <= 0 for _, v in settings):
         raise InvalidInputError(f"profile needs positive settings, got {settings}")
     return settings
@@ -444,6 +444,7 @@ def profile(
     """
     shm = shared_memory_mode(shared_memory)
     settings = _settings(concurrency, request_rate)
+    count_option("batch_size", batch_size)
     opts = Options(model, model_version, window, max_windows, warmup, stability, timeout)
     _check(opts)
     callback = progress if callable(progress) else None

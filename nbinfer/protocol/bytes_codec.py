@@ -53,6 +53,9 @@ _LOOP_MAX_BYTES = 1024
 #: Up to this element width, the mask that zeroes each row past its element's length is taken
 #: from a small table (rows of k ones) instead of being computed by a broadcast comparison.
 _MASK_TABLE_WIDTH = 512
+#: Up to this many elements a BYTES tensor is encoded element by element: numpy's set-up costs
+#: more than a few ``struct`` packs (a streamed token is one element).
+_FEW_ELEMENTS = 8
 
 
 def tensor_label(name: str) -> str:
@@ -144,8 +147,8 @@ def encode_bytes_tensor(arr: np.ndarray[Any, Any] | Sequence[Any]) -> bytes:
     """
     items = _flat_items(arr)
     n = len(items)
-    if n == 0:
-        return b""
+    if n <= _FEW_ELEMENTS:
+        return _encode_few(items)
     payload, lengths = _payload_and_lengths(items)
     if int(lengths.max()) > 0xFFFFFFFF:
         raise InvalidInputError("a BYTES element is larger than 4 GiB")
@@ -160,6 +163,18 @@ def encode_bytes_tensor(arr: np.ndarray[Any, Any] | Sequence[Any]) -> bytes:
         out[is_payload] = np.frombuffer(payload, dtype=np.uint8)
     np.ndarray(shape=(total - 3,), dtype=_U4, buffer=out, strides=(1,))[starts] = lengths
     return out.tobytes()
+
+
+def _encode_few(items: list[Any]) -> bytes:
+    """:func:`encode_bytes_tensor` of a few elements, one ``struct`` pack each."""
+    parts: list[bytes] = []
+    for item in items:
+        data = bytes_element(item)
+        if len(data) > 0xFFFFFFFF:
+            raise InvalidInputError("a BYTES element is larger than 4 GiB")
+        parts.append(LENGTH.pack(len(data)))
+        parts.append(data)
+    return b"".join(parts)
 
 
 def bytes_error(name: str, message: str, **context: Any) -> InvalidInputError:

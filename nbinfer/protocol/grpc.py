@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, Literal, cast
 
+import numpy as np
 from google.protobuf.message import DecodeError, Message
 
 from nbinfer.errors import InvalidInputError, UnsupportedError
 from nbinfer.protocol._generated import grpc_service_pb2 as pb
+from nbinfer.protocol.bytes_codec import encode_bytes_tensor
 from nbinfer.protocol.grpc_tensors import (
     VIEW_MIN_BYTES,
     decode_tensors,
@@ -393,8 +396,77 @@ def stream_response_to_bytes(resp: InferResponse) -> bytes:
     return b"".join([_STREAM_RESPONSE_TAG + varint(size), *parts])
 
 
+#: Serialized message prefixes reused across responses (a token stream answers the same
+#: model, id, parameters and output names, datatypes and shapes each time); cleared when full.
+_PREFIXES: dict[tuple[Any, ...], bytes] = {}
+_PREFIXES_MAX = 512
+_OUTPUT_TAG: Final = varint(pb.ModelInferResponse.OUTPUTS_FIELD_NUMBER << 3 | 2)
+_SCALARS = (bool, int, float, str)
+
+
+def _prefix(key: tuple[Any, ...], make: Callable[[], bytes]) -> bytes:
+    data = _PREFIXES.get(key)
+    if data is None:
+        if len(_PREFIXES) >= _PREFIXES_MAX:
+            _PREFIXES.clear()
+        data = _PREFIXES[key] = make()
+    return data
+
+
+def _small_body(resp: InferResponse) -> bytes | None:
+    """The message of a response of small, plain outputs from reused prefixes, or None.
+
+    The same bytes as going through the message (fields in number order): the head (fields 1-4)
+    and each output's tensor record are serialized once per distinct value, the data appended.
+    """
+    params = resp.parameters
+    if params and not all(type(v) in _SCALARS for v in params.values()):
+        return None
+    # True and 1 are different parameters: the key holds the types too
+    head_key: tuple[Any, ...] = (resp.model_name, resp.model_version, resp.id, *params.items())
+    head_key += tuple(map(type, params.values()))
+    parts = [_prefix(head_key, partial(_head_bytes, resp))]
+    raws: list[bytes] = []
+    for out in resp.outputs:
+        data = out.data
+        if out.parameters or type(data) is not np.ndarray or data.shape != tuple(out.shape):
+            return None
+        if out.datatype == "BYTES":
+            if data.dtype != object:
+                return None
+            raw = encode_bytes_tensor(data)
+        elif data.dtype == PLAIN_DTYPES.get(out.datatype) and data.nbytes < VIEW_MIN_BYTES:
+            raw = data.tobytes()
+        else:
+            return None
+        parts.append(_prefix((out.name, out.datatype, *out.shape), partial(_output_bytes, out)))
+        raws.append(_RAW_OUTPUT_TAG + varint(len(raw)) + raw)
+    return b"".join(parts + raws)
+
+
+def _head_bytes(resp: InferResponse) -> bytes:
+    msg = pb.ModelInferResponse(
+        model_name=resp.model_name, model_version=resp.model_version, id=resp.id
+    )
+    if resp.parameters:
+        params_to_proto(resp.parameters, msg.parameters)
+    return bytes(msg.SerializeToString())
+
+
+def _output_bytes(out: InferOutput) -> bytes:
+    """The ``outputs`` record (tag, length, tensor message) of an output without parameters."""
+    msg = pb.ModelInferResponse.InferOutputTensor(
+        name=out.name, datatype=out.datatype, shape=out.shape
+    )
+    data = msg.SerializeToString()
+    return _OUTPUT_TAG + varint(len(data)) + data
+
+
 def _response_parts(resp: InferResponse) -> list[Any]:
     """The buffers whose concatenation is the serialized ``ModelInferResponse``."""
+    small = _small_body(resp)
+    if small is not None:
+        return [small]
     msg = pb.ModelInferResponse(
         model_name=resp.model_name, model_version=resp.model_version, id=resp.id
     )

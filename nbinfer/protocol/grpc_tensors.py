@@ -139,8 +139,14 @@ def _field_number(contents: Any, field: str) -> int:
     return number
 
 
+#: The varints of 0..127 (one byte each).
+_ONE_BYTE: Final = [bytes((i,)) for i in range(0x80)]
+
+
 def varint(value: int) -> bytes:
     """The protobuf base-128 varint of ``value`` (for hand-assembled records)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
     while True:
         byte = value & 0x7F

@@ -207,7 +207,10 @@ class HttpBinding:
 
     def _health(self, path: str, opts: CallOptions) -> Op[bool]:
         reply = yield self._call("GET", path, opts, check=False)
-        if reply.status == 404 and path.startswith("v2/models/"):
+        unknown = reply.status == 404 or (
+            reply.status == 400 and rest.MODEL_NOT_FOUND_HEADER in reply.headers
+        )  # nbinfer's server answers Triton's 400, marked as not found
+        if unknown and path.startswith("v2/models/"):
             raise error_for_status(404, _error_message(reply), request_id=opts.request_id)
         return bool(reply.status == 200)
 

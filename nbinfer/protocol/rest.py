@@ -80,6 +80,9 @@ __all__ = [
 
 #: The HTTP header that carries the JSON header length of a binary message.
 HEADER_LENGTH = "Inference-Header-Content-Length"
+#: Marks a 400 readiness answer (Triton's status for an unknown model or version) as "not
+#: found" for nbinfer's client, which then raises ModelNotFoundError with the server's message.
+MODEL_NOT_FOUND_HEADER = "nbinfer-model-not-found"
 
 #: Tensor parameters that describe the transport, not the tensor (stripped when decoding).
 _BINARY_SIZE = "binary_data_size"

@@ -300,20 +300,79 @@ def stats_text(frame: Any) -> str:
     for column in shown.columns:
         if str(column).endswith("_ms"):
             shown[column] = [_mean_ms(r, column) for r in records]
-    return f"{shown.to_string()}\n{STATS_NOTE.replace('`', '')}"
+    text = f"{shown.to_string()}\n{STATS_NOTE.replace('`', '')}"
+    counts = _replica_counts(frame)
+    if counts:
+        lines = [" ".join(f"{k}={c.get(k)}" for k in _COUNT_KEYS) for c in counts]
+        text += "\nThis session's calls per replica:\n" + "\n".join(lines)
+    return text
+
+
+#: The client-side counts per replica the card shows (``attrs["replicas"]``), in order.
+_COUNT_KEYS = ("url", "state", "outstanding", "requests", "infers", "failures", "retried")
+#: How a replica's state reads in the card.
+_TONES = {"up": "ok", "healthy": "ok", "down": "err", "skipped": "err", "error": "warn"}
+
+
+def _replica_counts(frame: Any) -> list[Mapping[str, Any]]:
+    counts = getattr(frame, "attrs", {}).get("replicas") or []
+    return [c for c in counts if isinstance(c, Mapping)]
+
+
+def _host(url: Any) -> str:
+    """A replica's URL without its scheme (the chart's labels are short)."""
+    return str(url).split("://", 1)[-1]
+
+
+def _replica_cell(r: Mapping[str, Any]) -> Html:
+    state = str(r.get("state", ""))
+    host = escape(_host(r.get("replica", "")))
+    tone = _TONES.get(state, "muted")
+    return Html(f'<span class="nbi-nowrap"><code>{host}</code> {badge(state, tone)}</span>')
+
+
+def _model_cell(r: Mapping[str, Any]) -> Html:
+    if r.get("name", ""):
+        return Html(f"<code>{escape(r.get('name', ''))}</code>")
+    error = str(r.get("error", "") or "")  # a replica with no row of its own: say why
+    short = error if len(error) <= 160 else f"{error[:159]}…"
+    return Html(f'<span class="nbi-muted" title="{escape(error)}">{escape(short)}</span>')
+
+
+def _counts_section(counts: Sequence[Mapping[str, Any]]) -> Html:
+    rows = [
+        (
+            Html(f"<code>{escape(_host(c.get('url', '')))}</code>"),
+            badge(c.get("state", ""), _TONES.get(str(c.get("state", "")), "muted")),
+            *(c.get(k, 0) for k in _COUNT_KEYS[2:]),
+            c.get("last_error", "") or "",
+        )
+        for c in counts
+    ]
+    header = ("replica", "health", "in flight", "calls", "inferences", "failures", "retried")
+    return section(
+        "This session's calls per replica",
+        table((*header, "last error"), rows, numeric=tuple(range(2, len(header)))),
+        count=len(rows),
+        open=len(rows) <= COLLAPSE_AFTER,
+    )
 
 
 def render_stats(frame: Any) -> Html:
     """Inference statistics (``session.stats()``): a table plus a latency breakdown chart.
 
-    ``frame`` is the statistics DataFrame (or any object with ``to_dict("records")``).
+    ``frame`` is the statistics DataFrame (or any object with ``to_dict("records")``). A frame
+    over several replicas (a ``replica`` column) shows each row's replica and state, and the
+    session's own calls per replica when ``frame.attrs["replicas"]`` holds them.
     """
     records: list[dict[str, Any]] = frame.to_dict("records")
+    replicas = "replica" in getattr(frame, "columns", ())
     # requests their clients gave up: a column only when there are some
     cancel = any(int(r.get("cancel", 0) or 0) for r in records)
     rows = [
         (
-            Html(f"<code>{escape(r.get('name', ''))}</code>"),
+            *((_replica_cell(r),) if replicas else ()),
+            _model_cell(r),
             r.get("version", ""),
             r.get("success", 0),
             r.get("execution_count", 0),
@@ -325,6 +384,7 @@ def render_stats(frame: Any) -> Html:
         for r in records
     ]
     header = (
+        *(("replica",) if replicas else ()),
         "model",
         "version",
         "requests",
@@ -334,15 +394,17 @@ def render_stats(frame: Any) -> Html:
         *(("cancelled",) if cancel else ()),
         "mean ms",
     )
+    first = 3 if replicas else 2  # the counts' columns, right-aligned
     body = [
-        table(header, rows, numeric=tuple(range(2, len(header)))),
+        table(header, rows, numeric=tuple(range(first, len(header)))),
         Html(f'<div class="nbi-muted nbi-note">{code_spans(STATS_NOTE)}</div>'),
     ]
     timed = [r for r in records if _used(r)]
     if timed:
         items = [
             (
-                f"{r.get('name', '')} v{r.get('version', '')}",
+                f"{r.get('name', '')} v{r.get('version', '')}"
+                + (f" · {_host(r.get('replica', ''))}" if replicas else ""),
                 [float(r.get(col, 0.0) or 0.0) for _, col in LATENCY_PARTS],
             )
             for r in timed
@@ -355,9 +417,24 @@ def render_stats(frame: Any) -> Html:
                 open=len(items) <= COLLAPSE_AFTER,
             )
         )
+    counts = _replica_counts(frame)
+    if counts:
+        body.append(_counts_section(counts))
     return card(
-        "Statistics", f"{len(records)} model versions", "".join(body), text=stats_text(frame)
+        "Statistics", _stats_title(records, replicas), "".join(body), text=stats_text(frame)
     )
+
+
+def _stats_title(records: Sequence[Mapping[str, Any]], replicas: bool) -> str:
+    if not replicas:
+        return f"{len(records)} model versions"
+    urls = {str(r.get("replica", "")) for r in records}
+    states = {str(r.get("replica", "")): str(r.get("state", "")) for r in records}
+    ill = ", ".join(
+        f"{n} {state}" for state in ("down", "error") if (n := list(states.values()).count(state))
+    )
+    versions = sum(1 for r in records if r.get("name", ""))
+    return f"{versions} model versions on {len(urls)} replicas" + (f" ({ill})" if ill else "")
 
 
 def _bundle(obj: Any, html: Html, text: str | None = None) -> dict[str, str]:

@@ -135,6 +135,13 @@ def add_server_arguments(
         "rights, so only a caller proven to own it may register it",
     )
     parser.add_argument(
+        "--no-shm-socket",
+        action="store_true",
+        help="do not take sealed memfd shared-memory regions over a private Unix socket "
+        "(Linux; on by default, advertised to the launcher on the READY line); POSIX shared "
+        "memory registered over HTTP / gRPC works either way",
+    )
+    parser.add_argument(
         "--insecure-no-auth",
         action="store_true",
         help="allow binding a non-loopback --host without a token (anyone reaching it can "

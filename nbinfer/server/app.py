@@ -135,6 +135,8 @@ class ServerOptions:
     max_shm_regions_per_caller: int = MAX_SHM_REGIONS_PER_CALLER
     #: Let callers whose uid cannot be established register shared memory (see shm.py).
     allow_remote_shm: bool = False
+    #: Take sealed memfd regions over a private Unix socket (Linux; see fdpass.py).
+    shm_socket: bool = True
     #: Seconds a stop waits for requests in flight before abandoning them.
     grace_period: float = SHUTDOWN_GRACE
     #: One log line per HTTP request and gRPC call (logger ``nbinfer.access``); off: no cost.
@@ -180,6 +182,7 @@ class ServerOptions:
             allowed_hosts=list(getattr(ns, "allowed_hosts", None) or []),
             allowed_origins=list(getattr(ns, "allowed_origins", None) or []),
             allow_remote_shm=bool(getattr(ns, "allow_remote_shm", False)),
+            shm_socket=not getattr(ns, "no_shm_socket", False),
             access_log=bool(getattr(ns, "access_log", False)),
             exception_handlers=list(getattr(ns, "exception_handler", None) or []),
             **{k: getattr(ns, k) for k in CONTROL_OPTIONS if getattr(ns, k, None) is not None},
@@ -328,6 +331,7 @@ async def serve_async(
     stop: asyncio.Event | None = None,
     on_ready: Any = None,
     dataplane: DataPlane | None = None,
+    on_shm_socket: Any = None,
 ) -> dict[str, int]:
     """Serve HTTP and gRPC on the running loop until ``stop`` is set.
 
@@ -338,6 +342,8 @@ async def serve_async(
         stop: Event that ends serving (a new one if omitted: then only cancellation stops it).
         on_ready: Callback ``on_ready(http_url, grpc_url)`` once both frontends listen.
         dataplane: Serve this DataPlane instead of building one from ``options``.
+        on_shm_socket: Callback ``on_shm_socket(path)`` with the Unix socket that takes
+            sealed memfd regions (``fdpass.py``), before ``on_ready``; not called when off.
 
     Returns:
         The requests abandoned at the stop: ``{"model (version)": count}`` (empty when every
@@ -431,6 +437,9 @@ async def serve_async(
         from nbinfer.server.control import serve_control
 
         control = asyncio.ensure_future(serve_control(options.control_fd, dp))
+    fdpass = _start_fdpass(options, dp)
+    if fdpass is not None and on_shm_socket is not None:
+        on_shm_socket(fdpass.path)
     if on_ready is not None:
         on_ready(http_url, grpc_url)
     try:
@@ -441,6 +450,8 @@ async def serve_async(
         logger.info("nbinfer server shutting down")
         if control is not None:
             control.cancel()
+        if fdpass is not None:
+            fdpass.close()
         if poller is not None:
             poller.cancel()
         http_server.should_exit = True
@@ -463,6 +474,19 @@ async def serve_async(
         with contextlib.suppress(Exception):  # a stuck predict cannot hold the stop
             await asyncio.wait_for(dp.close(), 1.0 if abandoned else None)
     return abandoned
+
+
+def _start_fdpass(options: ServerOptions, dp: DataPlane) -> Any:
+    """The memfd registration socket (``fdpass.py``), or None (off, or not Linux)."""
+    from nbinfer.server import fdpass
+
+    if not options.shm_socket or not fdpass.supported():
+        return None
+    try:
+        return fdpass.FdPassServer(dp.shm)
+    except OSError as exc:  # no writable temporary directory: the POSIX path still works
+        logger.warning("no memfd shared memory socket: %s", exc)
+        return None
 
 
 async def _poll_repository(dp: DataPlane) -> None:
@@ -531,16 +555,21 @@ def run(options: ServerOptions, *, started_at: float | None = None) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, _on_signal, sig)
 
+    shm_socket: list[str] = []
+
     def _ready(http_url: str, grpc_url: str) -> None:
         elapsed = time.perf_counter() - (_T0 if started_at is None else started_at)
         out = sys.stdout
         out.write(f"nbinfer server: HTTP {http_url}  gRPC {grpc_url}  (ready in {elapsed:.2f} s)\n")
-        out.write(f"NBINFER READY http={http_url} grpc={grpc_url} pid={os.getpid()}\n")
+        extra = f" shm_socket={shm_socket[0]}" if shm_socket else ""
+        out.write(f"NBINFER READY http={http_url} grpc={grpc_url} pid={os.getpid()}{extra}\n")
         out.flush()
 
     abandoned: dict[str, int] = {}
     try:
-        abandoned = loop.run_until_complete(serve_async(options, stop=stop, on_ready=_ready))
+        abandoned = loop.run_until_complete(
+            serve_async(options, stop=stop, on_ready=_ready, on_shm_socket=shm_socket.append)
+        )
     except Exception as exc:
         logger.error("nbinfer server failed: %s", exc, exc_info=options.log_level == "debug")
         sys.stderr.write(f"nbinfer server failed to start: {type(exc).__name__}: {exc}\n")

@@ -22,6 +22,7 @@ import collections
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -51,6 +52,7 @@ logger = logging.getLogger("nbinfer")
 READY_PREFIX = "NBINFER READY"
 
 _READY_RE = re.compile(r"^NBINFER READY http=(?P<http>\S+) grpc=(?P<grpc>\S+)")
+_SHM_SOCKET_RE = re.compile(r" shm_socket=(?P<path>\S+)")
 
 #: Default seconds ``start()`` waits for the ready line.
 DEFAULT_STARTUP_TIMEOUT = 60.0
@@ -59,6 +61,19 @@ _LOG_LINES = 2000
 
 #: The words of the server's log line that lists the requests a stop abandoned.
 _ABANDONED = "grace period: abandoned"
+
+
+def _remove_socket_dir(path: str | None) -> None:
+    """Remove the stopped server's private socket directory (``nbinfer-*``, ours, 0700)."""
+    if path is None:
+        return
+    directory = os.path.dirname(path)
+    try:
+        info = os.lstat(directory)
+    except OSError:
+        return
+    if os.path.basename(directory).startswith("nbinfer-") and info.st_uid == os.geteuid():
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def parse_ready_line(line: str) -> tuple[str, str] | None:
@@ -140,6 +155,9 @@ class LocalServer:
             loopback peer) register shared memory; off by default (``--allow-remote-shm``).
             The caps on regions are ``limits`` (``max_shm_regions``,
             ``max_shm_regions_per_caller``).
+        shm_socket: Let this process's clients hand the server sealed memfd regions over a
+            private Unix socket, mapped by both ends (Linux; see ``docs/server.md``); off:
+            POSIX shared memory registered over HTTP / gRPC only (``--no-shm-socket``).
         limits: Connection limits, workers and resource caps by option name, e.g.
             ``{"header_timeout": 5, "max_connections": 200, "max_inflight_bytes": 1 << 29,
             "max_parameters": 1000, "max_sequences": 1000, "max_sequence_id_bytes": 256}``
@@ -195,6 +213,7 @@ class LocalServer:
         allowed_hosts: Sequence[str] = (),
         allowed_origins: Sequence[str] = (),
         allow_remote_shm: bool = False,
+        shm_socket: bool = True,
         limits: Mapping[str, float] | None = None,
         grace_period: float | None = None,
         access_log: bool = False,
@@ -230,6 +249,7 @@ class LocalServer:
         self.allowed_hosts = _allowlist("allowed_hosts", allowed_hosts)
         self.allowed_origins = _allowlist("allowed_origins", allowed_origins)
         self.allow_remote_shm = allow_remote_shm
+        self.use_shm_socket = shm_socket
         self.limits = dict(limits or {})
         self.grace_period = grace_period
         self.access_log = access_log
@@ -247,6 +267,9 @@ class LocalServer:
         self._reader: threading.Thread | None = None
         self._http_url: str | None = None
         self._grpc_address: str | None = None
+        #: The server's Unix socket for sealed memfd regions (``fdpass.py``), from its READY
+        #: line; this process's clients find it by the server's addresses.
+        self.shm_socket: str | None = None
         self._lock = threading.RLock()
         #: Seconds from spawn to the ready line of the last successful start().
         self.startup_seconds: float | None = None
@@ -358,6 +381,8 @@ class LocalServer:
                 cmd += ["--allowed-origins", ",".join(self.allowed_origins)]
         if self.allow_remote_shm:
             cmd.append("--allow-remote-shm")
+        if not self.use_shm_socket:
+            cmd.append("--no-shm-socket")
         cmd += self._control_options()
         cmd += self._kserve_options()
         if self.limits:
@@ -517,7 +542,9 @@ class LocalServer:
         The registry (:func:`nbinfer.config.register_local_server`) holds the server weakly and
         asks it whether it still runs on every lookup; :meth:`stop` removes the entries.
         """
-        if self.auth_token is None or self._http_url is None or self._grpc_address is None:
+        if self._http_url is None or self._grpc_address is None:
+            return
+        if self.auth_token is None and self.shm_socket is None:
             return
         ref = weakref.ref(self)
 
@@ -525,7 +552,13 @@ class LocalServer:
             server = ref()
             return server is not None and server.running
 
-        register_local_server((self._http_url, self._grpc_address), self.auth_token, alive, self)
+        register_local_server(
+            (self._http_url, self._grpc_address),
+            self.auth_token,
+            alive,
+            self,
+            shm_socket=self.shm_socket,
+        )
 
     def _drain(self, proc: subprocess.Popen[bytes]) -> None:
         stream = proc.stdout
@@ -539,6 +572,8 @@ class LocalServer:
                 urls = parse_ready_line(line)
                 if urls is not None:
                     self._http_url, self._grpc_address = urls
+                    found = _SHM_SOCKET_RE.search(line)
+                    self.shm_socket = found.group("path") if found else None
                     self._ready.set()
         stream.close()
 
@@ -581,6 +616,8 @@ class LocalServer:
             self._ready.clear()
             self._http_url = None
             self._grpc_address = None
+            _remove_socket_dir(self.shm_socket)  # a killed server leaves it behind
+            self.shm_socket = None
             if self._control is not None:
                 self._control.close()
                 self._control = None

@@ -98,6 +98,7 @@ _GET_POST = ("GET", "POST")
 _LIVE = orjson.dumps({"live": True})
 _NOT_LIVE = orjson.dumps({"live": False})
 _READY = orjson.dumps({"ready": True})
+_NOT_FOUND_HEADER = codec.MODEL_NOT_FOUND_HEADER.encode()
 _NOT_READY = orjson.dumps({"ready": False})
 
 
@@ -359,8 +360,11 @@ class RestApp:
     async def _model_ready(
         self, model: str, version: str, body: bytes, headers: _Headers
     ) -> _Reply:
-        """Whether a model (version) is ready to serve."""
-        up = self.dp.model_ready(model, version)
+        """Whether a model (version) is ready to serve; an unknown one is 400, as on Triton."""
+        try:
+            up = self.dp.model_ready(model, version)
+        except ModelNotFoundError as exc:
+            return 400, _JSON, _error_body(exc.message), [(_NOT_FOUND_HEADER, b"1")]
         return _json_response({"name": model, "ready": up}, 200 if up else 503)
 
     async def _server_metadata(

@@ -26,7 +26,9 @@ The server opens ``/dev/shm/<key>`` itself (``shm_open``), never through
 ``multiprocessing.shared_memory`` whose resource tracker would unlink the client's segment, and
 copies with ``pread`` / ``pwrite`` after checking the object's current size: it never maps the
 client's object, so a client that truncates it gets a 400 instead of crashing the server with
-SIGBUS.
+SIGBUS. A sealed memfd handed over a Unix socket (``fdpass.py``) cannot be truncated: those
+regions are mapped (:meth:`SharedMemoryManager.register_mapped`), inputs read from the mapping
+without a copy and outputs written straight into it.
 
 Example::
 
@@ -37,9 +39,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
+import mmap
 import os
 import stat
 import sys
@@ -50,7 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from nbinfer.errors import InvalidInputError, LimitExceededError
+from nbinfer.errors import InvalidInputError, LimitExceededError, NbinferError
+from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.tensors import tensor_from_bytes, tensor_to_bytes
 from nbinfer.server.paths import check_shm_key
 from nbinfer.server.peers import IN_PROCESS
@@ -179,6 +184,35 @@ def _pread_into(fd: int, view: memoryview, offset: int) -> int:
     return done
 
 
+def _decode(
+    view: memoryview,
+    datatype: str,
+    shape: list[int],
+    tensor: str,
+    what: str,
+    region: str,
+    offset: int,
+) -> np.ndarray[Any, Any]:
+    try:
+        return tensor_from_bytes(view, datatype, shape, name=tensor)
+    except InvalidInputError as exc:
+        raise InvalidInputError(
+            f"{what} in shared memory region {region!r} (offset {offset}, "
+            f"byte_size {view.nbytes}): {exc.message}",
+            tensor=tensor,
+        ) from exc
+
+
+def _fixed_width(arr: np.ndarray[Any, Any], datatype: str) -> bool:
+    """Whether ``arr``'s memory is already ``datatype``'s wire form (little-endian numbers)."""
+    if datatype in ("BYTES", "BF16", "BOOL") or arr.dtype.kind not in "biuf":
+        return False
+    try:
+        return bool(arr.dtype == numpy_dtype(datatype))
+    except NbinferError:
+        return False
+
+
 @dataclass(slots=True)
 class _Region:
     """A registered system region: the client's shm object, used through its descriptor.
@@ -196,6 +230,10 @@ class _Region:
     fd: int
     owner: str
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: A sealed memfd's mapping (``fdpass.py``): used in place of ``fd``, which is -1.
+    mapping: mmap.mmap | None = None
+    #: Inputs may be views of the mapping (the caller is the server's own user).
+    trusted: bool = False
 
     def status(self) -> dict[str, Any]:
         return {
@@ -207,6 +245,8 @@ class _Region:
 
     def check(self, start: int, size: int, what: str) -> None:
         """Refuse (400) when the object no longer holds ``start .. start + size``; lock held."""
+        if self.mapping is not None:
+            return  # sealed: its size cannot change
         if self.fd < 0:
             raise InvalidInputError(
                 f"{what}: shared memory region {self.name!r} was unregistered during the request"
@@ -226,6 +266,11 @@ class _Region:
         """Stop using the descriptor (waits for a read or write in progress); returns it."""
         with self.lock:
             fd, self.fd = self.fd, -1
+            mapping, self.mapping = self.mapping, None
+        if mapping is not None:
+            # arrays still viewing it keep it mapped until they are garbage
+            with contextlib.suppress(BufferError):
+                mapping.close()
         return fd
 
 
@@ -329,6 +374,49 @@ class SharedMemoryManager:
         logger.info(
             "registered system shared memory region %r (key %r, %d B)", name, key, info.st_size
         )
+
+    def register_mapped(
+        self, name: str, fd: int, size: int, *, owner: str, trusted: bool = False
+    ) -> _Region:
+        """Register ``owner``'s sealed memfd ``fd`` of ``size`` bytes as region ``name``; mapped.
+
+        The caller checked the seals (``fdpass.check_memfd``) and keeps ``fd`` (the mapping
+        holds the memory). ``trusted``: inputs may be views of the mapping (the caller is
+        the server's own user); otherwise they are copied out first. Returns the region, for
+        :meth:`unregister_region`.
+
+        Raises:
+            InvalidInputError: the name is taken, or the memfd cannot be mapped.
+            LimitExceededError: the caller, or the server, holds as many regions as allowed.
+        """
+        self._reserve(name, owner)
+        try:
+            try:
+                mapping = mmap.mmap(fd, size)
+            except (OSError, ValueError) as exc:
+                raise InvalidInputError(
+                    f"shared memory region {name!r}: the memfd cannot be mapped: {exc}"
+                ) from exc
+            region = _Region(name, "memfd", 0, size, -1, owner, mapping=mapping, trusted=trusted)
+            with self._lock:
+                if (owner, name) in self._regions:
+                    mapping.close()
+                    raise InvalidInputError(f"shared memory region {name!r} is already registered")
+                self._regions[owner, name] = region
+        except BaseException:
+            self._release(owner)
+            raise
+        logger.info("registered memfd shared memory region %r (%d B, mapped)", name, size)
+        return region
+
+    def unregister_region(self, region: _Region) -> None:
+        """Unregister ``region`` if it is still registered (not a later one of the same name)."""
+        with self._lock:
+            if self._regions.get((region.owner, region.name)) is not region:
+                return
+            del self._regions[region.owner, region.name]
+        self._drop([region])
+        self._release(region.owner)
 
     def _reserve(self, name: str, owner: str) -> None:
         """Count a region for ``owner`` before its key is opened, within the caps."""
@@ -482,6 +570,8 @@ class SharedMemoryManager:
                 ``datatype`` x ``shape``.
         """
         region, start = self._window(region_name, offset, byte_size, what, owner)
+        if region.mapping is not None:
+            return self._read_mapped(region, start, byte_size, datatype, shape, tensor, what)
         buf = np.empty(byte_size, dtype=np.uint8)
         view = buf.data
         with region.lock:
@@ -492,14 +582,29 @@ class SharedMemoryManager:
                 f"{what}: shared memory region {region_name!r} was truncated while it was read",
                 tensor=tensor,
             )
-        try:
-            return tensor_from_bytes(view, datatype, shape, name=tensor)
-        except InvalidInputError as exc:
-            raise InvalidInputError(
-                f"{what} in shared memory region {region_name!r} (offset {offset}, "
-                f"byte_size {byte_size}): {exc.message}",
-                tensor=tensor,
-            ) from exc
+        return _decode(view, datatype, shape, tensor, what, region_name, offset)
+
+    @staticmethod
+    def _read_mapped(
+        region: _Region,
+        start: int,
+        byte_size: int,
+        datatype: str,
+        shape: list[int],
+        tensor: str,
+        what: str,
+    ) -> np.ndarray[Any, Any]:
+        """A mapped region's tensor: a view of the mapping for its own user, else a copy."""
+        with region.lock:
+            if region.mapping is None:
+                raise InvalidInputError(
+                    f"{what}: shared memory region {region.name!r} was unregistered during "
+                    "the request"
+                )
+            view = memoryview(region.mapping)[start : start + byte_size]
+        if not region.trusted or datatype in ("BYTES", "BOOL"):
+            view = memoryview(bytes(view))  # decoded in two passes: one snapshot of it
+        return _decode(view, datatype, shape, tensor, what, region.name, start)
 
     def write(
         self,
@@ -520,6 +625,8 @@ class SharedMemoryManager:
                 too small for the output.
         """
         region, start = self._window(region_name, offset, byte_size, what, owner)
+        if region.mapping is not None and _fixed_width(arr, datatype):
+            return self._write_mapped(region, start, byte_size, arr, what)
         raw = memoryview(tensor_to_bytes(arr, datatype)).cast("B")
         size = raw.nbytes
         if size > byte_size:
@@ -529,9 +636,29 @@ class SharedMemoryManager:
             )
         with region.lock:
             region.check(start, size, what)
+            if region.mapping is not None:
+                region.mapping[start : start + size] = raw
+                return size
             done = 0
             while done < size:
                 done += os.pwrite(region.fd, raw[done:], start + done)
+        return size
+
+    @staticmethod
+    def _write_mapped(
+        region: _Region, start: int, byte_size: int, arr: np.ndarray[Any, Any], what: str
+    ) -> int:
+        """Copy a native fixed-width array straight into a mapped region."""
+        size = int(arr.nbytes)
+        if size > byte_size:
+            raise InvalidInputError(
+                f"{what}: shared memory region {region.name!r} window of {byte_size} bytes "
+                f"is too small; the output needs {size} bytes"
+            )
+        with region.lock:
+            region.check(start, size, what)
+            dst = np.ndarray(arr.shape, arr.dtype, buffer=region.mapping, offset=start)
+            np.copyto(dst, arr, casting="no")
         return size
 
     # -- CUDA shared memory ---------------------------------------------------------------

@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from nbinfer.capabilities import Capabilities, is_missing_route, read_capabilities
-from nbinfer.client import AsyncClient, Client
+from nbinfer.client import AsyncClient, Client, ReplicaClient
 from nbinfer.config import GENERATE_TOKEN, AuthTokenOption, BearerAuth
 from nbinfer.errors import (
     InvalidInputError,
@@ -68,22 +68,6 @@ _STATS_HINT = (
     "Inference statistics are a Triton / nbinfer extension; for this server read its own "
     "metrics (e.g. its Prometheus endpoint) instead."
 )
-#: The columns of :meth:`Session.stats`, in order.
-_STATS_COLUMNS = [
-    "name",
-    "version",
-    "inference_count",
-    "execution_count",
-    "success",
-    "fail",
-    "cancel",
-    "success_ms",
-    "queue_ms",
-    "compute_infer_ms",
-    "compute_input_ms",
-    "compute_output_ms",
-]
-
 #: Config parameter prefix under which the nbinfer server publishes an output's class labels.
 LABELS_PARAMETER = "nbinfer.labels."
 
@@ -553,28 +537,68 @@ class SessionCore(Boundary):
         self._metadata_held = {k: v for k, v in self._metadata_held.items() if k[0] != model}
 
     @public
-    def stats(self, model: str = "") -> pd.DataFrame:
+    def stats(self, model: str = "", *, per_replica: bool = True) -> pd.DataFrame:
         """Inference statistics as a DataFrame: one row per model version.
 
         Columns: name, version, inference_count, execution_count, success/fail counts, and
         mean success / queue / compute_infer / compute_input / compute_output times in
         milliseconds. In a notebook it displays with a latency breakdown chart.
 
+        A session over several servers (``Session([url1, url2])``) gives one row per replica,
+        model and version: ``replica`` (the URL) and ``state`` (``up``; ``down``: unreachable;
+        ``error``: it answered with an error) come first, ``error`` (the message) last. A
+        replica that cannot answer is one row of zeros saying so, beside the others' rows.
+        ``attrs["replicas"]`` (and the card) hold this session's own calls per replica, as
+        :meth:`replica_stats`. ``per_replica=False`` sums the replicas that answered into one
+        row per model version, as one server's frame.
+
         Raises:
             UnsupportedError: The server has no statistics extension (KServe, MLServer).
             UnauthenticatedError: Statistics are restricted; the message names the header.
-            ModelNotFoundError: Unknown model.
+            ModelNotFoundError: Unknown model (on every replica that answered).
         """
+        from nbinfer.interop import stats  # a DataFrame that draws a latency chart
+
+        client = self.client
+        if per_replica and isinstance(client, ReplicaClient):
+            answers = self._ask(
+                "statistics",
+                "statistics",
+                lambda: _some_answered(client.replica_statistics(model)),
+                model=model,
+            )
+            return stats.replica_stats_frame(answers, client.replica_stats())
         raw = self._ask(
             "statistics",
             "statistics",
             lambda: self.client.get_inference_statistics(model),
             model=model,
         )
-        rows = [_stats_row(entry) for entry in raw.get("model_stats", [])]
-        from nbinfer.interop.stats import StatsFrame  # a DataFrame that draws a latency chart
+        return stats.stats_frame(raw)
 
-        return StatsFrame(rows, columns=_STATS_COLUMNS)
+    @public
+    def replica_stats(self) -> pd.DataFrame:
+        """This session's own calls per replica (``Session([url1, url2])``), one row each.
+
+        Columns: ``url``, ``state`` (``healthy``, or ``skipped``: a call to it failed and it
+        waits to be probed again), ``outstanding`` (calls in flight), ``requests`` (calls
+        sent), ``infers`` (of which inferences), ``failures``, ``retried`` (calls it took over
+        after another replica failed) and ``last_error``. Counted by this session's client,
+        not asked of the servers: no network I/O.
+
+        Raises:
+            UnsupportedError: The session has one server (nothing to count per replica).
+        """
+        client = self.client
+        if not isinstance(client, ReplicaClient):
+            raise UnsupportedError(
+                f"replica_stats(): this session has one server ({self.url}); per-replica counts"
+                " exist over several: Session([url1, url2]). session.stats() has its statistics.",
+                hint="nbinfer.Session(['http://host1:8000', 'http://host2:8000'])",
+            )
+        from nbinfer.interop.stats import replica_counts_frame
+
+        return replica_counts_frame(client.replica_stats())
 
     @public
     def profile(
@@ -590,10 +614,12 @@ class SessionCore(Boundary):
 
             frame = session.profile("add_sub", concurrency=[1, 2, 4, 8])
 
-        A streaming (decoupled) model on a server reachable over gRPC gets
+        A streaming (decoupled) model gets
         :func:`nbinfer.profiling.streaming.profile_stream` instead (``inputs``: the prompt;
         options ``concurrency``, ``duration`` and the model's inputs such as ``max_tokens``):
-        time to first token, inter-token latency, output tokens/s, latency percentiles.
+        time to first token, inter-token latency, output tokens/s, latency percentiles, over
+        ``generate_stream`` as :meth:`generate` calls it (HTTP Server-Sent Events or the gRPC
+        decoupled stream: ``protocol``, by default the session's).
 
         Raises:
             InvalidInputError: ``protocol`` differs from the session's on a server it did not
@@ -602,11 +628,6 @@ class SessionCore(Boundary):
         from nbinfer.profiling import profile
         from nbinfer.profiling.streaming import is_streaming, profile_stream
 
-        grpc_url = self.url if self.protocol == "grpc" else self._server and self._local_url("grpc")
-        if grpc_url and is_streaming(self.client, model, options.get("model_version", "")):
-            return profile_stream(
-                grpc_url, model, inputs, client_options=self._client_options, **options
-            )
         url, client_options = self.url, {**self._client_options, "protocol": self.protocol}
         if protocol is not None and protocol != self.protocol:
             if self._server is None:
@@ -616,6 +637,8 @@ class SessionCore(Boundary):
                 )
             client_options["protocol"] = protocol
             url = self._local_url(protocol)
+        if is_streaming(self.client, model, options.get("model_version", "")):
+            return profile_stream(url, model, inputs, client_options=client_options, **options)
         return profile(url, model, inputs, client_options=client_options, **options)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -693,32 +716,6 @@ def _local_token(auth_token: AuthTokenOption, client_options: dict[str, Any]) ->
     return given
 
 
-def _stats_row(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """One row of :meth:`SessionCore.stats` from a model's ``model_stats`` entry."""
-    stats = entry.get("inference_stats", {})
-
-    def mean_ms(key: str) -> float:
-        item = stats.get(key) or {}
-        count = int(item.get("count", 0))
-        return float(item.get("ns", 0)) / count / 1e6 if count else 0.0
-
-    return {
-        "name": entry.get("name", ""),
-        "version": entry.get("version", ""),
-        "inference_count": int(entry.get("inference_count", 0)),
-        "execution_count": int(entry.get("execution_count", 0)),
-        "success": int((stats.get("success") or {}).get("count", 0)),
-        "fail": int((stats.get("fail") or {}).get("count", 0)),
-        # requests their clients gave up (Triton's field: the first response's cancel count)
-        "cancel": int(_response_stat(entry, "cancel").get("count", 0)),
-        "success_ms": mean_ms("success"),
-        "queue_ms": mean_ms("queue"),
-        "compute_infer_ms": mean_ms("compute_infer"),
-        "compute_input_ms": mean_ms("compute_input"),
-        "compute_output_ms": mean_ms("compute_output"),
-    }
-
-
 def _listed(frame: pd.DataFrame, source: str, *, complete: bool = True) -> pd.DataFrame:
     """``frame`` with where its listing came from in ``attrs`` (``source``, ``complete``)."""
     frame.attrs["source"] = source
@@ -726,10 +723,13 @@ def _listed(frame: pd.DataFrame, source: str, *, complete: bool = True) -> pd.Da
     return frame
 
 
-def _response_stat(entry: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    """``key`` of the first response's statistics (``response_stats["0"]``), or empty."""
-    first = (entry.get("response_stats") or {}).get("0") or {}
-    return first.get(key) or {}
+def _some_answered(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``answers`` (one per replica) unless none answered and one said why: raise that."""
+    if not any(a["state"] == "up" for a in answers):
+        for answer in answers:
+            if answer["state"] == "error":
+                raise answer["error"]  # an unknown model, no statistics: as on one server
+    return answers
 
 
 def _state(state: str) -> str:

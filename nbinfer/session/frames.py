@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import numpy as np
 
 from nbinfer.client import Client, InferResult
-from nbinfer.errors import InvalidInputError
+from nbinfer.errors import InvalidInputError, count_option
 from nbinfer.interop.dask import is_dask_frame as _is_dask_frame
 from nbinfer.protocol.dtypes import DATATYPES
 from nbinfer.protocol.tensors import Destination, conform
@@ -297,10 +297,10 @@ class FrameFront(BinaryProbe):
             _count("concurrency", concurrency),
             progress,
         )
+        rows = _count("batch_size", batch_size)  # DataFrame only, but never a bad value
         if _is_dask_frame(data):  # lazy: each partition inferred on its worker (interop.dask)
             call.lazy = yield from dask_frame(self, model, data, locals(), kwargs)
         elif _is_frame(data):
-            rows = _count("batch_size", batch_size)
             call.job = yield from self._frame_job(model, model_version, data, columns, rows, inputs)
             call.like = data  # pandas, Arrow or Polars: the result follows it
             call.index = data.index if _is_frame(data, "pandas") else None
@@ -597,12 +597,8 @@ def _output_list(outputs: Sequence[str | RequestedOutput] | str) -> list[str | R
 
 
 def _count(option: str, value: Any) -> int | None:
-    """A whole-number option as given (``None``: its default); the range is checked later."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise InvalidInputError(f"{option}= takes a whole number, not {value!r}")
-    return int(value)
+    """A whole-number option >= 1 as given (``None``: its default), checked whatever the data."""
+    return None if value is None else count_option(option, value)
 
 
 def _is_frame(data: Any, library: str | None = None) -> bool:
@@ -665,6 +661,8 @@ def _is_pixels(value: Any, spec: TensorSpec | None) -> bool:
 def _nan_rows(arr: Any) -> Any:
     """Per row (the first dim), whether a float array has NaN there; None for other data."""
     if not isinstance(arr, np.ndarray) or arr.dtype.kind != "f" or not arr.size:
+        return None
+    if not np.isnan(arr.min()):  # one pass without a temporary: min propagates NaN
         return None
     return np.isnan(arr.reshape(len(arr), -1) if arr.ndim else arr.reshape(1, 1)).any(axis=1)
 

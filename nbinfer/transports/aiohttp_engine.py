@@ -49,7 +49,7 @@ class AiohttpEngine:
 
         cfg = self._config
         connector = aiohttp.TCPConnector(
-            limit=0,
+            limit=cfg.max_connections or 0,
             ssl=ssl_context(cfg),
             keepalive_timeout=cfg.keepalive_seconds or 15.0,
         )

@@ -42,6 +42,8 @@ class CurlEngine:
     """
 
     def __init__(self, url: str, config: ClientConfig) -> None:
+        if config.tls is not None:
+            config.tls.files_only("the sync HTTP client (libcurl)")
         self._pycurl = _curl()
         self._base = base_url(url)
         self._config = config
@@ -49,6 +51,8 @@ class CurlEngine:
         self._handles: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
+        #: Handles inside ``perform()`` now: ``close()`` leaves them to their threads.
+        self._busy: set[Any] = set()
         self._headers = default_headers(config)
         self._header_lines = [f"{k}: {v}" for k, v in self._headers.items()] + ["Expect:"]
         self._header_cache: dict[int, tuple[Mapping[str, str], list[str]]] = {}
@@ -163,11 +167,17 @@ class CurlEngine:
             c.setopt(pc.TIMEOUT_MS, timeout_ms)
             state.timeout_ms = timeout_ms
         chunks, header_lines = state.chunks, state.header_lines
+        with self._lock:
+            if self._closed:
+                raise TransportError("the client is closed")
+            self._busy.add(c)
         try:
             c.perform()
             status = int(c.getinfo(pc.RESPONSE_CODE))
             return HttpReply(status, _parse_headers(header_lines), b"".join(chunks))
         except pc.error as exc:
+            if self._closed:  # close() aborted it from another thread
+                raise TransportError(f"request to {url} cancelled: the client was closed") from exc
             raise _curl_error(exc, url, pc) from exc
         finally:
             chunks.clear()
@@ -175,6 +185,16 @@ class CurlEngine:
             # Drop the (possibly large) request body reference held by the handle.
             if method == "POST" and body:
                 c.setopt(pc.POSTFIELDS, b"")
+            self._done(c)
+
+    def _done(self, c: Any) -> None:
+        """A transfer on ``c`` ended: a handle the engine's ``close()`` skipped is closed here."""
+        with self._lock:
+            self._busy.discard(c)
+            closed = self._closed
+        if closed:
+            self._local.state = None
+            c.close()
 
     def stream_request(
         self,
@@ -227,11 +247,17 @@ class CurlEngine:
         return lines
 
     def close(self) -> None:
-        """Close every handle (idempotent). Do not close while calls are in flight."""
+        """Close every handle (idempotent); calls in flight on other threads are cancelled.
+
+        Each such call raises a :class:`~nbinfer.errors.TransportError` ("the client was
+        closed") on its own thread, which then closes its handle.
+        """
         with self._lock:
             self._closed = True
-            handles = list(self._handles)
+            handles = [c for c in self._handles if c not in self._busy]
             self._handles = weakref.WeakSet()
+            if self._busy:
+                self._epoch[0] += 1  # their progress callbacks abort them
         for c in handles:
             c.close()
 

@@ -164,8 +164,26 @@ def _serialize(message: Any) -> bytes:
     return data
 
 
+#: The grpcio channel option that runs unary-stream calls on the caller's thread.
+_SINGLE_THREADED = ("SingleThreadedUnaryStream", 1)
+#: The stub key of ``ModelStreamInfer`` opened with one request (a unary-stream call).
+_STREAM_ONE = "ModelStreamInfer:one"
+
+
 def _method(channel: Any, rpc: str) -> Any:
-    """The multicallable of ``rpc`` on a grpcio or grpc.aio channel."""
+    """The multicallable of ``rpc`` on a grpcio or grpc.aio channel.
+
+    ``ModelStreamInfer:one`` is ``ModelStreamInfer`` called with one request: a unary-stream
+    call, on the wire the same as a stream whose client sends one message and half-closes.
+    """
+    if rpc == _STREAM_ONE:
+        spec = pgrpc.rpc_of("ModelStreamInfer")
+        return channel.unary_stream(
+            spec.path,
+            request_serializer=_serialize,
+            response_deserializer=spec.response.FromString,
+            _registered_method=True,
+        )
     spec = pgrpc.rpc_of(rpc)
     factory = channel.stream_stream if spec.kind == "stream_stream" else channel.unary_unary
     return factory(
@@ -311,14 +329,14 @@ class GrpcEngine:
         self._caller: threading.Thread | None = None
         self._closed = False
 
-    def _open(self) -> _Wire:
+    def _open(self, kind: _WireKind) -> _Wire:
         grpc = _grpc()
+        # the streams' channel reads a one-request stream on the thread that iterates it
+        options = [*self._options, _SINGLE_THREADED] if kind == "stream" else self._options
         if self._creds is not None:
-            channel = grpc.secure_channel(
-                self.target, self._creds, self._options, self._compression
-            )
+            channel = grpc.secure_channel(self.target, self._creds, options, self._compression)
         else:
-            channel = grpc.insecure_channel(self.target, self._options, self._compression)
+            channel = grpc.insecure_channel(self.target, options, self._compression)
         return _Wire(channel)
 
     def _wire(self, kind: _WireKind) -> _Wire:
@@ -329,7 +347,7 @@ class GrpcEngine:
                     raise TransportError("the client is closed")
                 wire = self._wires.get(kind)
                 if wire is None:
-                    wire = self._wires[kind] = self._open()
+                    wire = self._wires[kind] = self._open(kind)
         return wire
 
     def _cut(self, kind: _WireKind) -> None:
@@ -455,6 +473,23 @@ class GrpcEngine:
             metadata=self._metadata + metadata,
         )
 
+    def stream_one(
+        self, message: Any, *, timeout: float | None, metadata: tuple[tuple[str, str], ...] = ()
+    ) -> Any:
+        """Send one request on ``ModelStreamInfer``; returns the call (an iterator, cancellable).
+
+        The replies are read on the thread that iterates the call, with no hop through the
+        channel's spin thread (grpcio's single-threaded unary-stream calls); a signal still
+        interrupts the wait (grpcio polls in slices and checks for signals between them).
+        """
+        if self._closed:
+            raise TransportError("the client is closed")
+        return self._wire("stream").stub(_STREAM_ONE)(
+            message,
+            timeout=timeout if timeout is not None else self._config.timeouts.stream,
+            metadata=self._metadata + metadata,
+        )
+
     def close(self) -> None:
         """Close the channels and stop the caller thread (idempotent)."""
         with self._lock:
@@ -561,6 +596,19 @@ class AsyncGrpcEngine:
         aio = self._channel()
         return self._stub(aio, "ModelStreamInfer")(
             requests,
+            timeout=timeout if timeout is not None else self._config.timeouts.stream,
+            metadata=aio.metadata + metadata,
+        )
+
+    def stream_one(
+        self, message: Any, *, timeout: float | None, metadata: tuple[tuple[str, str], ...] = ()
+    ) -> Any:
+        """Send one request on ``ModelStreamInfer`` (a unary-stream call: no request iterator)."""
+        if self._closed:
+            raise TransportError("the client is closed")
+        aio = self._channel()
+        return self._stub(aio, _STREAM_ONE)(
+            message,
             timeout=timeout if timeout is not None else self._config.timeouts.stream,
             metadata=aio.metadata + metadata,
         )

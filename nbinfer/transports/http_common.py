@@ -43,6 +43,8 @@ def ssl_context(config: ClientConfig) -> ssl.SSLContext | bool:
     tls = config.tls
     if tls is None:
         return True
+    if tls.context is not None:
+        return tls.context
     if not tls.verify:
         return False
     ctx = ssl.create_default_context(cafile=tls.ca_file)

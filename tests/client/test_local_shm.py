@@ -1,7 +1,9 @@
-"""The zero-copy local path: big tensors through POSIX shared memory, both ways, automatically.
+"""The zero-copy local path: big tensors through shared memory, both ways, automatically.
 
-Against the real embedded server on 127.0.0.1 (HTTP and gRPC), scripted HTTP servers that lack
-the extension or refuse a region, and a client subprocess killed with SIGKILL.
+Against the real embedded server on 127.0.0.1 (HTTP and gRPC), twice: with its memfd socket
+(sealed memfds, the path of a server this process started) and without it (POSIX shm objects
+registered over HTTP / gRPC, the path of any other server); scripted HTTP servers that lack the
+extension or refuse a region, and a client subprocess killed with SIGKILL.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,14 @@ PREFIX = "nbinfer_shm_"
 ROWS = SHM_THRESHOLD // (16 * 4) * 2  # 2 MiB per tensor: above the threshold
 
 pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="needs POSIX shared memory in /dev/shm")
+
+
+@pytest.fixture(scope="module", params=["memfd", "posix"])
+def server(request: pytest.FixtureRequest) -> Iterator[LocalServer]:
+    """The demo server, with its memfd socket (this process's pools use it) or without."""
+    with LocalServer(demo=True, shm_socket=request.param == "memfd") as srv:
+        assert (srv.shm_socket is not None) == (request.param == "memfd")
+        yield srv
 
 
 def _inputs(seed: int, rows: int = ROWS) -> dict[str, np.ndarray[Any, Any]]:
@@ -53,7 +63,7 @@ def _names_in_dev_shm(pid: int) -> list[str]:
     return [p.name for p in SHM.iterdir() if p.name.startswith(f"{PREFIX}{pid}_")]
 
 
-def test_big_tensors_travel_through_shared_memory_both_ways(url: str) -> None:
+def test_big_tensors_travel_through_shared_memory_both_ways(url: str, server: LocalServer) -> None:
     data = _inputs(0)
     with nbinfer.Client(url) as client:
         first = client.infer("add_sub", data)  # learns the output sizes
@@ -68,6 +78,11 @@ def test_big_tensors_travel_through_shared_memory_both_ways(url: str) -> None:
         # every region is unlinked once the server holds it: nothing left in /dev/shm
         assert _names_in_dev_shm(os.getpid()) == []
         assert len(_ours(client)) == 4  # 2 inputs, 2 outputs: registered once
+        keys = {r["key"] for r in client.get_system_shared_memory_status()}
+        if server.shm_socket is not None:  # sealed memfds handed over the server's socket
+            assert keys == {"memfd"}
+        else:  # POSIX objects registered over HTTP / gRPC
+            assert all(key.startswith(f"/{PREFIX}") for key in keys), keys
         del first, result, out0, out1
         for seed in range(1, 5):
             again = client.infer("add_sub", _inputs(seed))

@@ -328,3 +328,18 @@ def test_kserve_grpc_client_use_ssl_with_a_grpc_url_connects_with_tls(
         assert len(seen) == 1
     finally:
         server.stop(None)
+
+
+def test_an_ssl_context_is_used_by_the_asyncio_client_and_refused_where_files_are_needed(
+    cert: tuple[str, str], https_url: str
+) -> None:
+    context = ssl.create_default_context(cafile=cert[0])
+
+    async def live() -> bool:
+        async with AsyncClient(https_url, ssl=TLSConfig(context=context)) as client:
+            return await client.is_server_live()
+
+    assert asyncio.run(live())
+    for protocol in ("http", "grpc"):
+        with pytest.raises(InvalidInputError, match=r"context=.*ca_file="):
+            Client(https_url, protocol=protocol, ssl=TLSConfig(context=context)).is_server_live()

@@ -597,3 +597,24 @@ def test_display_draws_the_sessions_held_listing_at_once(gated: tuple[_GatedPlan
             plane.gate.set()
             browser.wait()  # the listing done before the session closes its client
             browser.close()
+
+
+def test_closing_the_session_during_the_listing_is_quiet(gated: tuple[_GatedPlane, str]) -> None:
+    plane, url = gated
+    plane.gate.clear()
+    session = Session(url)
+    browser = nbinfer.browse(session)
+    try:
+        assert plane.asked.wait(30)  # the listing is in flight, held at the server
+        session.close()  # once raised pycurl.error: "cannot invoke close() - perform() is running"
+        plane.gate.set()
+        browser.wait()  # the cancelled listing ends without an error in the widget
+        assert browser.error.value == "" and not browser.busy
+        assert "The session is closed" in browser.list_note.value  # not "the server refused"
+        assert browser.models == []  # its result dropped, nothing drawn after the close
+        with pytest.raises(nbinfer.TransportError, match="closed"):
+            session.client.is_server_live()  # the engine is closed for later calls
+    finally:
+        plane.gate.set()
+        browser.close()
+        session.close()

@@ -18,7 +18,10 @@ both answers (and docs/compat.md explains why):
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -365,3 +368,28 @@ def test_a_load_with_a_config_override_applies_it_alike(
     ours, theirs = run(servers["nbinfer"]), run(servers["triton"])
     assert ours[:2] == theirs[:2] == (16, ["INPUT0", "INPUT1"])
     assert (ours[2], theirs[2]) == (8, 16)
+
+
+# -- HTTP statuses and shapes Triton answers -------------------------------------------------
+
+
+def _http(url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    """``(status, JSON answer)`` of a GET (or a POST of ``body``) to ``http://url/path``."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"http://{url}{path}", data=data, headers={"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            status, text = answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        status, text = exc.code, exc.read()
+    return status, json.loads(text) if text else None
+
+
+def test_http_readiness_statuses_are_tritons(servers: dict[str, dict[str, str]]) -> None:
+    def statuses(urls: dict[str, str]) -> list[int]:
+        paths = ["simple/ready", "no_such_model/ready", "simple/versions/7/ready"]
+        return [_http(urls["http"], f"/v2/models/{p}")[0] for p in paths]
+
+    assert _both(servers, statuses)[0] == 200

@@ -97,7 +97,9 @@ def test_unknown_model_is_404_and_not_found(http: httpx.Client, gclient: Any) ->
         http.post("/v2/models/no_such_model/infer", json=_add_sub_json()), 404
     )
     assert "no_such_model" in _error(http.get("/v2/models/no_such_model"), 404)
-    assert "no_such_model" in _error(http.get("/v2/models/no_such_model/ready"), 404)
+    # readiness: 400 as Triton answers it; nbinfer's client reads the header as not-found
+    ready = http.get("/v2/models/no_such_model/ready")
+    assert "no_such_model" in _error(ready, 400) and ready.headers["nbinfer-model-not-found"]
     code, msg = _grpc_error(lambda: gclient.infer("no_such_model", _grpc_inputs([1, 16])))
     assert "NOT_FOUND" in code and "no_such_model" in msg
     code, msg = _grpc_error(lambda: gclient.get_model_metadata("no_such_model"))

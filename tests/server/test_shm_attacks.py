@@ -59,8 +59,12 @@ as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a clie
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalServer]:
-    """A demo server without a token: these tests are about who a caller is, not credentials."""
-    with LocalServer(demo=True, device="cpu", auth_token=None) as srv:
+    """A demo server without a token: these tests are about who a caller is, not credentials.
+
+    Without its memfd socket: this process's pools then use POSIX objects in ``/dev/shm``, the
+    path these attacks aim at (test_shm_memfd.py attacks the memfd path).
+    """
+    with LocalServer(demo=True, device="cpu", auth_token=None, shm_socket=False) as srv:
         yield srv
 
 

@@ -245,7 +245,7 @@ BAD_CALLS = {
     "serve-inputs-not-specs": (lambda s: s.serve(lambda x: x, inputs=5), "serve"),
     "classify-top-k-not-a-number": (
         lambda s: s.classify("digits", np.zeros((8, 8), np.float32), top_k="x"),
-        "classify",
+        "top_k=",
     ),
     "profile-unknown-option": (lambda s: s.profile("add_sub", bogus=1), "bogus"),
 }

@@ -87,11 +87,10 @@ class StreamResponses:
     """What ``stream_infer`` returns: ``async for result, error in ...``; ``cancel()`` ends it.
 
     Each item is ``(InferResult, None)`` or, for a reply carrying an error, ``(None,
-    InferenceServerException)``; after an error reply the stream ends (nbinfer's streams stop
-    at the first error).
+    InferenceServerException)``; the stream goes on after an error reply, as tritonclient's.
     """
 
-    def __init__(self, replies: AsyncIterator[_Result]) -> None:
+    def __init__(self, replies: AsyncIterator[_Result | InferenceError]) -> None:
         self._replies = replies
         self._done = False
         #: What went wrong reading the caller's requests (grpc only sees a cancelled call).
@@ -113,12 +112,11 @@ class StreamResponses:
                 raise
             self._done = True
             raise self.request_error from None
-        except InferenceError as exc:
-            self._done = True
-            return None, _mapped(exc, "grpc")
         except NbinferError as exc:
             self._done = True
             raise _mapped(exc, "grpc") from exc
+        if isinstance(reply, InferenceError):  # one request failed: the stream goes on
+            return None, _mapped(reply, "grpc")
         return InferResult(reply, "grpc"), None
 
     def cancel(self) -> bool:
@@ -196,7 +194,7 @@ class InferenceServerClient(_GrpcAnswers, AsyncTritonClient):
                 responses.request_error = exc
                 raise
 
-        replies = self.client.stream_infer(
+        replies = self.client._stream_replies(
             requests(), headers=self._headers(headers), timeout=stream_timeout
         )
         responses = StreamResponses(replies)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from nbinfer.client import AsyncClient
+from nbinfer.compat._triton import _mapped
 from nbinfer.compat._triton_clients import AsyncTritonClient
 from nbinfer.compat.tritonclient.http import (
     InferAsyncRequest,
@@ -35,7 +36,8 @@ from nbinfer.compat.tritonclient.http import (
     raise_error,
     triton_to_np_dtype,
 )
-from nbinfer.config import TLSConfig
+from nbinfer.config import ClientConfig, TLSConfig
+from nbinfer.errors import NbinferError, count_option
 
 __all__ = [
     "InferAsyncRequest",
@@ -58,11 +60,13 @@ class InferenceServerClient(_HttpAnswers, AsyncTritonClient):
     Args:
         url: ``host:port`` (or a full ``http(s)://`` URL).
         verbose: Ignored (nbinfer logs to the ``nbinfer`` logger).
-        conn_limit: Ignored (aiohttp's connection pool is nbinfer's).
+        conn_limit: Connections open at once (0: no bound), as aiohttp's connector limit.
         conn_timeout: Seconds allowed per call.
         ssl: Use https.
-        ssl_context: Ignored: give the CA / client certificate to ``nbinfer.AsyncClient`` as a
-            ``TLSConfig`` instead.
+        ssl_context: The ``ssl.SSLContext`` https uses (default: the system's CAs).
+
+    Raises:
+        InferenceServerException: ``conn_limit`` is not a whole number >= 0.
     """
 
     _protocol = "http"
@@ -76,10 +80,15 @@ class InferenceServerClient(_HttpAnswers, AsyncTritonClient):
         ssl: bool = False,
         ssl_context: Any = None,
     ) -> None:
+        try:
+            limit = count_option("conn_limit", conn_limit, minimum=0)
+        except NbinferError as exc:
+            raise _mapped(exc, "http") from exc
         client = AsyncClient(
             url if "://" in url else ("https://" if ssl else "http://") + url,
             protocol="http",
+            config=ClientConfig.from_env().replace(max_connections=limit or None),
             timeout=conn_timeout,
-            ssl=TLSConfig() if ssl else None,
+            ssl=TLSConfig(context=ssl_context) if ssl else None,
         )
         super().__init__(client)
