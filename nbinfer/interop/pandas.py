@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
+from nbinfer.interop._blocks import row_block
 from nbinfer.interop.outputs import output_blocks
 from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
 from nbinfer.protocol.tensors import Destination, as_array, conform
@@ -149,7 +150,7 @@ class PlannedInput:
 
     def __post_init__(self) -> None:
         if self.kind == "matrix":
-            self.block = _row_block(self.arrays)
+            self.block = row_block(self.arrays)
 
     @property
     def row_bytes(self) -> int:
@@ -387,35 +388,6 @@ def _checked(model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[
     # the one conversion rule (value-safe), once per column: chunks then slice it as is
     to = Destination(model, spec.name, f"df[{str(column)!r}]", str(column))
     return conform(arr, datatype, to)
-
-
-def _row_block(arrays: list[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any] | None:
-    """Columns that sit side by side in one row-major block, as a ``[rows, k]`` view on it."""
-    first = arrays[0]
-    if len(arrays) < 2 or first.ndim != 1 or first.dtype.kind not in "biuf":
-        return None
-    size, stride = first.dtype.itemsize, first.strides[0]
-    root, address = _root(first), first.__array_interface__["data"][0]
-    for j, arr in enumerate(arrays):
-        if (
-            arr.ndim != 1
-            or arr.dtype != first.dtype
-            or arr.shape != first.shape
-            or arr.strides != first.strides
-            or _root(arr) is not root
-            or arr.__array_interface__["data"][0] != address + j * size
-        ):
-            return None
-    if stride < len(arrays) * size:
-        return None
-    shape, strides = (len(first), len(arrays)), (stride, size)
-    return np.lib.stride_tricks.as_strided(first, shape, strides, writeable=False)
-
-
-def _root(arr: np.ndarray[Any, Any]) -> Any:
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr.base if arr.base is not None else arr
 
 
 def _planned(model: str, spec: TensorSpec | _Spec, frame: Any, names: list[Any]) -> PlannedInput:
