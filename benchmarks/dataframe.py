@@ -10,7 +10,7 @@ DataFrame of the three class probabilities aligned with the input index:
 * **in-process, in chunks** (for reference): the same, in pieces of nbinfer's chunk size (a
   NumPy model is faster on cache-sized pieces; nothing else changes);
 * **nbinfer**: ``session.infer("iris", frame)`` against the session's own server (chunked,
-  8 requests in flight, the local shared-memory path for the chunks' tensors);
+  8 requests in flight; chunks of 1 MiB and more take the local shared-memory path);
 * **tritonclient loop**: the loop people write by hand with ``tritonclient.http``: split the
   frame into chunks of the same size as nbinfer's, convert each to a float32 matrix, binary
   infer, ``as_numpy``, then concatenate and wrap in a DataFrame with the frame's index;
