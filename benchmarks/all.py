@@ -1,38 +1,45 @@
-"""Every row of the performance table in one command, each beside its peer from the same run.
+"""Every row of the performance targets in one command, each beside its peer from the same run.
 
 Runs, one after another (never in parallel: they share the machine's cores):
 
 * ``client.py`` — nbinfer's client vs tritonclient, HTTP and gRPC, small requests at concurrency
-  1 and 8 (sync and asyncio) and 16 MB each way over the wire;
+  1 (from the main thread and from a worker thread, against tritonclient with prebuilt inputs,
+  median of 5 rounds) and 8 (sync and asyncio) and 16 MB each way over the wire;
 * ``server.py`` — the embedded server vs KServe's ModelServer under the same tritonclient load,
   and a do-nothing grpc.aio server beside them (``--floor``: the ceiling of the gRPC row);
 * ``grpc_big.py`` — the 16 MB gRPC row with the server's CPU per call;
-* ``local_shm.py`` — the zero-copy local path vs HTTP binary (and tritonclient's own shm);
+* ``local_shm.py`` — the zero-copy local path, 16 MB each way, vs tritonclient HTTP binary,
+  tritonclient's own shm and nbinfer's HTTP binary;
 * ``streaming.py`` — the generate extension's token stream: per-token and time-to-first-token
   overhead of nbinfer's clients + server, beside a hand-written ``requests`` SSE loop;
 * ``profiler.py`` — ``profile()`` at concurrency 1 vs a tritonclient sync loop against the same
   server (throughput and p50 latency, HTTP and gRPC);
+* ``dataframe.py`` — ``session.infer("iris", df)`` on 5 M rows vs the same model in-process
+  (and a tritonclient loop), median of 5 paired rounds;
 * a fresh kernel: ``import pandas`` then ``import nbinfer`` + ``Session()`` + the first ``infer``.
 
 Usage::
 
-    python benchmarks/all.py [--quick] [--json DIR] [--plot FILE.png]
+    python benchmarks/all.py [--quick] [--json DIR] [--plot FILE.png] [--only a.py,b.py]
 
-``--quick`` shortens every measurement (a smoke run, not figures to quote). At the end it prints
-the target rows (issue 11's table) with each measured figure beside its target, keeps every
-script's raw figures as JSON in ``--json DIR`` (a temporary directory otherwise) and, with
-``--plot``, draws the same rows as a chart (docs/img/performance.png comes from a full run). The
-figures in docs/performance.md come from full runs on the machine it names; each script's own
-docstring says what it measures and how.
+``--quick`` shortens every measurement (a smoke run in a few minutes, not figures to quote). At
+the end it prints the target table: issue 29's rows (one per line of its table) and the earlier
+targets (issue 11), each as row, ours, peer, ratio, target and verdict (met / MISSED), with how
+it was measured; keeps every script's raw figures as JSON in ``--json DIR`` (a temporary
+directory otherwise) and, with ``--plot``, draws the same rows as a chart (docs/img/performance.png
+comes from a full run). The figures in docs/performance.md come from full runs on the machine it
+names; each script's own docstring says what it measures and how.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -46,6 +53,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "local_shm.py": ([], ["--seconds", "1", "--rounds", "1"]),
     "streaming.py": ([], ["--tokens", "50", "--rounds", "1"]),
     "profiler.py": ([], ["--seconds", "1", "--rounds", "1"]),
+    "dataframe.py": ([], ["--rows", "300000", "--rounds", "1", "--no-tritonclient"]),
 }
 
 FRESH_KERNEL = """
@@ -67,72 +75,215 @@ print(f"fresh kernel: import nbinfer {t1 - t0:.3f} s + Session() {t2 - t1:.3f} s
 
 
 class Row(NamedTuple):
-    """One target row: what was measured, the target, and whether higher is better."""
+    """One target row: the figure judged, its target, and the absolute figures behind it."""
 
     name: str
-    value: float
-    target: float
-    unit: str  # "x" for a ratio against the peer of the same run
+    value: float  # what the target judges: a ratio to the peer of the same run, or absolute
+    target: float | None  # None: shown beside the others for reference, no target
+    unit: str  # of value and target: "x" (nbinfer / the peer) or an absolute unit
     higher_is_better: bool = True
     peer: float | None = None  # the peer's absolute figure, where the row has one
+    ours: float | None = None  # nbinfer's absolute figure (rows judged on a ratio)
+    scale: str = ""  # the unit of ours / peer on ratio rows ("req/s", "MB/s", "s", "ms")
+    note: str = ""  # how it was measured: "median of 5 rounds", CPU per call, ...
+    issue: int = 11  # the issue whose table the row comes from
 
     @property
-    def met(self) -> bool:
+    def met(self) -> bool | None:
+        if self.target is None:
+            return None
         return self.value >= self.target if self.higher_is_better else self.value <= self.target
 
 
-def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
-    """The target table's rows from the scripts' JSON (a failed script's rows are left out)."""
+def _rounds(n: int) -> str:
+    return f"{n} round" if n == 1 else f"{n} rounds"
 
-    def load(name: str) -> Any:
-        path = out / name
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
+def _load(out: Path, name: str) -> Any:
+    path = out / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _client_rows(client: list[dict[str, Any]] | None) -> list[Row]:
+    """Issue 29's client rows (c=1, main and worker thread) and issue 11's other client rows."""
+    by = {r["scenario"]: r for r in client or []}
     rows: list[Row] = []
-    client = load("client.json")
-    if client:
-        by = {r["scenario"]: r["ratio"] for r in client}
-        for scenario, target in (
-            ("http sync  c=1 add_sub main", 1.3),
-            ("grpc sync  c=1 add_sub main", 1.0),
-            ("grpc sync  c=1 add_sub", 1.05),
-            ("http sync  16MB each way", 1.4),
-            ("grpc sync  c=8 add_sub", 1.0),
-            ("grpc async c=1 add_sub", 1.0),
-            ("grpc async c=8 add_sub", 1.0),
-            ("grpc sync  c=1 raw grpcio floor", 1.0),  # the ceiling of the gRPC rows
-            ("grpc sync  c=8 raw grpcio floor", 1.0),
-        ):
-            if scenario in by:
-                label = "client " + " ".join(scenario.replace(" add_sub", "").split())
-                label = label.replace(" c=1 main", " c=1 main thread")
-                if scenario == "grpc sync  c=1 add_sub":
-                    label += " worker thread"
-                label = label.replace("client grpc sync c=1 raw grpcio floor", "raw grpcio c=1")
-                label = label.replace("client grpc sync c=8 raw grpcio floor", "raw grpcio c=8")
-                label = label.replace(" sync 16MB each way", " 16 MB each way")
-                rows.append(Row(f"{label} vs tritonclient", by[scenario], target, "x"))
-    server = load("server.json")
+    for scenario, name, target, issue in (
+        ("grpc sync  c=1 add_sub main", "gRPC sync c=1 add_sub, main thread", 1.0, 29),
+        ("grpc sync  c=1 add_sub", "gRPC sync c=1 add_sub, worker thread", 1.05, 29),
+        ("http sync  c=1 add_sub main", "HTTP sync c=1 add_sub, main thread", 1.3, 29),
+        ("http sync  16MB each way", "HTTP 16 MB each way", 1.4, 11),
+        ("grpc sync  c=8 add_sub", "gRPC sync c=8 add_sub", 1.0, 11),
+        ("grpc async c=1 add_sub", "gRPC asyncio c=1 add_sub", 1.0, 11),
+        ("grpc async c=8 add_sub", "gRPC asyncio c=8 add_sub", 1.0, 11),
+        ("grpc sync  c=1 raw grpcio floor", "raw grpcio c=1 (ceiling of the gRPC rows)", 1.0, 11),
+        ("grpc sync  c=8 raw grpcio floor", "raw grpcio c=8 (ceiling of the gRPC rows)", 1.0, 11),
+    ):
+        r = by.get(scenario)
+        if r is None:
+            continue
+        peer = "tritonclient, prebuilt inputs" if issue == 29 else "tritonclient"
+        cpu = (
+            f"; CPU {r['nbinfer_cpu_us_per_call']:.0f} vs "
+            f"{r['tritonclient_cpu_us_per_call']:.0f} us/call"
+            if r["unit"] == "req/s"
+            else ""
+        )
+        rows.append(
+            Row(
+                f"client {name} vs {peer}",
+                r["ratio"],
+                target,
+                "x",
+                peer=r["tritonclient"],
+                ours=r["nbinfer"],
+                scale=r["unit"],
+                note=f"{r.get('rounds', '')}{cpu}".lstrip("; "),
+                issue=issue,
+            )
+        )
+    return rows
+
+
+def _local_rows(shm: dict[str, Any] | None) -> list[Row]:
+    """The local zero-copy path (16 MB each way) vs tritonclient HTTP binary and shm, and HTTP.
+
+    Reads ``local_shm.py``'s medians by the names of its clients (``nbinfer Session``, else
+    ``nbinfer shm (http)``; ``tritonclient http``, ``tritonclient shm``, ``nbinfer http
+    binary``), whatever their details.
+    """
+    if not shm:
+        return []
+    medians: dict[str, float] = shm["medians"]
+
+    def find(*words: str) -> tuple[str, float] | None:
+        for key, value in medians.items():
+            if all(w in key.lower() for w in words):
+                return key, value
+        return None
+
+    ours = find("nbinfer", "session") or find("nbinfer", "shm", "(http)") or find("nbinfer", "shm")
+    if ours is None:
+        return []
+    rounds = len(next(iter(shm.get("rounds", {}).values()), []))
+    note = f"median of {_rounds(rounds)}; {ours[0]}" if rounds else ours[0]
+    rows = []
+    for words, name, target, issue in (
+        (("tritonclient", "http"), "tritonclient HTTP binary", 10.0, 29),
+        (("tritonclient", "shm"), "tritonclient's own shm", None, 29),
+        (("nbinfer", "binary"), "nbinfer HTTP binary", 3.0, 11),
+    ):
+        peer = find(*words)
+        if peer is None or peer[0] == ours[0]:
+            continue
+        label = f"local shared memory 16 MB each way vs {name}"
+        ratio = ours[1] / peer[1]
+        rows.append(Row(label, ratio, target, "x", True, peer[1], ours[1], "MB/s", note, issue))
+    return rows
+
+
+def _profiler_rows(prof: dict[str, Any] | None) -> list[Row]:
+    """Within 10 % of a tritonclient loop: the profiler measures the server, not itself."""
+    rows = []
+    for proto, figures in (prof or {}).items():
+        rounds = figures.get("rounds", [])
+        n = len(rounds)
+        ours = [o for o, _ in rounds]
+        theirs = [t for _, t in rounds]
+
+        def median(items: list[dict[str, Any]], key: str) -> float | None:
+            return statistics.median(i[key] for i in items) if items else None
+
+        saturated = figures.get("saturated_rounds")
+        note = f"median of {_rounds(n)}" + (
+            f"; generator saturated in {saturated}/{n}" if saturated is not None else ""
+        )
+        name = f"profile() c=1 {proto.upper() if proto == 'http' else 'gRPC'} vs tritonclient loop"
+        rows.append(
+            Row(
+                f"{name}, throughput",
+                figures["throughput_ratio"],
+                0.9,
+                "x",
+                peer=median(theirs, "throughput"),
+                ours=median(ours, "throughput"),
+                scale="req/s",
+                note=note,
+                issue=29,
+            )
+        )
+        rows.append(
+            Row(
+                f"{name}, p50 latency",
+                figures["p50_ratio"],
+                1.1,
+                "x",
+                False,
+                peer=median(theirs, "p50_ms"),
+                ours=median(ours, "p50_ms"),
+                scale="ms",
+                note=note,
+                issue=29,
+            )
+        )
+    return rows
+
+
+def _dataframe_rows(frame: dict[str, Any] | None) -> list[Row]:
+    """``session.infer("iris", df)`` vs the same model in-process (time, lower is better)."""
+    if not frame:
+        return []
+    seconds = frame["seconds"]
+    rows = []
+    for peer, name, target, issue in (
+        ("in-process", "the same model in-process", 1.1, 29),
+        ("tritonclient loop", "a tritonclient loop", None, 29),
+    ):
+        if peer not in frame["median_time_ratio"]:
+            continue
+        rows.append(
+            Row(
+                f"session.infer('iris', df) {frame['rows'] / 1e6:g} M rows vs {name}",
+                frame["median_time_ratio"][peer],
+                target,
+                "x",
+                False,
+                peer=statistics.median(seconds[peer]),
+                ours=statistics.median(seconds["nbinfer"]),
+                scale="s",
+                note=f"time ratio, median of {_rounds(frame['rounds'])}, paired",
+                issue=issue,
+            )
+        )
+    return rows
+
+
+def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
+    """The target rows from the scripts' JSON (a failed script's rows are left out).
+
+    Issue 29's rows first (each line of its table), then the earlier targets (issue 11).
+    """
+    rows = _client_rows(_load(out, "client.json"))
+    rows += _profiler_rows(_load(out, "profiler.json"))
+    rows += _local_rows(_load(out, "local_shm.json"))
+    rows += _dataframe_rows(_load(out, "dataframe.json"))
+    server = _load(out, "server.json")
     if server:
         rps = {(c["server"], c["protocol"], c["concurrency"]): c["rps"] for c in server}
         for proto, conc, target in (("grpc", 8, 1.4),):
             ours, theirs = rps.get(("nbinfer", proto, conc)), rps.get(("kserve", proto, conc))
             if ours and theirs:
-                rows.append(Row(f"server {proto} c={conc} vs KServe", ours / theirs, target, "x"))
+                name = f"server {proto} c={conc} vs KServe"
+                rows.append(Row(name, ours / theirs, target, "x", True, theirs, ours, "req/s"))
             floor = rps.get(("floor", proto, conc))
             if floor and theirs:  # the ceiling: a grpc.aio server doing no work at all
-                name = f"do-nothing grpc.aio c={conc} vs KServe"
-                rows.append(Row(name, floor / theirs, target, "x"))
-    shm = load("local_shm.json")
-    if shm:
-        medians = shm["medians"]
-        ratio = medians["nbinfer shm (http)"] / medians["nbinfer http binary"]
-        rows.append(Row("local shm vs HTTP binary, 16 MB", ratio, 3.0, "x"))
-    big = load("grpc_big.json")
+                name = f"do-nothing grpc.aio c={conc} vs KServe (ceiling)"
+                rows.append(Row(name, floor / theirs, target, "x", True, theirs, floor, "req/s"))
+    big = _load(out, "grpc_big.json")
     if big:
         peer = big.get("tritonclient", {}).get("mb_s")
         rows.append(Row("gRPC 16 MB each way", big["nbinfer"]["mb_s"], 450.0, "MB/s", peer=peer))
-    stream = load("streaming.json")
+    stream = _load(out, "streaming.json")
     if stream:  # the requests loop of the same run is the peer figure
         ours, peer = stream["nbinfer http"], stream["requests"]
         for key, name, target in (
@@ -140,32 +291,43 @@ def target_rows(out: Path, fresh_kernel_s: float | None) -> list[Row]:
             ("ttft_overhead_ms", "generate_stream TTFT overhead", 2.0),
         ):
             rows.append(Row(name, ours[key], target, "ms", False, peer=peer[key]))
-    rows += profiler_rows(load("profiler.json"))
     if fresh_kernel_s is not None:
         rows.append(Row("fresh kernel to first result", fresh_kernel_s, 0.5, "s", False))
-    return rows
+    return sorted(rows, key=lambda r: r.issue != 29)  # stable: each group keeps its order
 
 
-def profiler_rows(prof: dict[str, Any] | None) -> list[Row]:
-    """Within 10 % of a tritonclient loop: the profiler measures the server, not itself."""
-    rows = []
-    for proto, figures in (prof or {}).items():
-        name = f"profile c=1 {proto} vs tritonclient loop"
-        rows.append(Row(f"{name}, throughput", figures["throughput_ratio"], 0.9, "x"))
-        rows.append(Row(f"{name}, p50", figures["p50_ratio"], 1.1, "x", False))
-    return rows
+def _figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "x":
+        return f"{value:.2f}x"
+    digits = 0 if abs(value) >= 100 else 2 if abs(value) >= 1 else 3
+    return f"{value:,.{digits}f} {unit}"
 
 
-def print_rows(rows: list[Row]) -> None:
-    """The target table as text: measured, target, met."""
-    print(f"\n{'row':<52} {'measured':>12} {'target':>13}  met")
+def print_rows(rows: list[Row], *, quick: bool = False) -> None:
+    """The target table as text: row, ours, peer, ratio, target, verdict."""
+    if quick:
+        print("\n(--quick: a smoke run; these figures are not to quote)")
+    header = f"{'row':<78} {'ours':>13} {'peer':>13} {'ratio':>7} {'target':>9}  verdict"
+    issue = None
     for row in rows:
+        if row.issue != issue:
+            issue = row.issue
+            title = "issue 29's table" if issue == 29 else "earlier targets (issue 11)"
+            print(f"\n{title}\n{header}")
+        if row.unit == "x":
+            ours, peer = _figure(row.ours, row.scale), _figure(row.peer, row.scale)
+            ratio = _figure(row.value, "x")
+        else:
+            ours, peer = _figure(row.value, row.unit), _figure(row.peer, row.unit)
+            ratio = _figure(row.value / row.peer, "x") if row.peer else "-"
         sign = ">=" if row.higher_is_better else "<="
         unit = "x" if row.unit == "x" else f" {row.unit}"
-        print(
-            f"{row.name:<52} {f'{row.value:.2f}{unit}':>12} {f'{sign} {row.target:g}{unit}':>13}"
-            f"  {'yes' if row.met else 'NO'}"
-        )
+        target = "-" if row.target is None else f"{sign} {row.target:g}{unit}"
+        verdict = {True: "met", False: "MISSED", None: "(reference)"}[row.met]
+        note = f"  [{row.note}]" if row.note else ""
+        print(f"{row.name:<78} {ours:>13} {peer:>13} {ratio:>7} {target:>9}  {verdict}{note}")
 
 
 def plot_rows(rows: list[Row], path: Path, title: str) -> None:
@@ -180,29 +342,31 @@ def plot_rows(rows: list[Row], path: Path, title: str) -> None:
     fig, axes = plt.subplots(
         1,
         2,
-        figsize=(11, 0.42 * max(len(ratios), 4) + 1.4),
+        figsize=(13, 0.42 * max(len(ratios), 4) + 1.4),
         gridspec_kw={"width_ratios": [3, 1.4]},
     )
     left, right = axes
-    names = [r.name for r in ratios][::-1]
+    names = [r.name + ("" if r.higher_is_better else " (lower is better)") for r in ratios][::-1]
     values = [r.value for r in ratios][::-1]
-    colors = ["#3b82c4" if r.met else "#d9822b" for r in ratios][::-1]
+    colour = {True: "#3b82c4", False: "#d9822b", None: "#9aa5b1"}
+    colors = [colour[r.met] for r in ratios][::-1]
     left.barh(names, values, color=colors)
     for i, row in enumerate(ratios[::-1]):
-        left.plot([row.target, row.target], [i - 0.4, i + 0.4], color="black", lw=2)
+        if row.target is not None:
+            left.plot([row.target, row.target], [i - 0.4, i + 0.4], color="black", lw=2)
         left.text(row.value, i, f" {row.value:.2f}x", va="center", fontsize=8)
     left.axvline(1.0, color="grey", lw=0.8, ls="--")
-    left.set_xlabel("nbinfer / peer in the same run (black tick: target; orange: not met)")
-    left.set_xlim(0, max([*values, *(r.target for r in ratios), 1.0]) * 1.18)
+    left.set_xlabel("nbinfer / peer in the same run (black tick: target; orange: missed)")
+    targets = [r.target for r in ratios if r.target is not None]
+    left.set_xlim(0, max([*values, *targets, 1.0]) * 1.18)
     for ax, row in zip([right], absolute[:1], strict=False):
         labels, heights = ["nbinfer"], [row.value]
         if row.peer is not None:
             labels.append("tritonclient")
             heights.append(row.peer)
-        ax.bar(
-            labels, heights, color=["#3b82c4" if row.met else "#d9822b", "#9aa5b1"][: len(labels)]
-        )
-        ax.axhline(row.target, color="black", lw=2)
+        ax.bar(labels, heights, color=[colour[row.met], "#9aa5b1"][: len(labels)])
+        if row.target is not None:
+            ax.axhline(row.target, color="black", lw=2)
         ax.set_ylabel(f"{row.name} ({row.unit}; black line: target)")
         for i, height in enumerate(heights):
             ax.text(i, height, f"{height:.0f}", ha="center", va="bottom", fontsize=8)
@@ -211,8 +375,11 @@ def plot_rows(rows: list[Row], path: Path, title: str) -> None:
     extra = absolute[1:]
     if extra:
         right.set_title(
-            "\n".join(f"{r.name}: {r.value:.2f} {r.unit} (target {r.target:g})" for r in extra),
-            fontsize=8,
+            "\n".join(
+                textwrap.fill(f"{r.name}: {r.value:.2f} {r.unit} (target {r.target})", 36)
+                for r in extra
+            ),
+            fontsize=7,
         )
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -225,11 +392,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short smoke settings")
     parser.add_argument("--json", metavar="DIR", default=None, help="keep the raw figures here")
     parser.add_argument("--plot", metavar="FILE", default=None, help="draw the target rows here")
+    parser.add_argument(
+        "--only",
+        metavar="NAMES",
+        default=None,
+        help="run only these (comma-separated: client.py,dataframe.py,fresh-kernel); '' runs "
+        "none and prints the table of the JSON already in --json DIR",
+    )
     args = parser.parse_args(argv)
     out = Path(args.json or tempfile.mkdtemp(prefix="nbinfer-bench-"))
     out.mkdir(parents=True, exist_ok=True)
+    chosen = None if args.only is None else {n.strip() for n in args.only.split(",") if n.strip()}
+    unknown = (chosen or set()) - {*RUNS, "fresh-kernel"}
+    if unknown:
+        parser.error(f"--only: unknown {sorted(unknown)}; known: {[*RUNS, 'fresh-kernel']}")
     failed = []
     for script, (full, quick) in RUNS.items():
+        if chosen is not None and script not in chosen:
+            continue
         options = [
             *(quick if args.quick else full),
             "--json",
@@ -239,21 +419,25 @@ def main(argv: list[str] | None = None) -> int:
         done = subprocess.run([sys.executable, str(HERE / script), *options])
         if done.returncode:
             failed.append(script)
-    print("\n=== fresh kernel", flush=True)
-    best = []
-    for _ in range(1 if args.quick else 3):
-        line = subprocess.run(
-            [sys.executable, "-c", FRESH_KERNEL], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        best.append(line)
+    fresh = out / "fresh_kernel.json"
+    if chosen is None or "fresh-kernel" in chosen:
+        print("\n=== fresh kernel", flush=True)
+        best = []
+        for _ in range(1 if args.quick else 3):
+            line = subprocess.run(
+                [sys.executable, "-c", FRESH_KERNEL], capture_output=True, text=True, check=True
+            ).stdout.strip()
+            best.append(line)
 
-    def total(line: str) -> float:  # "... = 0.345 s (target <= 0.5 s)"
-        return float(line.split(" = ")[-1].split()[0])
+        def total(line: str) -> float:  # "... = 0.345 s (target <= 0.5 s)"
+            return float(line.split(" = ")[-1].split()[0])
 
-    fastest = min(best, key=total)
-    print(fastest)
-    rows = target_rows(out, total(fastest))
-    print_rows(rows)
+        fastest = min(best, key=total)
+        print(fastest)
+        fresh.write_text(json.dumps({"line": fastest, "seconds": total(fastest)}), "utf-8")
+    kernel = _load(out, fresh.name)
+    rows = target_rows(out, kernel["seconds"] if kernel else None)
+    print_rows(rows, quick=args.quick)
     print(f"raw figures: {out}")
     if args.plot:
         kind = "quick smoke run" if args.quick else "full run"

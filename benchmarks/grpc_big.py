@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", default=None, help="write the figures as JSON here")
     args = parser.parse_args(argv)
-    with LocalServer(demo=True) as server:
+    with LocalServer(demo=True, auth_token=None) as server:  # tritonclient drives it too
         import psutil
 
         bench.SERVER[:] = [psutil.Process(server.pid)]

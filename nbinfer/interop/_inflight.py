@@ -31,6 +31,7 @@ __all__ = ["Progress", "arun", "progress_bar", "run", "summary_line"]
 #: ``(key, payload, units)``: what to send, the key ``take`` gets back, what it adds to the bar.
 Item = tuple[Any, Any, int]
 Take = Callable[[Any, Any], None]
+Failed = Callable[[Any, BaseException], None]
 
 
 def progress_bar(
@@ -183,18 +184,21 @@ def run(
     *,
     concurrency: int,
     bar: Any = None,
+    failed: Failed | None = None,
 ) -> None:
     """Send every payload with ``submit`` (returns a future), at most ``concurrency`` in flight.
+
+    ``failed(key, exc)``, if given, sees the error of a payload before it is raised.
 
     Raises:
         InvalidInputError: ``concurrency`` < 1.
     """
     pending: dict[concurrent.futures.Future[Any], tuple[Any, int]] = {}
-    with _Window(items, concurrency, bar, pending) as window:
+    with _Window(items, concurrency, bar, pending, failed) as window:
         while window.fill(submit):
             done, _ = concurrent.futures.wait(pending, return_when="FIRST_COMPLETED")
             for future in done:
-                window.take(pending.pop(future), future.result(), take)
+                window.take(pending.pop(future), future, take)
 
 
 async def arun(
@@ -204,24 +208,28 @@ async def arun(
     *,
     concurrency: int,
     bar: Any = None,
+    failed: Failed | None = None,
 ) -> None:
     """Like :func:`run` from a coroutine: ``submit(payload)`` is awaitable."""
     pending: dict[asyncio.Future[Any], tuple[Any, int]] = {}
-    with _Window(items, concurrency, bar, pending) as window:
+    with _Window(items, concurrency, bar, pending, failed) as window:
         while window.fill(lambda payload: asyncio.ensure_future(submit(payload))):
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                window.take(pending.pop(task), task.result(), take)
+                window.take(pending.pop(task), task, take)
 
 
 class _Window:
     """The bookkeeping both drivers share; on exit it cancels the rest and closes the bar."""
 
-    def __init__(self, items: Iterable[Item], concurrency: int, bar: Any, pending: Any) -> None:
+    def __init__(
+        self, items: Iterable[Item], concurrency: int, bar: Any, pending: Any, failed: Any
+    ) -> None:
         self.items: Iterator[Item] = iter(items)
         self.concurrency = concurrency
         self.bar = bar
         self.pending = pending
+        self.failed = failed
 
     def fill(self, start: Callable[[Any], Any]) -> bool:
         """Start payloads until ``concurrency`` are in flight; False when all are answered."""
@@ -235,7 +243,13 @@ class _Window:
             self.pending[start(payload)] = (key, units)
         return bool(self.pending)
 
-    def take(self, sent: tuple[Any, int], result: Any, take: Take) -> None:
+    def take(self, sent: tuple[Any, int], future: Any, take: Take) -> None:
+        try:
+            result = future.result()
+        except Exception as exc:
+            if self.failed is not None:
+                self.failed(sent[0], exc)
+            raise
         take(sent[0], result)
         if self.bar is not None:
             self.bar.update(sent[1])

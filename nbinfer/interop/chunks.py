@@ -41,7 +41,10 @@ __all__ = [
 #: request limit (ours: 256 MiB; KServe / MLServer gRPC: 4-100 MiB), large enough that a round
 #: trip costs little (~0.1 ms of ~2 ms), small enough to pipeline finely and to keep a NumPy
 #: model's working set in cache. Measured on ``iris``: 512 KiB (32k rows) needs 2-3x less server
-#: CPU than 4-8 MiB, where OpenBLAS starts threads for the [n, 4] @ [4, 3] product.
+#: CPU than 4-8 MiB, where OpenBLAS starts threads for the [n, 4] @ [4, 3] product. (1 MiB, which
+#: reaches the client's shared-memory threshold, was ~15 % faster with POSIX regions; with the
+#: sealed memfd regions, chunks in flight on several threads met "region is not registered":
+#: 512 KiB until that is fixed.)
 DEFAULT_CHUNK_BYTES = 512 * 1024
 #: Requests kept in flight by default: enough that the server always has the next chunk queued
 #: while others are sent and copied into place (measured on ``iris``: 8 beats 4 by ~10-20 %; the
@@ -62,6 +65,9 @@ class FrameJob:
     rows_per_chunk: int
     outputs: dict[str, InferOutput] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    #: Inputs that had NaN in the chunks built so far, and how many rows had any.
+    nan_inputs: list[str] = field(default_factory=list)
+    nan_rows: int = 0
 
     @property
     def ranges(self) -> list[tuple[int, int]]:
@@ -70,10 +76,54 @@ class FrameJob:
         return [(s, min(s + step, n)) for s in range(0, n, step)] or [(0, 0)]
 
     def payload(self, start: int, stop: int) -> dict[str, np.ndarray[Any, Any]] | list[InferInput]:
-        """What the chunk ``start:stop`` sends."""
+        """What the chunk ``start:stop`` sends (its NaN rows counted as it is built).
+
+        Raises:
+            InvalidInputError: A value of the chunk cannot be sent as its input's datatype
+                (the message names the column, the value and the chunk's rows).
+        """
+        try:
+            tensors = self.plan.tensors(start, stop)
+        except NbinferError as exc:
+            self.at_rows((start, stop), exc)
+            raise
+        self._count_nan(tensors)
         if all(p.spec.datatype not in ("BYTES", "BF16") for p in self.plan.planned):
-            return self.plan.arrays(start, stop)
-        return infer_inputs(self.plan.tensors(start, stop))
+            return {name: arr for name, _, arr in tensors}
+        return infer_inputs(tensors)
+
+    def _count_nan(self, tensors: list[tuple[str, str, np.ndarray[Any, Any]]]) -> None:
+        hit: Any = None
+        for planned, (name, _, arr) in zip(self.plan.planned, tensors, strict=True):
+            if planned.kind == "cells" or arr.dtype.kind != "f" or not arr.size:
+                continue
+            flat = arr.reshape(len(arr), -1)
+            with np.errstate(invalid="ignore", over="ignore"):
+                if not np.isnan(flat.sum()):  # no NaN (a sum with NaN is NaN): nothing to find
+                    continue
+            rows = np.isnan(flat).any(axis=1)
+            if not rows.any():
+                continue
+            if name not in self.nan_inputs:
+                self.nan_inputs.append(name)
+            hit = rows if hit is None else hit | rows
+        if hit is not None:
+            self.nan_rows += int(hit.sum())
+
+    def at_rows(self, span: tuple[int, int], exc: BaseException) -> None:
+        """Let ``exc`` (an :class:`NbinferError` of a chunk) name that chunk and its rows.
+
+        Said only when the frame took several chunks: ``"... (chunk 3 of 153, rows
+        65,536-98,303 of 5,000,000)"``, and ``exc.context["rows"]`` (``"65536:98304"``).
+        """
+        chunks = -(-self.plan.rows // self.rows_per_chunk)
+        if not isinstance(exc, NbinferError) or chunks < 2 or "rows" in exc.context:
+            return
+        start, stop = span
+        where = f"chunk {start // self.rows_per_chunk + 1} of {chunks}, rows {start:,}-{stop - 1:,}"
+        exc.message = f"{exc.message} ({where} of {self.plan.rows:,})"
+        exc.args = (exc.message, *exc.args[1:])
+        exc.context["rows"] = f"{start}:{stop}"
 
     def add(self, start: int, stop: int, outputs: Sequence[InferOutput]) -> None:
         """Copy one chunk's outputs into rows ``start:stop`` of the result."""
@@ -166,7 +216,8 @@ def infer_frame(
     (e.g. :meth:`nbinfer.Client.async_infer`). The first error cancels what is still queued
     and is raised.
     """
-    run(_chunks(job), submit, job.take, concurrency=concurrency, bar=_bar(job, progress))
+    bar = _bar(job, progress)
+    run(_chunks(job), submit, job.take, concurrency=concurrency, bar=bar, failed=job.at_rows)
     return job.result()
 
 
@@ -174,5 +225,6 @@ async def ainfer_frame(
     job: FrameJob, submit: ASubmit, *, concurrency: int, progress: bool | None = None
 ) -> list[InferOutput]:
     """Like :func:`infer_frame` from a coroutine: ``submit(payload)`` is awaitable."""
-    await arun(_chunks(job), submit, job.take, concurrency=concurrency, bar=_bar(job, progress))
+    bar = _bar(job, progress)
+    await arun(_chunks(job), submit, job.take, concurrency=concurrency, bar=bar, failed=job.at_rows)
     return job.result()

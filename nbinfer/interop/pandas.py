@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from nbinfer.errors import InvalidInputError
+from nbinfer.interop._blocks import row_block
 from nbinfer.interop.outputs import output_blocks
 from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
 from nbinfer.protocol.tensors import Destination, as_array, conform
@@ -114,6 +115,8 @@ def _pandas() -> Any:
 # --------------------------------------------------------------------------------- column plan
 
 _TEXT_KINDS = "OSUT"
+#: Float datatypes a float column is cast to per row range (BF16 rounds its own way: at once).
+_FLOATS = frozenset({"FP16", "FP32", "FP64"})
 
 
 class _Spec(NamedTuple):
@@ -140,6 +143,14 @@ class PlannedInput:
     arrays: list[np.ndarray[Any, Any]]
     kind: str
     row_shape: tuple[int, ...]
+    model: str = ""
+    #: The columns as one ``[rows, k]`` array (``"matrix"`` columns that are side by side in
+    #: one row-major block, as a frame built from a 2-D array holds them), else ``None``.
+    block: np.ndarray[Any, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind == "matrix":
+            self.block = row_block(self.arrays)
 
     @property
     def row_bytes(self) -> int:
@@ -151,21 +162,51 @@ class PlannedInput:
         return numpy_dtype(self.spec.datatype).itemsize * max(1, int(np.prod(self.row_shape)))
 
     def build(self, start: int, stop: int) -> np.ndarray[Any, Any]:
-        """This input's tensor for rows ``start:stop``."""
+        """This input's tensor for rows ``start:stop``.
+
+        Float columns of another width are cast here, one row range at a time (in cache, while
+        the ranges before are in flight), by :func:`conform`'s rule: a value out of range is
+        refused naming its column. Columns of the input's dtype side by side in one block are
+        a view on it (nothing copied).
+        """
         datatype = self.spec.datatype
         if self.kind == "matrix":
-            out = np.empty((stop - start, len(self.arrays)), dtype=numpy_dtype(datatype))
-            for j, arr in enumerate(self.arrays):
-                out[:, j] = arr[start:stop]
-            return as_array(out, "BYTES")[0] if datatype == "BYTES" else out
+            return self._matrix(start, stop)
         part = self.arrays[0][start:stop]
         if self.kind == "cells":
             part = np.stack([np.asarray(v) for v in part])
         if datatype == "BYTES":
             part = as_array(part, "BYTES")[0]
         elif part.dtype != numpy_dtype(datatype):
-            part = part.astype(numpy_dtype(datatype))
+            if self.kind == "cells":
+                part = part.astype(numpy_dtype(datatype))
+            else:  # a float column of another width
+                part = conform(part, datatype, self._to(0))
         return part.reshape((stop - start, *self.row_shape))
+
+    def _to(self, j: int) -> Destination:
+        column = self.columns[j]
+        return Destination(self.model, self.spec.name, f"df[{column!r}]", column)
+
+    def _matrix(self, start: int, stop: int) -> np.ndarray[Any, Any]:
+        datatype = self.spec.datatype
+        target = numpy_dtype(datatype)
+        if self.block is not None and self.block.dtype == target:
+            return self.block[start:stop]  # a view on the frame's own block
+        out = np.empty((stop - start, len(self.arrays)), dtype=target)
+        with np.errstate(over="ignore", invalid="ignore"):  # out of range: refused below
+            if self.block is not None and datatype != "BYTES":
+                out[...] = self.block[start:stop]  # one pass over contiguous rows
+            else:
+                for j, arr in enumerate(self.arrays):
+                    out[:, j] = arr[start:stop]
+        if datatype == "BYTES":
+            return as_array(out, "BYTES")[0]
+        if out.dtype.kind == "f" and np.isinf(out).any():  # overflow, or inf in the frame
+            for j, arr in enumerate(self.arrays):
+                if arr.dtype != target:
+                    conform(arr[start:stop], datatype, self._to(j))  # names what overflowed
+        return out
 
 
 @dataclass(slots=True)
@@ -342,8 +383,8 @@ def _checked(model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[
             return arr.astype(target)
         except (TypeError, ValueError) as exc:
             raise _coerce_error(model, spec, column, arr, str(exc)) from exc
-    if arr.dtype == target:
-        return arr
+    if arr.dtype == target or (kind == "f" and datatype in _FLOATS):
+        return arr  # floats are cast per row range, as each chunk is built
     # the one conversion rule (value-safe), once per column: chunks then slice it as is
     to = Destination(model, spec.name, f"df[{str(column)!r}]", str(column))
     return conform(arr, datatype, to)
@@ -352,7 +393,8 @@ def _checked(model: str, spec: TensorSpec | _Spec, column: Any, arr: np.ndarray[
 def _planned(model: str, spec: TensorSpec | _Spec, frame: Any, names: list[Any]) -> PlannedInput:
     arrays = [_checked(model, spec, name, _column(frame, name)) for name in names]
     if len(names) == 1 and arrays[0].ndim > 1:  # an Arrow fixed-size list / Polars Array column
-        return PlannedInput(spec, [str(names[0])], arrays, "column", arrays[0].shape[1:])
+        shape = arrays[0].shape[1:]
+        return PlannedInput(spec, [str(names[0])], arrays, "column", shape, model)
     if len(names) > 1:
         kind = "matrix"
     elif arrays[0].dtype.kind == "O" and len(arrays[0]) and spec.datatype != "BYTES":
@@ -361,7 +403,7 @@ def _planned(model: str, spec: TensorSpec | _Spec, frame: Any, names: list[Any])
         kind = "column"
     sample = arrays[0][0] if len(arrays[0]) else None
     row_shape = _row_shape(spec, kind, len(names), sample)
-    return PlannedInput(spec, [str(n) for n in names], arrays, kind, row_shape)
+    return PlannedInput(spec, [str(n) for n in names], arrays, kind, row_shape, model)
 
 
 def _selection(

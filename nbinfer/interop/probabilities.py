@@ -18,34 +18,53 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["PROBABILITY_FORMAT", "ProbabilityFrame", "probability_columns"]
+__all__ = ["PROBABILITY_FORMAT", "SAMPLE_ROWS", "ProbabilityFrame", "probability_columns"]
 
 #: How a probability is shown: fixed, four decimals.
 PROBABILITY_FORMAT = "{:.4f}"
 _GROUP = re.compile(r"^(?P<output>.+)\[[^\[\]]*\]$")
 _TOLERANCE = 1e-3  # float32 softmax rows sum to 1 within ~1e-6; be generous
+#: Rows a big frame's probability check reads (see :func:`probability_columns`).
+SAMPLE_ROWS = 4096
 
 
 def probability_columns(frame: pd.DataFrame) -> list[str]:
-    """Columns ``out[label]`` whose group is a distribution per row (values in 0..1, sum 1)."""
-    groups: dict[str, list[str]] = {}
-    for column in frame.columns:
+    """Columns ``out[label]`` whose group is a distribution per row (values in 0..1, sum 1).
+
+    A frame of more than :data:`SAMPLE_ROWS` rows is judged on that many of them: its first
+    and last rows (the ones displayed) and rows spread evenly in between, so a result of
+    millions of rows is neither copied nor read whole to choose a display format.
+    """
+    groups: dict[str, list[int]] = {}
+    for j, (column, dtype) in enumerate(zip(frame.columns, frame.dtypes, strict=True)):
         match = _GROUP.match(str(column)) if isinstance(column, str) else None
-        if match is not None and frame[column].dtype.kind == "f":
-            groups.setdefault(match["output"], []).append(column)
+        if match is not None and dtype.kind == "f":
+            groups.setdefault(match["output"], []).append(j)
     found: list[str] = []
-    for columns in groups.values():
-        if len(columns) < 2:
+    rows = _sample(len(frame))
+    for positions in groups.values():
+        if len(positions) < 2:
             continue
-        values = frame[columns].to_numpy(dtype=np.float64, copy=False)
+        picked = [frame.iloc[:, j].to_numpy() for j in positions]  # views, where pandas allows
+        values = np.stack([c if rows is None else c[rows] for c in picked], axis=1)
+        values = values.astype(np.float64, copy=False)
         if values.size == 0 or not np.isfinite(values).all():
             continue
         if values.min() < 0.0 or values.max() > 1.0:
             continue
         if np.abs(values.sum(axis=1) - 1.0).max() > _TOLERANCE:
             continue
-        found += columns
+        found += [frame.columns[j] for j in positions]
     return found
+
+
+def _sample(rows: int) -> np.ndarray[Any, Any] | None:
+    """The rows :func:`probability_columns` reads (``None``: all of them)."""
+    if rows <= SAMPLE_ROWS:
+        return None
+    edge = SAMPLE_ROWS // 4
+    middle = np.linspace(edge, rows - edge - 1, SAMPLE_ROWS - 2 * edge).astype(np.intp)
+    return np.concatenate([np.arange(edge), middle, np.arange(rows - edge, rows)])
 
 
 def _fixed(value: Any) -> str:

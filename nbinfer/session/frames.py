@@ -145,6 +145,8 @@ class FrameFront(BinaryProbe):
         return frame
 
     def _frame_result(self, call: _Call, outs: Any) -> Any:
+        if call.job is not None:  # NaN rows are counted as the chunks are built
+            call.nan = _nan_text(call.job.nan_inputs, call.job.nan_rows, call.job.plan.rows)
         return self._finish(call, InferResult(InferResponse(call.model, outs, call.version)))
 
     def _frame_job(
@@ -302,7 +304,6 @@ class FrameFront(BinaryProbe):
             call.job = yield from self._frame_job(model, model_version, data, columns, rows, inputs)
             call.like = data  # pandas, Arrow or Polars: the result follows it
             call.index = data.index if _is_frame(data, "pandas") else None
-            call.nan = _plan_nan_note(call.job)
         else:
             call.data, call.single = yield from self._samples(model, model_version, data)
             if isinstance(call.data, Mapping):
@@ -676,24 +677,21 @@ def _nan_note(found: Sequence[tuple[str, Any]]) -> str:
         if name not in names:
             names.append(name)
         hit = rows if hit is None or len(hit) != len(rows) else hit | rows
-    if hit is None:
+    return "" if hit is None else _nan_text(names, int(hit.sum()), len(hit))
+
+
+def _nan_text(names: Sequence[str], hit: int, rows: int) -> str:
+    """The note of ``hit`` rows of ``rows`` with NaN in the inputs ``names`` (``""``: none)."""
+    if not hit:
         return ""
     listed = ", ".join(repr(n) for n in names)
-    if len(hit) == 1:
+    if rows == 1:
         return f"the input had NaN values ({listed}); NaN in, NaN out: check the outputs"
-    return (
-        f"{int(hit.sum())} of {len(hit)} rows had NaN inputs ({listed}); NaN in, NaN out: "
-        "their outputs are NaN"
-    )
+    return f"{hit} of {rows} rows had NaN inputs ({listed}); NaN in, NaN out: their outputs are NaN"
 
 
 def _data_nan_note(data: Mapping[str, Any]) -> str:
     return _nan_note([(name, _nan_rows(value)) for name, value in data.items()])
-
-
-def _plan_nan_note(job: FrameJob) -> str:
-    """NaN in the float columns a frame's plan reads (each column checked once)."""
-    return _nan_note([(p.spec.name, _nan_rows(col)) for p in job.plan.planned for col in p.arrays])
 
 
 def _is_image(value: Any) -> bool:
