@@ -404,7 +404,10 @@ class SharedMemoryPool:
             sweep_orphans()
             path = local_server_shm_socket(self._url) if self._url else None
             if path is not None and memfd_supported():
-                self._channel = _FdChannel(path)
+                with self._lock:  # calls probing at once share one channel (a second one,
+                    # replacing the first, would drop the regions registered over that one)
+                    if self._channel is None and not self._closed:
+                        self._channel = _FdChannel(path)
         self.enabled = ok
         return ok
 
@@ -448,9 +451,28 @@ class SharedMemoryPool:
             except (OSError, ValueError) as exc:  # no socket, or a reply that is not JSON
                 why = exc
             logger.info("memfd regions off for this client (POSIX shm instead): %s", why)
-            self._channel = None
-            channel.close()
+            self._forget_channel(channel)
         return (yield from self._create_posix(binding, name, capacity, opts))
+
+    def _forget_channel(self, channel: _FdChannel) -> None:
+        """Stop using ``channel`` and forget the regions registered over it.
+
+        Closing it drops them on the server: free ones are unmapped now, leased ones when they
+        come back.
+        """
+        idle: list[_Region] = []
+        with self._lock:
+            if self._channel is channel:
+                self._channel = None
+            for region in [r for r in self._regions.values() if r.memfd]:
+                del self._regions[region.name]
+                self._mapped -= region.capacity
+            for capacity, free in self._free.items():
+                idle += [r for r in free if r.memfd]
+                self._free[capacity] = [r for r in free if not r.memfd]
+        channel.close()
+        for region in idle:
+            region.close()
 
     def _create_memfd(self, channel: _FdChannel, name: str, capacity: int) -> _Region:
         """A sealed memfd region handed to the server over its socket (a short local call)."""

@@ -189,6 +189,23 @@ def test_concurrent_async_infer_threads_each_get_their_own_regions(server: Local
             np.testing.assert_array_equal(result["OUTPUT0"], batch["INPUT0"] + batch["INPUT1"])
 
 
+def test_concurrent_first_calls_share_one_registration_and_regions_stay_usable(
+    server: LocalServer,
+) -> None:
+    # No call before: the pool's first probes run at once. A second memfd channel replacing the
+    # first once closed it, and the server dropped the regions registered over it ("not
+    # registered" when the pool reused them).
+    batches = [_inputs(40 + i, rows=ROWS // 2) for i in range(8)]
+    with nbinfer.Client(server.http_url, max_workers=8) as client:
+        client.infer("add_sub", {k: v[:2] for k, v in batches[0].items()})  # small: no probe
+        for _ in range(3):  # the later rounds lease the regions the first registered
+            futures = [client.async_infer("add_sub", b) for b in batches]
+            for batch, future in zip(batches, futures, strict=True):
+                result = future.result(timeout=60)
+                np.testing.assert_array_equal(result["OUTPUT1"], batch["INPUT0"] - batch["INPUT1"])
+                del result
+
+
 def _no_extension(handler: BaseHTTPRequestHandler) -> tuple[int, bytes]:
     if handler.path == "/v2":
         return 200, json.dumps({"name": "x", "version": "1", "extensions": []}).encode()
