@@ -240,7 +240,7 @@ def predict_batch_udf(
         expand: One scalar field per value of each output (the pandas path's columns, class
             labels from the model's config), in a struct.
         batch_size: Rows per request (default: the model's ``max_batch_size``, else the pandas
-            path's 512 KiB budget per request, else 1024). Spark hands the UDF at most
+            path's 1 MiB budget per request, else 1024). Spark hands the UDF at most
             ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000) at a time: a request
             never holds more.
         input_tensor_shapes: Per input, the row shape of its array column (default: from the

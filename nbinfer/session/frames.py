@@ -233,7 +233,7 @@ class FrameFront(BinaryProbe):
             columns: DataFrame only: ``{input: column or [columns]}`` (or a list of columns for
                 a single-input model).
             batch_size: DataFrame only: rows per request (default: the model's
-                ``max_batch_size``, else about 512 KiB of tensor data per request).
+                ``max_batch_size``, else about 1 MiB of tensor data per request).
             concurrency: DataFrame only: requests in flight (default 8; the sync client runs
                 at most its ``max_workers`` at once).
             progress: DataFrame only: a progress bar (``tqdm.auto``: a widget in notebooks);
