@@ -38,6 +38,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import shutil
+import subprocess
 from collections.abc import Generator
 from typing import Any
 
@@ -270,3 +272,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             "(or fixture: a Playwright sync browser outliving its module?) left it running",
             pytrace=False,
         )
+
+
+@pytest.fixture(scope="session")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for localhost / 127.0.0.1: (cert file, key file), PEM."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not available")
+    d = tmp_path_factory.mktemp("tls")
+    key, crt = d / "key.pem", d / "cert.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(key), "-out", str(crt), "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return str(crt), str(key)

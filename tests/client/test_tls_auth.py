@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
-import subprocess
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -20,24 +18,6 @@ from nbinfer.client import AsyncClient, Client
 from nbinfer.config import TLSConfig
 from nbinfer.errors import ConnectError, InvalidInputError, TransportError, UnauthenticatedError
 from nbinfer.protocol.grpc import SERVICE_NAME, pb
-
-
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl CLI not available")
-    d = tmp_path_factory.mktemp("tls")
-    key, crt = d / "key.pem", d / "cert.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-keyout", str(key), "-out", str(crt), "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return str(crt), str(key)
 
 
 class _Handler(BaseHTTPRequestHandler):

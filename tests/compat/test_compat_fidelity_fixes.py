@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 from collections.abc import AsyncIterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -159,24 +157,6 @@ def test_http_aio_conn_limit_bounds_the_connections_open_at_once() -> None:
     assert _Live.most == 1  # one connection, the calls one after another on it
     with pytest.raises(InferenceServerException, match="conn_limit= takes a whole number >= 0"):
         httpaio.InferenceServerClient("127.0.0.1:1", conn_limit=-1)
-
-
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl CLI not available")
-    d = tmp_path_factory.mktemp("tls")
-    key, crt = d / "key.pem", d / "cert.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-keyout", str(key), "-out", str(crt), "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return str(crt), str(key)
 
 
 def test_http_aio_ssl_context_is_the_one_used(cert: tuple[str, str]) -> None:
