@@ -22,7 +22,7 @@ import random
 import secrets
 import ssl
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
@@ -41,12 +41,14 @@ __all__ = [
     "Retries",
     "TLSConfig",
     "Timeouts",
+    "adopt_local_server_tokens",
     "as_auth",
     "env_float",
     "env_int",
     "env_str",
     "local_server_shm_socket",
     "local_server_token",
+    "local_server_tokens",
     "new_token",
     "register_local_server",
     "resolve_auth_token",
@@ -227,6 +229,26 @@ def local_server_token(url: str) -> str | None:
     """
     entry = _local_entry(url)
     return None if entry is None else entry.token
+
+
+def local_server_tokens(urls: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``(url, token)`` of each of ``urls`` that is a running local server this process started.
+
+    What a worker process (Dask, Spark) needs to call them: it did not start them, so its own
+    registry does not know their tokens until :func:`adopt_local_server_tokens`.
+    """
+    found = ((url, local_server_token(url)) for url in urls)
+    return tuple((url, token) for url, token in found if token is not None)
+
+
+def adopt_local_server_tokens(tokens: Sequence[tuple[str, str]], owner: object) -> None:
+    """In a worker process: clients of these URLs send these tokens (``local_server_tokens``).
+
+    A URL this process already knows (a server it started itself) keeps its own entry.
+    """
+    for url, token in tokens:
+        if local_server_token(url) is None:
+            register_local_server((url,), token, lambda: True, owner)
 
 
 def env_str(name: str, default: str | None = None) -> str | None:

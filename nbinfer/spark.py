@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from nbinfer.client import Client
-from nbinfer.config import local_server_token, register_local_server
+from nbinfer.config import adopt_local_server_tokens, local_server_tokens
 from nbinfer.errors import InvalidInputError
 from nbinfer.interop.chunks import DEFAULT_CHUNK_BYTES
 from nbinfer.interop.outputs import config_labels, output_blocks
@@ -160,9 +160,7 @@ class _Predict:
         labels: Mapping[str, Sequence[str]] | None = None,
         tokens: Sequence[tuple[str, str]] = (),
     ) -> None:
-        for address, token in tokens:  # the driver's local servers, known to this worker too
-            if local_server_token(address) is None:
-                register_local_server((address,), token, lambda: True, _Predict)
+        adopt_local_server_tokens(tokens, _Predict)  # the driver's local servers
         self.client = Client(target, **options)
         self.model, self.version = model, version
         self.inputs, self.outputs = inputs, outputs
@@ -291,9 +289,7 @@ def predict_batch_udf(
     options = dict(client_options)
     # A local server this process started wants its token; Spark's Python workers are other
     # processes that do not know it, so the UDF carries it (as the Dask recipe does).
-    urls = [target] if isinstance(target, str) else target
-    found = ((u.split("://", 1)[-1], local_server_token(u)) for u in urls)
-    tokens = [(address, token) for address, token in found if token is not None]
+    tokens = local_server_tokens([target] if isinstance(target, str) else target)
 
     def make_predict_fn() -> _Predict:
         return _Predict(target, options, model, model_version, inputs, specs, labels, tokens)

@@ -14,13 +14,13 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbinfer.config import local_server_token, register_local_server
+from nbinfer.config import adopt_local_server_tokens, local_server_tokens
 
 if TYPE_CHECKING:
     from nbinfer.session.frames import FrameFront
     from nbinfer.session.ops import SessionOp
 
-__all__ = ["dask_frame", "local_tokens", "open_session"]
+__all__ = ["dask_frame", "open_session"]
 
 
 def dask_frame(
@@ -38,15 +38,9 @@ def dask_frame(
     opts = {**session._client_options, "protocol": session.protocol}
     urls = tuple(session._replicas or [session.url])
     opener = functools.partial(open_session, type(session))
-    recipe = WorkerRecipe(urls, tuple(opts.items()), opener, local_tokens(urls))
+    recipe = WorkerRecipe(urls, tuple(opts.items()), opener, local_server_tokens(urls))
     options = {**{k: own[k] for k in SESSION_OPTIONS}, **kwargs}
     return infer_lazily(ddf, recipe, model, meta, session._labels_cache.get(key, {}), options)
-
-
-def local_tokens(urls: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """``(url, token)`` of each URL that is a local server this process started."""
-    found = ((url, local_server_token(url)) for url in urls)
-    return tuple((url, token) for url, token in found if token is not None)
 
 
 def open_session(
@@ -56,6 +50,5 @@ def open_session(
     **options: Any,
 ) -> Any:
     """A session (of class ``cls``) for a worker: the driver's local-server tokens registered."""
-    for url, token in tokens:
-        register_local_server((url.split("://", 1)[-1],), token, lambda: True, open_session)
+    adopt_local_server_tokens(tokens, open_session)
     return cls(target, **options)
