@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from nbinfer.client import AsyncClient, Client
-from nbinfer.errors import InvalidInputError, NbinferError
+from nbinfer.errors import InvalidInputError, NbinferError, count_option
 from nbinfer.protocol.types import ModelMetadata
 
 __all__ = ["STREAM_COLUMNS", "StreamProfileFrame", "is_streaming", "profile_stream"]
@@ -248,9 +248,10 @@ def profile_stream(
         NbinferError: The server cannot be reached, the model is unknown, or (HTTP) the server
             has no generate extension.
     """
-    levels = [concurrency] if isinstance(concurrency, int) else list(concurrency)
-    if not levels or any(not isinstance(c, int) or c < 1 for c in levels):
-        raise InvalidInputError(f"concurrency must be positive ints, got {concurrency!r}")
+    given = [concurrency] if isinstance(concurrency, int) else list(concurrency)
+    if not given:
+        raise InvalidInputError("concurrency needs at least one level, got none")
+    levels = [count_option("concurrency", c) for c in given]
     if not duration > 0:
         raise InvalidInputError(f"duration must be positive, got {duration!r}")
     if protocol not in (None, "http", "grpc"):

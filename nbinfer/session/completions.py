@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from nbinfer.errors import InvalidInputError, NbinferError
+from nbinfer.errors import InvalidInputError, NbinferError, count_option
 from nbinfer.protocol.types import ModelMetadata
 from nbinfer.render.generate import progress_html, progress_text
 from nbinfer.session.generate import (
@@ -93,7 +93,7 @@ def generate_frame(
     meta = self._meta(model, options["version"])
     plans, name = _frame_plan(self, model, frame, meta, **options)
     batch = _Batch(model, len(plans), progress)
-    workers = _concurrency(concurrency)
+    workers = count_option("concurrency", concurrency)
 
     def one(plan: _Request | str) -> Generation | str:
         if isinstance(plan, str):
@@ -125,7 +125,7 @@ async def agenerate_frame(
     meta = await self._ameta(model, options["version"])
     plans, name = _frame_plan(self, model, frame, meta, **options)
     batch = _Batch(model, len(plans), progress)
-    gate = asyncio.Semaphore(_concurrency(concurrency))
+    gate = asyncio.Semaphore(count_option("concurrency", concurrency))
 
     async def one(plan: _Request | str) -> Generation | str:
         if isinstance(plan, str):
@@ -142,12 +142,6 @@ async def agenerate_frame(
 
     results = await asyncio.gather(*(one(plan) for plan in plans))
     return batch.frame(frame, name, list(results))
-
-
-def _concurrency(value: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InvalidInputError(f"concurrency must be a positive int, got {value!r}")
-    return value
 
 
 class _Batch:

@@ -204,7 +204,7 @@ def test_chat_asend_keeps_history_like_send(session: Session) -> None:
 def test_bad_display_and_concurrency_options_are_named(session: Session) -> None:
     with pytest.raises(InvalidInputError, match="display must be"):
         session.generate("story", "Alice", max_tokens=2, display="fancy")
-    with pytest.raises(InvalidInputError, match="concurrency must be a positive int"):
+    with pytest.raises(InvalidInputError, match="concurrency= takes a whole number >= 1, not 0"):
         session.generate("story", pd.DataFrame({"prompt": ["a"]}), concurrency=0, display=False)
     with pytest.raises(InvalidInputError, match="prompt must be a str or a DataFrame"):
         session.generate("story", 42, display=False)  # type: ignore[arg-type]
