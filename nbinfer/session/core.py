@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from nbinfer.server.launcher import LocalServer
     from nbinfer.session import Session
 
-__all__ = ["LABELS_PARAMETER", "SessionCore"]
+__all__ = ["SessionCore"]
 
 logger = logging.getLogger("nbinfer")
 T = TypeVar("T")
@@ -68,8 +68,6 @@ _STATS_HINT = (
     "Inference statistics are a Triton / nbinfer extension; for this server read its own "
     "metrics (e.g. its Prometheus endpoint) instead."
 )
-#: Config parameter prefix under which the nbinfer server publishes an output's class labels.
-LABELS_PARAMETER = "nbinfer.labels."
 
 
 class SessionCore(Boundary):
