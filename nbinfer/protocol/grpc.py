@@ -272,7 +272,7 @@ def request_to_proto(req: InferRequest, *, raw: bool = True) -> pb.ModelInferReq
         tensor = msg.outputs.add(name=out.name)
         if out.parameters:
             params_to_proto(out.parameters, tensor.parameters)
-        if out.class_count > 0:
+        if out.class_count:  # a negative count is the server's to refuse, as over REST
             tensor.parameters[_CLASSIFICATION].int64_param = out.class_count
     return msg
 
@@ -330,9 +330,9 @@ def request_from_proto(msg: pb.ModelInferRequest, raw: Sequence[Any] | None = No
             continue
         params = params_from_proto(tensor.parameters)
         class_count = params.pop(_CLASSIFICATION, 0)
-        if isinstance(class_count, bool) or not isinstance(class_count, int):
+        if isinstance(class_count, bool) or not isinstance(class_count, int) or class_count < 0:
             raise InvalidInputError(
-                f"output {tensor.name!r}: parameter 'classification' must be an integer, "
+                f"output {tensor.name!r}: parameter 'classification' must be an integer >= 0, "
                 f"got {class_count!r}",
                 tensor=tensor.name,
             )

@@ -141,6 +141,14 @@ def test_infer_classification_extension_returns_top_k(url: str) -> None:
     assert rows[0][0].label == "setosa"
 
 
+def test_a_negative_classification_count_is_refused_naming_the_output(url: str) -> None:
+    asked = [RequestedOutput("probabilities", class_count=-1)]
+    with Client(url) as client:
+        with pytest.raises(RemoteInvalidInputError, match=r"'probabilities'.*>= 0, got -1"):
+            client.infer("iris", {"input": IRIS_ROWS}, outputs=asked)
+        assert client.infer("iris", {"input": IRIS_ROWS})["probabilities"].shape == (3, 3)
+
+
 @pytest.mark.parametrize("binary", [True, False])
 def test_http_binary_override(server: Any, binary: bool) -> None:
     inputs = add_sub_inputs(4)
