@@ -278,19 +278,24 @@ class Page:
         )
 
     def close(self) -> None:
+        # The shell (its sessions stop their servers at exit) and the background servers end
+        # side by side: end of input and SIGTERM first, then the waits.
         if self.shell is not None:
             assert self.shell.stdin is not None
             self.shell.stdin.close()
+        for proc in self.background:
+            os.killpg(proc.pid, signal.SIGTERM)
+        if self.shell is not None:
             try:
                 self.shell.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.shell.kill()
+                self.shell.wait()
         if self.replies is not None:
             self.replies.close()
         if self.log_file is not None:
             self.log_file.close()
         for proc in self.background:
-            os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
