@@ -278,19 +278,24 @@ class Page:
         )
 
     def close(self) -> None:
+        # The shell (its sessions stop their servers at exit) and the background servers end
+        # side by side: end of input and SIGTERM first, then the waits.
         if self.shell is not None:
             assert self.shell.stdin is not None
             self.shell.stdin.close()
+        for proc in self.background:
+            os.killpg(proc.pid, signal.SIGTERM)
+        if self.shell is not None:
             try:
                 self.shell.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.shell.kill()
+                self.shell.wait()
         if self.replies is not None:
             self.replies.close()
         if self.log_file is not None:
             self.log_file.close()
         for proc in self.background:
-            os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -339,9 +344,11 @@ def _readme_install() -> str:
 def test_readme_install_leaves_the_clone_clean(tmp_path: Path) -> None:
     """A fresh clone, the README's ``pip install .`` into a virtualenv there: git status clean.
 
-    ``--no-deps`` keeps it cheap (a few seconds: only the build backend is fetched, into pip's
-    isolated build environment): the build, which is what writes into the tree (``build/``,
-    ``*.egg-info``), is the same as a full install's.
+    ``--no-deps`` keeps it cheap (only the build backend is fetched, into pip's isolated build
+    environment, so ``[build-system] requires`` is still resolved as a reader's install does):
+    the build, which is what writes into the tree (``build/``, ``*.egg-info``), is the same as a
+    full install's. The virtualenv is made without pip (``ensurepip`` cost more than the build)
+    and this test environment's pip installs into it (``pip --python``).
     """
     git = shutil.which("git")
     if git is None:
@@ -351,14 +358,24 @@ def test_readme_install_leaves_the_clone_clean(tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     subprocess.run([git, "clone", "-q", str(ROOT), str(clone)], check=True)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run(
-        [str(python), "-m", *install.split(), "-q", "--no-deps"],
+    pip, *arguments = install.split()
+    done = subprocess.run(
+        [sys.executable, "-m", pip, "--python", str(python), *arguments, "-q", "--no-deps"],
         cwd=clone,
-        check=True,
         capture_output=True,
+        text=True,
     )
+    assert done.returncode == 0, f"{install} failed:\n{done.stdout}\n{done.stderr}"
+    installed = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('nbinfer').origin)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert installed.stdout.startswith(str(venv)), installed  # the venv's copy, not the clone
     status = subprocess.run(
         [git, "status", "--porcelain", "--ignored=no"],
         cwd=clone,
