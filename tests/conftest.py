@@ -221,7 +221,6 @@ LONGEST = (
     "tests/browser/test_saved_outputs.py",
     "tests/beyond/test_spark_udf.py",
     "tests/test_docs_site.py",
-    "tests/test_snippets.py::test_readme_install",
     "tests/test_snippets.py::test_page_runs_as_written[docs/session.md]",
     "tests/test_suite_selection.py",
     "tests/reliability/test_soak.py",
