@@ -4,9 +4,11 @@ The public API is exactly ``__all__`` (a test checks it). IPython is never impor
 ``%load_ext nbinfer`` works through :func:`load_ipython_extension`, which imports it lazily;
 imported inside a running IPython shell, nbinfer installs its error display there (your frames,
 then the error card: see :mod:`nbinfer.notebook`).
-The server's names (``Model``, ``model``, ``FunctionModel``, ``LocalServer``) and the model
-browser's (``browse``, ``ModelBrowser``: ipywidgets) are lazy attributes: a client-only
-``import nbinfer`` never imports :mod:`nbinfer.server` or the notebook layer.
+Everything above the protocol layer is a lazy attribute, imported on first use: the clients and
+the session (``Client``, ``Session``, ...), the server's names (``Model``, ``model``,
+``FunctionModel``, ``LocalServer``) and the model browser's (``browse``, ``ModelBrowser``:
+ipywidgets). A client-only ``import nbinfer`` never imports :mod:`nbinfer.server` or the notebook
+layer, and the server process (``python -m nbinfer.server``) never imports the clients.
 """
 
 from __future__ import annotations
@@ -15,9 +17,6 @@ import typing as _typing
 
 from nbinfer import errors as _errors
 from nbinfer._lazy import lazy_attributes as _lazy_attributes
-from nbinfer.capabilities import Capabilities
-from nbinfer.client import AsyncClient, Client, InferResult, InferSequence, Sequence
-from nbinfer.client.replicas import AsyncReplicaClient, ReplicaClient
 from nbinfer.config import (
     BasicAuth,
     BearerAuth,
@@ -62,21 +61,37 @@ from nbinfer.protocol import (
     ServerMetadata,
     TensorSpec,
 )
-from nbinfer.session import ModelHandle, Session, sessions
-from nbinfer.session.chat import Chat
-from nbinfer.session.generate import Generation
 
 if _typing.TYPE_CHECKING:
+    from nbinfer.capabilities import Capabilities
+    from nbinfer.client import AsyncClient, Client, InferResult, InferSequence, Sequence
+    from nbinfer.client.replicas import AsyncReplicaClient, ReplicaClient
     from nbinfer.interop.pandas import request_from_dataframe
     from nbinfer.interop.samples import SampleData, sample_data
     from nbinfer.notebook.widgets import ModelBrowser, browse
     from nbinfer.server.launcher import LocalServer
     from nbinfer.server.model import FunctionModel, Model, model
+    from nbinfer.session import ModelHandle, Session, sessions
+    from nbinfer.session.chat import Chat
+    from nbinfer.session.generate import Generation
 
 __version__ = "0.1.0"
 
 #: Public names imported on first use, by the module that defines them.
 _LAZY = {
+    "AsyncClient": "nbinfer.client",
+    "Client": "nbinfer.client",
+    "InferResult": "nbinfer.client",
+    "InferSequence": "nbinfer.client",
+    "Sequence": "nbinfer.client",
+    "AsyncReplicaClient": "nbinfer.client.replicas",
+    "ReplicaClient": "nbinfer.client.replicas",
+    "Capabilities": "nbinfer.capabilities",
+    "ModelHandle": "nbinfer.session",
+    "Session": "nbinfer.session",
+    "sessions": "nbinfer.session",
+    "Chat": "nbinfer.session.chat",
+    "Generation": "nbinfer.session.generate",
     "ModelBrowser": "nbinfer.notebook.widgets",
     "browse": "nbinfer.notebook.widgets",
     "FunctionModel": "nbinfer.server.model",

@@ -195,7 +195,8 @@ def test_server_process_imports_no_heavy_notebook_libraries() -> None:
         "from nbinfer.server.app import ServerOptions, build_dataplane\n"
         "import nbinfer.server.rest, nbinfer.server.grpc, nbinfer.server.__main__, nbinfer.cli\n"
         "build_dataplane(ServerOptions(demo=True, device='cpu'))\n"
-        "heavy = [m for m in ('pandas', 'matplotlib', 'IPython', 'ipywidgets', 'PIL', 'torch')\n"
+        "heavy = [m for m in ('pandas', 'matplotlib', 'IPython', 'ipywidgets', 'PIL', 'torch',\n"
+        "                     'nbinfer.client', 'nbinfer.session', 'aiohttp', 'pycurl')\n"
         "         if m in sys.modules]\n"
         "print(heavy)\n"
     )
