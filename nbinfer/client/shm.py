@@ -606,9 +606,30 @@ class SharedMemoryPool:
                 view, headers = yield from send(shipped)
             result = self._result(view, headers, key, out_leases)
         finally:
-            for region in [*leases, *out_leases.values()]:  # outputs: only on failure
+            for region in leases:
                 self._give_back(region)
+            for region in out_leases.values():  # only on failure
+                self._drop_after_failure(region)
         return result
+
+    def _drop_after_failure(self, region: _Region) -> None:
+        """An output region of a failed request: a memfd one is never leased again.
+
+        The server may have handed it to the model to compute into (``output_array``), and a
+        model thread the server gave up on may still write there: unregistered and unmapped
+        (the server's mapping goes once that thread lets go), it cannot reach a later request.
+        """
+        if not region.memfd:
+            self._give_back(region)
+            return
+        with self._lock:
+            known = self._regions.pop(region.name, None) is not None
+            if known:
+                self._mapped -= region.capacity
+            channel = self._channel
+        if known and channel is not None:
+            channel.unregister(region.name)
+        region.close()
 
     def _outputs(
         self,
