@@ -394,6 +394,7 @@ class ModelIO:
                     refs[ro.name] = ref
         if not refs:
             return None
+        owner = caller()  # here: the model may ask from a worker thread, outside the request
 
         def view(name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
             ref, op = refs.pop(name, None), self.output_plans.get(name)
@@ -401,7 +402,7 @@ class ModelIO:
                 return None
             region, offset, byte_size = ref
             return self.shm.output_view(
-                region, offset=offset, byte_size=byte_size, shape=shape, dtype=dtype, owner=caller()
+                region, offset=offset, byte_size=byte_size, shape=shape, dtype=dtype, owner=owner
             )
 
         return view

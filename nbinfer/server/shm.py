@@ -699,10 +699,14 @@ class SharedMemoryManager:
             return None
         if offset + byte_size > region.byte_size:
             return None
+        start = region.offset + offset
         with region.lock:
             if region.mapping is None:
                 return None
-            return np.ndarray(shape, dtype, buffer=region.mapping, offset=region.offset + offset)
+            # np.frombuffer keeps the memoryview, which holds the mapping: unregistering cannot
+            # unmap it under the array (np.ndarray(buffer=...) would not hold it)
+            window = memoryview(region.mapping)[start : start + nbytes]
+        return np.frombuffer(window, dtype).reshape(shape)
 
     # -- CUDA shared memory ---------------------------------------------------------------
     def cuda_register(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
