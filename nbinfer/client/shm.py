@@ -101,6 +101,9 @@ _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
 
 _REGION = "shared_memory_region"
 _BYTE_SIZE = "shared_memory_byte_size"
+#: Shared, and its page tables filled at once (the pages are reserved already): no call
+#: afterwards takes a page fault on the region.
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 #: Seconds one request on the server's memfd socket may take.
 _SOCKET_TIMEOUT = 10.0
 
@@ -478,7 +481,7 @@ class SharedMemoryPool:
         """A sealed memfd region handed to the server over its socket (a short local call)."""
         fd = _sealed_memfd(name, capacity)
         try:
-            mm = mmap.mmap(fd, capacity)
+            mm = mmap.mmap(fd, capacity, flags=_MAP_FLAGS)
             try:
                 channel.request({"op": "register", "name": name}, fd)
             except BaseException:
@@ -508,7 +511,7 @@ class SharedMemoryPool:
                 # reserve the pages now: a full /dev/shm (64 MB in a default container) then
                 # fails here instead of killing this process with SIGBUS on the first copy
                 os.posix_fallocate(fd, 0, capacity)
-                mm = mmap.mmap(fd, capacity)
+                mm = mmap.mmap(fd, capacity, flags=_MAP_FLAGS)
             except OSError as exc:
                 logger.info(
                     "no shared memory region of %d B (sending the tensor): %s", capacity, exc

@@ -217,7 +217,8 @@ def _fixed_width(arr: np.ndarray[Any, Any], datatype: str) -> bool:
 def _same_memory(dst: np.ndarray[Any, Any], arr: np.ndarray[Any, Any]) -> bool:
     """Whether ``arr`` already is ``dst`` (same address, layout and type: nothing to copy)."""
     return (
-        arr.__array_interface__["data"][0] == dst.__array_interface__["data"][0]
+        np.may_share_memory(dst, arr)  # cheap bounds check first
+        and arr.__array_interface__["data"][0] == dst.__array_interface__["data"][0]
         and arr.strides == dst.strides
         and arr.dtype == dst.dtype
     )
