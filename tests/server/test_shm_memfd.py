@@ -28,7 +28,7 @@ from tritonclient.utils import InferenceServerException
 
 from nbinfer.client import Client
 from nbinfer.errors import InferenceError as InferenceServerError
-from nbinfer.server import fdpass
+from nbinfer.server import fdpass, malloc
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.model import Model
 from tests.server import memfd_peer
@@ -170,6 +170,33 @@ def test_a_failed_requests_output_region_is_never_leased_again(server: LocalServ
         np.testing.assert_array_equal(result["y"], x + 1)
         assert result["mapped"][0] == 1
         assert dropped not in pool._regions
+
+
+def _minor_faults(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[7])
+
+
+def test_the_server_reuses_freed_memory_for_big_tensors(server: LocalServer) -> None:
+    """Without ``malloc.keep_freed_memory`` every 8 MB request body and output is faulted in
+    afresh (~17,000 page faults per call over HTTP binary here); with it, next to none."""
+    pid = server.pid
+    assert pid is not None
+    a = np.ones((1 << 17, 16), np.float32)  # 8 MB
+    with Client(server.http_url, shared_memory=False) as client:
+        for _ in range(3):  # the heap grows to the working set once
+            client.infer("add_sub", {"INPUT0": a, "INPUT1": a})
+        before = _minor_faults(pid)
+        for _ in range(5):
+            result = client.infer("add_sub", {"INPUT0": a, "INPUT1": a})
+            np.testing.assert_array_equal(result["OUTPUT1"], np.zeros_like(a))
+        per_call = (_minor_faults(pid) - before) / 5
+    assert per_call < 2000, per_call  # 4 KiB pages: 16 MB of outputs alone would be 4096
+
+
+def test_the_operators_malloc_settings_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    assert malloc.keep_freed_memory() is False
 
 
 def _wait_until(condition: Any, seconds: float = 30.0) -> None:
