@@ -109,6 +109,18 @@ def _request(
     )
 
 
+def _doubler(shm: SharedMemoryManager, x: np.ndarray[Any, Any]) -> tuple[ModelIO, InferRequest]:
+    """The model-I/O core of a :class:`Doubler` on ``shm``, and a request for ``x``."""
+    model = Doubler()
+    model.finalize()
+    return ModelIO(model, shm=shm), _request(x)
+
+
+def _context(io: ModelIO, request: InferRequest) -> InferContext:
+    """A context as the dataplane builds it for ``request`` from caller ``uid:1``."""
+    return InferContext(output_buffers=io.output_buffers(request, lambda: "uid:1"))
+
+
 def _run(model: Model, shm: SharedMemoryManager, request: InferRequest) -> list[Any]:
     """What the dataplane does for one request: check, context with buffers, run, outputs."""
     model.finalize()
@@ -195,19 +207,15 @@ def test_only_the_declared_datatype_and_one_array_per_output_are_handed_out(
     shm: SharedMemoryManager,
 ) -> None:
     fd = _region(shm, "out")
-    model = Doubler()
-    model.finalize()
-    io = ModelIO(model, shm=shm)
-    request = _request(np.zeros((ROWS, 16), np.float32))
+    io, request = _doubler(shm, np.zeros((ROWS, 16), np.float32))
     try:
-        ctx = InferContext(output_buffers=io.output_buffers(request, lambda: "uid:1"))
-        wrong = ctx.output_array("y", (ROWS, 16), np.float64)  # y is FP32
+        wrong = _context(io, request).output_array("y", (ROWS, 16), np.float64)  # y is FP32
         assert not _in_region(wrong) and wrong.dtype == np.float64
-        ctx = InferContext(output_buffers=io.output_buffers(request, lambda: "uid:1"))
+        ctx = _context(io, request)
         first = ctx.output_array("y", (ROWS, 16), np.float32)
         second = ctx.output_array("y", (ROWS, 16), np.float32)
         assert _in_region(first) and not _in_region(second)
-        too_big = InferContext(output_buffers=io.output_buffers(request, lambda: "uid:1"))
+        too_big = _context(io, request)
         arr = too_big.output_array("y", (2 * ROWS + 1, 16), np.float32)  # beyond the window
         assert not _in_region(arr) and arr.shape == (2 * ROWS + 1, 16)
     finally:
@@ -255,13 +263,9 @@ def test_an_output_array_of_a_region_unregistered_meanwhile_fails_the_request(
     """The client went away mid-request: the array still works (the mapping lives while it
     does), and writing the output answers 400 naming the region."""
     fd = _region(shm, "out")
-    model = Doubler()
-    model.finalize()
-    io = ModelIO(model, shm=shm)
-    request = _request(np.ones((ROWS, 16), np.float32))
+    io, request = _doubler(shm, np.ones((ROWS, 16), np.float32))
     try:
-        ctx = InferContext(output_buffers=io.output_buffers(request, lambda: "uid:1"))
-        arr = ctx.output_array("y", (ROWS, 16), np.float32)
+        arr = _context(io, request).output_array("y", (ROWS, 16), np.float32)
         shm.unregister("out", owner="uid:1")
         arr[:] = 7  # still mapped: no fault
         with pytest.raises(Exception, match="'out' is not registered") as info:
