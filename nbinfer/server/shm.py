@@ -691,8 +691,8 @@ class SharedMemoryManager:
         gets a fresh array and :meth:`write` copies it). The array keeps the mapping alive
         if the region is unregistered meanwhile; :meth:`write` then refuses the request.
         """
-        if dtype.kind not in "biuf" or not dtype.isnative:
-            return None
+        if dtype.kind not in "biuf" or not dtype.isnative or min(shape, default=0) < 0:
+            return None  # np.empty says what is wrong with a negative dimension
         with self._lock:
             region = self._regions.get((owner, region_name))
         nbytes = math.prod(shape) * dtype.itemsize

@@ -218,6 +218,8 @@ def test_only_the_declared_datatype_and_one_array_per_output_are_handed_out(
         too_big = _context(io, request)
         arr = too_big.output_array("y", (2 * ROWS + 1, 16), np.float32)  # beyond the window
         assert not _in_region(arr) and arr.shape == (2 * ROWS + 1, 16)
+        with pytest.raises(ValueError, match="negative"):  # as np.empty says it
+            _context(io, request).output_array("y", (-1, 16), np.float32)
     finally:
         os.close(fd)
 
