@@ -4,8 +4,10 @@ Moves 16 MB each way through the demo ``add_sub`` model (two 8 MB FP32 inputs in
 outputs back; both outputs read as NumPy arrays) with:
 
 * ``nbinfer Session``: ``Session(url).infer`` on the server this process started: sealed memfd
-  regions handed over the server's Unix socket, mapped by both ends (the zero-copy local path);
-  over HTTP (the Session's default) and over gRPC;
+  regions handed over the server's Unix socket, mapped by both ends (the zero-copy local path:
+  the client copies the inputs into its regions, the server reads them in place and ``add_sub``
+  computes its outputs straight into the client's output regions with
+  ``context.output_array``); over HTTP (the Session's default) and over gRPC;
 * ``nbinfer shm``: ``Client(url)`` with its default ``shared_memory="auto"`` (HTTP, and gRPC),
   the same memfd path;
 * ``nbinfer shm posix``: the same client on the POSIX shm path (regions registered over HTTP,
@@ -21,11 +23,15 @@ outputs back; both outputs read as NumPy arrays) with:
 Prints MB/s (in + out) for each, and the ratios of the Session to the others (the row of
 ``benchmarks/all.py``: vs tritonclient HTTP binary, target >= 10x, and vs tritonclient shm).
 Rounds alternate the clients, so each ratio pairs figures of the same run; the figure of a
-client is the median of its rounds (the machine may be shared).
+client is the median of its rounds (the machine may be shared). Beside it, the CPU time per
+call of this process and of the server process (Linux), which a loaded machine disturbs far
+less than the wall time: on a quiet machine, one client calling in a loop spends about their
+sum per call.
 
 Usage::
 
     python benchmarks/local_shm.py [--seconds 2] [--rounds 5] [--json out.json]
+        [--clients "nbinfer Session,tritonclient http binary"]
 """
 
 from __future__ import annotations
@@ -56,16 +62,31 @@ MB_PER_CALL = 2 * sum(a.nbytes for a in DATA.values()) / 1e6  # in + out
 Infer = Callable[[], Any]
 
 
-def rate(infer: Infer, seconds: float) -> float:
-    """MB/s (in + out) of ``infer`` called in a loop for ``seconds`` (after one warm-up)."""
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) of process ``pid`` so far (0.0 off Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rate(infer: Infer, seconds: float, server_pid: int | None = None) -> tuple[float, float, float]:
+    """MB/s (in + out) of ``infer`` called in a loop for ``seconds`` (after one warm-up), and
+    the CPU ms per call of this process and of ``server_pid``'s."""
     infer()
     calls = 0
+    cpu, server = time.process_time(), _process_cpu(server_pid) if server_pid else 0.0
     start = time.perf_counter()
     stop = start + seconds
     while time.perf_counter() < stop:
         infer()
         calls += 1
-    return calls * MB_PER_CALL / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    cpu = (time.process_time() - cpu) * 1e3 / calls
+    server = (_process_cpu(server_pid) - server) * 1e3 / calls if server_pid else 0.0
+    return calls * MB_PER_CALL / wall, cpu, server
 
 
 @contextmanager
@@ -164,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", default=None, help="write the figures as JSON here")
+    parser.add_argument(
+        "--clients", default="", help="comma-separated client names to run (default: all)"
+    )
     args = parser.parse_args(argv)
     # tritonclient drives it too: no token, as `nbinfer serve` (and the same headers for both)
     with LocalServer(demo=True, auth_token=None) as server:
@@ -179,36 +203,55 @@ def main(argv: list[str] | None = None) -> int:
             "tritonclient shm": lambda: triton_shm(address),
             "tritonclient http binary": lambda: triton_http(address),
         }
+        if args.clients:
+            wanted = [name.strip() for name in args.clients.split(",") if name.strip()]
+            unknown = sorted(set(wanted) - set(clients))
+            if unknown:
+                parser.error(f"unknown clients {unknown}; known: {', '.join(clients)}")
+            clients = {name: clients[name] for name in wanted}
         figures: dict[str, list[float]] = {name: [] for name in clients}
+        cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in clients}
         print(f"server: {server.http_url}; {MB_PER_CALL:.1f} MB per call (in + out)")
         print(f"median of {args.rounds} alternating rounds of {args.seconds:g}s each")
         for _ in range(args.rounds):
             for name, make in clients.items():
                 with make() as infer:
-                    figures[name].append(rate(infer, args.seconds))
+                    mbs, ours_ms, server_ms = rate(infer, args.seconds, server.pid)
+                figures[name].append(mbs)
+                cpu[name].append((ours_ms, server_ms))
     medians = {name: statistics.median(values) for name, values in figures.items()}
+    cpu_ms = {
+        name: {
+            "client": statistics.median(c for c, _ in values),
+            "server": statistics.median(s for _, s in values),
+        }
+        for name, values in cpu.items()
+    }
     for name, values in figures.items():
         rounds = " ".join(f"{v:.0f}" for v in values)
-        print(f"{name:<26} {medians[name]:>8.0f} MB/s   (rounds: {rounds})")
-    ours = medians["nbinfer Session"]
-    ratios = {
-        peer: ours / medians[peer]
+        spent = cpu_ms[name]
+        print(
+            f"{name:<26} {medians[name]:>8.0f} MB/s   CPU per call: client "
+            f"{spent['client']:.1f} ms + server {spent['server']:.1f} ms   (rounds: {rounds})"
+        )
+    ratios: dict[str, float] = {}
+    for ours, label in (("nbinfer Session", ""), ("nbinfer Session (grpc)", "grpc / ")):
         for peer in (
             "tritonclient http binary",
             "tritonclient shm",
             "nbinfer http binary",
             "nbinfer shm posix (http)",
-        )
-    }
-    for peer, ratio in ratios.items():
-        print(f"nbinfer Session / {peer + ':':<26} {ratio:.2f}x")
-    for peer in ("tritonclient http binary", "tritonclient shm"):
-        ratio = medians["nbinfer Session (grpc)"] / medians[peer]
-        ratios[f"grpc / {peer}"] = ratio
-        print(f"nbinfer Session (grpc) / {peer + ':':<19} {ratio:.2f}x")
+        ):
+            if ours in medians and peer in medians and (not label or "tritonclient" in peer):
+                ratios[label + peer] = ratio = medians[ours] / medians[peer]
+                print(f"{ours} / {peer + ':':<26} {ratio:.2f}x")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"rounds": figures, "medians": medians, "ratios": ratios}, fh, indent=2)
+            json.dump(
+                {"rounds": figures, "medians": medians, "ratios": ratios, "cpu_ms": cpu_ms},
+                fh,
+                indent=2,
+            )
     return 0
 
 

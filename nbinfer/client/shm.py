@@ -101,6 +101,9 @@ _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
 
 _REGION = "shared_memory_region"
 _BYTE_SIZE = "shared_memory_byte_size"
+#: Shared, and its page tables filled at once (the pages are reserved already): no call
+#: afterwards takes a page fault on the region.
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 #: Seconds one request on the server's memfd socket may take.
 _SOCKET_TIMEOUT = 10.0
 
@@ -478,7 +481,7 @@ class SharedMemoryPool:
         """A sealed memfd region handed to the server over its socket (a short local call)."""
         fd = _sealed_memfd(name, capacity)
         try:
-            mm = mmap.mmap(fd, capacity)
+            mm = mmap.mmap(fd, capacity, flags=_MAP_FLAGS)
             try:
                 channel.request({"op": "register", "name": name}, fd)
             except BaseException:
@@ -508,7 +511,7 @@ class SharedMemoryPool:
                 # reserve the pages now: a full /dev/shm (64 MB in a default container) then
                 # fails here instead of killing this process with SIGBUS on the first copy
                 os.posix_fallocate(fd, 0, capacity)
-                mm = mmap.mmap(fd, capacity)
+                mm = mmap.mmap(fd, capacity, flags=_MAP_FLAGS)
             except OSError as exc:
                 logger.info(
                     "no shared memory region of %d B (sending the tensor): %s", capacity, exc
@@ -606,9 +609,30 @@ class SharedMemoryPool:
                 view, headers = yield from send(shipped)
             result = self._result(view, headers, key, out_leases)
         finally:
-            for region in [*leases, *out_leases.values()]:  # outputs: only on failure
+            for region in leases:
                 self._give_back(region)
+            for region in out_leases.values():  # only on failure
+                self._drop_after_failure(region)
         return result
+
+    def _drop_after_failure(self, region: _Region) -> None:
+        """An output region of a failed request: a memfd one is never leased again.
+
+        The server may have handed it to the model to compute into (``output_array``), and a
+        model thread the server gave up on may still write there: unregistered and unmapped
+        (the server's mapping goes once that thread lets go), it cannot reach a later request.
+        """
+        if not region.memfd:
+            self._give_back(region)
+            return
+        with self._lock:
+            known = self._regions.pop(region.name, None) is not None
+            if known:
+                self._mapped -= region.capacity
+            channel = self._channel
+        if known and channel is not None:
+            channel.unregister(region.name)
+        region.close()
 
     def _outputs(
         self,

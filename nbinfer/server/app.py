@@ -539,6 +539,9 @@ def run(options: ServerOptions, *, started_at: float | None = None) -> int:
         The process exit code (0 after a graceful shutdown, 1 when startup failed).
     """
     _configure_logging(options.log_level)
+    from nbinfer.server.malloc import keep_freed_memory
+
+    keep_freed_memory()  # big tensors reuse freed memory, no page faults per request
     loop = _new_loop()
     asyncio.set_event_loop(loop)
     stop = asyncio.Event()

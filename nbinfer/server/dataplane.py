@@ -324,6 +324,8 @@ class DataPlane:
                 inputs, batch = io.check_inputs(request, caller)
                 wanted = io.requested(request)
                 ctx = self._context(served, request, wanted, headers, response_headers)
+                if request.outputs:  # outputs the model may compute straight into shm
+                    ctx.output_buffers = io.output_buffers(request, caller)
                 t.input = time.perf_counter_ns() - t0
                 if not served.stateful or served.batches_sequences:
                     scheduler = self.models.scheduler_for(served)

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
-import traceback
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +51,6 @@ __all__ = [
     "TensorDef",
     "as_tensor_def",
     "coerce_output",
-    "format_model_traceback",
     "model",
     "normalize_datatype",
     "to_bytes_array",
@@ -215,6 +212,8 @@ class InferContext:
             metadata), as KServe's ``response_headers``; a merged batch's go to every request.
         merged: A merged execution (dynamic batch, sequences sharing one): each request's
             context and row count, in row order (Triton's Python backend: one request each).
+        output_buffers: Set by the server: where :meth:`output_array` finds an output's
+            shared-memory region (None: fresh arrays).
     """
 
     model_name: str = ""
@@ -232,38 +231,28 @@ class InferContext:
     headers: Mapping[str, str] = field(default_factory=dict)
     response_headers: dict[str, str] = field(default_factory=dict)
     merged: list[tuple[InferContext, int]] = field(default_factory=list)
+    output_buffers: Callable[[str, tuple[int, ...], np.dtype[Any]], Any] | None = field(
+        default=None, repr=False, compare=False
+    )
 
+    def output_array(self, name: str, shape: Sequence[int], dtype: Any) -> np.ndarray[Any, Any]:
+        """An uninitialized, writable array for output ``name``: fill it, return it as ``name``.
 
-#: Where nbinfer's own code lives: its frames are left out of a model's traceback.
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-#: Code that calls a model's hooks: nbinfer and the standard library (thread pool, asyncio).
-_CALLERS = (_PACKAGE_DIR, os.path.dirname(os.__file__) + os.sep)
-#: Longest model traceback sent back (gRPC carries it in a header): the last frames are kept.
-MAX_TRACEBACK_CHARS = 4000
+        When the client asked for ``name`` in a shared-memory region that the server maps (the
+        local zero-copy path: a sealed memfd of the server's own user), the array *is* that
+        window of the region, so the output reaches the client without a copy; otherwise it
+        is ``np.empty(shape, dtype)`` and is sent as any other output. Write every element;
+        do not keep the array after the hook returns (it is the client's memory).
 
+        Example::
 
-def format_model_traceback(exc: BaseException) -> str:
-    """The traceback of an exception a model raised, as text: the model's own frames.
-
-    The frames up to the hooks (thread pool, dataplane) and nbinfer's own are dropped unless
-    nothing else is left. Frames of code the server cannot read (a notebook cell) have no
-    source line here; the client adds it from its own ``linecache``. Only text travels back.
-    """
-    tb = traceback.TracebackException.from_exception(exc)
-    first = 0  # the frames before the hooks: the thread pool's, the dataplane's
-    while first < len(tb.stack) and (tb.stack[first].filename or "").startswith(_CALLERS):
-        first += 1
-    own = [f for f in tb.stack[first:] if not (f.filename or "").startswith(_PACKAGE_DIR)]
-    if own:
-        tb.stack = traceback.StackSummary.from_list(own)
-    text = "".join(tb.format()).rstrip("\n")
-    text = text.replace("Traceback (most recent call last):", _TRACEBACK_TITLE, 1)
-    if len(text) > MAX_TRACEBACK_CHARS:
-        text = _TRACEBACK_TITLE + "\n  ...\n" + text[-MAX_TRACEBACK_CHARS:].partition("\n")[2]
-    return text
-
-
-_TRACEBACK_TITLE = "Model traceback (most recent call last):"
+            out = context.output_array("y", x.shape, x.dtype)
+            np.multiply(x, 2, out=out)
+            return {"y": out}
+        """
+        dims, kind = tuple(int(d) for d in shape), np.dtype(dtype)
+        found = None if self.output_buffers is None else self.output_buffers(name, dims, kind)
+        return np.empty(dims, kind) if found is None else found
 
 
 def _wants_context(fn: Callable[..., Any]) -> bool:

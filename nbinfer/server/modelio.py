@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -36,7 +38,6 @@ from nbinfer.server.model import (
     Model,
     TensorDef,
     coerce_output,
-    format_model_traceback,
     to_bytes_array,
 )
 from nbinfer.server.peers import Caller, in_process
@@ -50,6 +51,38 @@ Offload = Callable[..., Awaitable[Any]]
 _DONE = object()
 #: Where each hook's time is counted (Triton's compute_input / compute_infer / compute_output).
 _SLOT = {"preprocess": 0, "predict": 1, "postprocess": 2, "explain": 1}
+
+
+#: Where nbinfer's own code lives: its frames are left out of a model's traceback.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: Code that calls a model's hooks: nbinfer and the standard library (thread pool, asyncio).
+_CALLERS = (_PACKAGE_DIR, os.path.dirname(os.__file__) + os.sep)
+#: Longest model traceback sent back (gRPC carries it in a header): the last frames are kept.
+MAX_TRACEBACK_CHARS = 4000
+
+
+def format_model_traceback(exc: BaseException) -> str:
+    """The traceback of an exception a model raised, as text: the model's own frames.
+
+    The frames up to the hooks (thread pool, dataplane) and nbinfer's own are dropped unless
+    nothing else is left. Frames of code the server cannot read (a notebook cell) have no
+    source line here; the client adds it from its own ``linecache``. Only text travels back.
+    """
+    tb = traceback.TracebackException.from_exception(exc)
+    first = 0  # the frames before the hooks: the thread pool's, the dataplane's
+    while first < len(tb.stack) and (tb.stack[first].filename or "").startswith(_CALLERS):
+        first += 1
+    own = [f for f in tb.stack[first:] if not (f.filename or "").startswith(_PACKAGE_DIR)]
+    if own:
+        tb.stack = traceback.StackSummary.from_list(own)
+    text = "".join(tb.format()).rstrip("\n")
+    text = text.replace("Traceback (most recent call last):", _TRACEBACK_TITLE, 1)
+    if len(text) > MAX_TRACEBACK_CHARS:
+        text = _TRACEBACK_TITLE + "\n  ...\n" + text[-MAX_TRACEBACK_CHARS:].partition("\n")[2]
+    return text
+
+
+_TRACEBACK_TITLE = "Model traceback (most recent call last):"
 
 
 class Timings:
@@ -332,6 +365,47 @@ class ModelIO:
             what=what,
             owner=caller(),
         )
+
+    def output_buffers(
+        self, request: InferRequest, caller: Caller
+    ) -> Callable[[str, tuple[int, ...], np.dtype[Any]], np.ndarray[Any, Any] | None] | None:
+        """What :meth:`InferContext.output_array` asks for ``request`` (None: fresh arrays).
+
+        An output gets a view of its shared-memory region (see
+        :meth:`SharedMemoryManager.output_view`) once, when it is asked unclassified, with its
+        declared datatype, in a region no other tensor of the request names (an input read in
+        place must not change while the model writes).
+        """
+        named: dict[str, int] = {}  # region -> tensors of the request naming it
+        params: list[Parameters] = [t.parameters for t in request.inputs]
+        params += [t.parameters for t in request.outputs]
+        for p in params:
+            region = p.get(SHM_REGION) if p else None
+            if isinstance(region, str):
+                named[region] = named.get(region, 0) + 1
+        refs: dict[str, tuple[str, int, int]] = {}
+        for ro in request.outputs:
+            if ro.parameters and not ro.class_count:
+                try:
+                    ref = shm_reference(ro.parameters, ro.name)
+                except InvalidInputError:  # said when the output is written
+                    continue
+                if ref is not None and named.get(ref[0]) == 1:
+                    refs[ro.name] = ref
+        if not refs:
+            return None
+        owner = caller()  # here: the model may ask from a worker thread, outside the request
+
+        def view(name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+            ref, op = refs.pop(name, None), self.output_plans.get(name)
+            if ref is None or op is None or op.dtype != dtype:
+                return None
+            region, offset, byte_size = ref
+            return self.shm.output_view(
+                region, offset=offset, byte_size=byte_size, shape=shape, dtype=dtype, owner=owner
+            )
+
+        return view
 
     def requested(self, request: InferRequest) -> list[str]:
         """The output names to answer (every declared one when the request names none).

@@ -43,6 +43,7 @@ import contextlib
 import importlib
 import importlib.util
 import logging
+import math
 import mmap
 import os
 import stat
@@ -211,6 +212,16 @@ def _fixed_width(arr: np.ndarray[Any, Any], datatype: str) -> bool:
         return bool(arr.dtype == numpy_dtype(datatype))
     except NbinferError:
         return False
+
+
+def _same_memory(dst: np.ndarray[Any, Any], arr: np.ndarray[Any, Any]) -> bool:
+    """Whether ``arr`` already is ``dst`` (same address, layout and type: nothing to copy)."""
+    return (
+        np.may_share_memory(dst, arr)  # cheap bounds check first
+        and arr.__array_interface__["data"][0] == dst.__array_interface__["data"][0]
+        and arr.strides == dst.strides
+        and arr.dtype == dst.dtype
+    )
 
 
 @dataclass(slots=True)
@@ -601,7 +612,8 @@ class SharedMemoryManager:
                     f"{what}: shared memory region {region.name!r} was unregistered during "
                     "the request"
                 )
-            view = memoryview(region.mapping)[start : start + byte_size]
+            # read-only: a model cannot write into the client's input region
+            view = memoryview(region.mapping).toreadonly()[start : start + byte_size]
         if not region.trusted or datatype in ("BYTES", "BOOL"):
             view = memoryview(bytes(view))  # decoded in two passes: one snapshot of it
         return _decode(view, datatype, shape, tensor, what, region.name, start)
@@ -658,8 +670,44 @@ class SharedMemoryManager:
         with region.lock:
             region.check(start, size, what)
             dst = np.ndarray(arr.shape, arr.dtype, buffer=region.mapping, offset=start)
-            np.copyto(dst, arr, casting="no")
+            if not _same_memory(dst, arr):  # else computed in place (output_view): no copy
+                np.copyto(dst, arr, casting="no")
         return size
+
+    def output_view(
+        self,
+        region_name: str,
+        *,
+        offset: int,
+        byte_size: int,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        owner: str = IN_PROCESS,
+    ) -> np.ndarray[Any, Any] | None:
+        """A writable array on a mapped region's window, for an output written in place.
+
+        Only for a sealed memfd of the server's own user (``trusted``) whose window holds
+        ``shape`` x ``dtype`` (native fixed-width numbers); None otherwise (the model then
+        gets a fresh array and :meth:`write` copies it). The array keeps the mapping alive
+        if the region is unregistered meanwhile; :meth:`write` then refuses the request.
+        """
+        if dtype.kind not in "biuf" or not dtype.isnative or min(shape, default=0) < 0:
+            return None  # np.empty says what is wrong with a negative dimension
+        with self._lock:
+            region = self._regions.get((owner, region_name))
+        nbytes = math.prod(shape) * dtype.itemsize
+        if region is None or not region.trusted or nbytes > byte_size:
+            return None
+        if offset + byte_size > region.byte_size:
+            return None
+        start = region.offset + offset
+        with region.lock:
+            if region.mapping is None:
+                return None
+            # np.frombuffer keeps the memoryview, which holds the mapping: unregistering cannot
+            # unmap it under the array (np.ndarray(buffer=...) would not hold it)
+            window = memoryview(region.mapping)[start : start + nbytes]
+        return np.frombuffer(window, dtype).reshape(shape)
 
     # -- CUDA shared memory ---------------------------------------------------------------
     def cuda_register(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
