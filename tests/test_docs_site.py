@@ -8,6 +8,7 @@ from the notebooks its plain install executed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -74,11 +75,20 @@ def test_site_builds_strict_with_api_reference_and_executed_notebooks(
 
 
 def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
-    copy = tmp_path / "repo"
-    shutil.copytree(ROOT / "docs", copy / "docs", symlinks=False)
-    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
-    page = copy / "docs" / "concepts.md"
-    page.write_text(page.read_text() + "\nSee [nowhere](no-such-page.md).\n")
-    out = _build(copy / "mkdocs.yml", tmp_path / "site", tmp_path)
+    """Our ``mkdocs.yml`` whole (``INHERIT``: theme, plugins, hooks, link validation), on a site of
+    two pages instead of the full one (whose strict build the test above runs): a broken link is
+    the build's one warning, and strict mode aborts on it."""
+    site = tmp_path / "repo"
+    # the config's hook and mkdocstrings extension, found next to the config as in the repository
+    shutil.copytree(ROOT / "docs" / "_ext", site / "docs" / "_ext")
+    (site / "docs" / "index.md").write_text("# Home\n\nSee [the page](page.md).\n")
+    (site / "docs" / "page.md").write_text("# Page\n\nSee [nowhere](no-such-page.md).\n")
+    config = site / "mkdocs.yml"
+    nav = "nav:\n  - Home: index.md\n  - Page: page.md\n"
+    config.write_text(f"INHERIT: {json.dumps(str(ROOT / 'mkdocs.yml'))}\n{nav}")
+    out = _build(config, tmp_path / "site", tmp_path)
     assert out.returncode != 0
-    assert "no-such-page.md" in out.stderr
+    warnings = [line for line in out.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1, out.stderr[-4000:]
+    assert "'no-such-page.md'" in warnings[0], warnings
+    assert "Aborted with 1 warnings in strict mode" in out.stdout + out.stderr, out.stdout
