@@ -3,7 +3,8 @@
 The site shows the notebooks executed: the copies ``tests/test_notebooks.py`` checks, run once on
 the binder kernel (``tests/notebook_runs.py``) and rendered through ``NBINFER_DOCS_NOTEBOOKS``
 (``docs/_ext/executed_notebooks.py``); ``.ci/run``'s newcomer pass builds the site the same way
-from the notebooks its plain install executed.
+from the notebooks its plain install executed. The broken link is checked on a site of two pages
+built with the same ``mkdocs.yml`` (``INHERIT``), not on a second build of the whole site.
 """
 
 from __future__ import annotations
