@@ -35,6 +35,8 @@ CELL_TIMEOUT = 600
 KERNEL = "nbinfer-binder"
 #: The guard's ``sitecustomize``: the whole ``PYTHONPATH`` of the notebook kernel.
 OFFLINE = ROOT / "tests" / "offline"
+#: The notebook kernel's ``PYSPARK_SUBMIT_ARGS`` (see :func:`binder_kernel`).
+SPARK_SUBMIT_ARGS = "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"
 #: Runs the command after it in a network namespace of its own with only loopback up.
 NETNS = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "netns"]
 
@@ -144,8 +146,14 @@ def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "argv": [*netns, python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "nbinfer (binder, offline)",
         "language": "python",
-        # only the guard: the kernel imports nbinfer from its own virtualenv, not this checkout
-        "env": {"PYTHONPATH": str(OFFLINE)},
+        "env": {
+            # only the guard: the kernel imports nbinfer from its own virtualenv, not this checkout
+            "PYTHONPATH": str(OFFLINE),
+            # 09's Spark driver JVM (local mode: the executors too) lives for seconds: the quick
+            # JIT tier and one GC thread take about a third less CPU than the defaults, same
+            # results (pyspark reads this when the notebook's SparkSession starts its JVM)
+            "PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS,
+        },
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec))
     return {

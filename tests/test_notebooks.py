@@ -129,16 +129,22 @@ C_PROBES = [
 ]
 
 
-def _probe(
-    probes: list[tuple[str, str | None]], kernel: dict[str, str], path: Path
+@pytest.fixture(scope="module")
+def probed(
+    binder_kernel: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> list[str | None]:
-    """Run ``probes`` as the cells of one notebook on the offline kernel: each cell's error."""
+    """Each probe's error, :data:`PYTHON_PROBES` then :data:`C_PROBES` (these only where the
+    kernel has a network namespace of its own), run as the cells of one notebook on one offline
+    kernel."""
     import nbformat
 
+    probes = PYTHON_PROBES + (C_PROBES if binder_kernel["transport"] == "ipc" else [])
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code, _ in probes])
-    client = _client(nb, kernel, path, timeout=15)  # a connect that waits fails the test
-    client.allow_errors = True
-    client.execute()
+    client = _client(nb, binder_kernel, tmp_path_factory.mktemp("probes"), timeout=15)
+    client.allow_errors = True  # a connect that waits (timeout above) fails the tests
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", binder_kernel["jupyter_path"])
+        client.execute()
     return [
         next((out["ename"] for out in cell.outputs if out["output_type"] == "error"), None)
         for cell in nb.cells
@@ -147,19 +153,15 @@ def _probe(
 
 @pytest.mark.timeout(300)
 def test_a_cell_reaching_past_loopback_fails_at_once_under_the_guard(
-    binder_kernel: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    probed: list[str | None],
 ) -> None:
-    monkeypatch.setenv("JUPYTER_PATH", binder_kernel["jupyter_path"])
-    got = _probe(PYTHON_PROBES, binder_kernel, tmp_path)
-    assert got == [want for _, want in PYTHON_PROBES]
+    assert probed[: len(PYTHON_PROBES)] == [want for _, want in PYTHON_PROBES]
 
 
 @pytest.mark.timeout(300)
 def test_libcurl_and_grpc_core_cannot_reach_past_loopback_either(
-    binder_kernel: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    binder_kernel: dict[str, str], probed: list[str | None]
 ) -> None:
     if binder_kernel["transport"] != "ipc":
         pytest.skip("no network namespace on this machine (needs root, unshare and ip)")
-    monkeypatch.setenv("JUPYTER_PATH", binder_kernel["jupyter_path"])
-    got = _probe(C_PROBES, binder_kernel, tmp_path)
-    assert got == [want for _, want in C_PROBES]
+    assert probed[len(PYTHON_PROBES) :] == [want for _, want in C_PROBES]
