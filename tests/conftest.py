@@ -101,7 +101,6 @@ E2E_PATHS = (
     "tests/browser/",
     "tests/peers/",
     "tests/test_notebooks.py",
-    "tests/test_docs_site.py",
     "tests/test_snippets.py",
     "tests/test_cloudpickle_range.py",
 )
@@ -220,7 +219,6 @@ LONGEST = (
     "tests/peers/",
     "tests/browser/test_saved_outputs.py",
     "tests/beyond/test_spark_udf.py",
-    "tests/test_docs_site.py",
     "tests/test_snippets.py::test_page_runs_as_written[docs/session.md]",
     "tests/test_suite_selection.py",
     "tests/reliability/test_soak.py",
