@@ -7,7 +7,6 @@ import os
 import re
 import secrets
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,8 +45,7 @@ def run_all(page: Any) -> None:
 def dark_theme(page: Any) -> None:
     """Switch JupyterLab to its dark theme and wait until it applies."""
     menu(page, "Settings", "Theme", "JupyterLab Dark")
-    page.locator("body[data-jp-theme-light='false']").wait_for(state="attached", timeout=30_000)
-    time.sleep(0.5)
+    _theme_painted(page, light=False)
 
 
 def light_theme(page: Any) -> None:
@@ -55,19 +53,31 @@ def light_theme(page: Any) -> None:
     page.locator("body[data-jp-theme-light]").wait_for(state="attached", timeout=30_000)
     if page.locator("body[data-jp-theme-light='false']").count():
         menu(page, "Settings", "Theme", "JupyterLab Light")
-        page.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
-        time.sleep(0.5)
+        _theme_painted(page, light=True)
+
+
+def _theme_painted(page: Any, light: bool) -> None:
+    """Wait until the theme is applied (JupyterLab marks the body once the theme's stylesheet has
+    loaded) and two frames have been drawn with it (widgets that follow the theme react to the
+    body's attributes before the next frame)."""
+    flag = "true" if light else "false"
+    page.locator(f"body[data-jp-theme-light='{flag}']").wait_for(state="attached", timeout=30_000)
+    page.evaluate(
+        "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+    )
 
 
 @contextlib.contextmanager
 def lab_page(
     chromium: Any, tmp_path: Path, width: int, height: int, errors: list[str] | None = None
 ) -> Iterator[tuple[Any, list[str]]]:
-    """A new page of ``width`` x ``height`` and the JavaScript errors it raises (into ``errors``).
+    """A new page of ``width`` x ``height`` in ``chromium`` (a browser context) and the JavaScript
+    errors it raises (into ``errors``).
 
     On a failure inside, a full-page ``failure.png`` goes to ``tmp_path``; the page is closed after.
     """
-    page = chromium.new_page(viewport={"width": width, "height": height})
+    page = chromium.new_page()
+    page.set_viewport_size({"width": width, "height": height})
     seen = [] if errors is None else errors
     page.on("pageerror", lambda exc: seen.append(str(exc)))
     try:
