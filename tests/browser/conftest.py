@@ -163,8 +163,10 @@ def _kernels_end_with_their_test(request: pytest.FixtureRequest) -> Iterator[Non
     if "lab" not in request.fixturenames:
         return
     lab = request.getfixturevalue("lab")
-    sessions = [s["id"] for s in _api(lab, "GET", "sessions")]
-    kernels = [k["id"] for k in _api(lab, "GET", "kernels")]
+    listed = _api(lab, "GET", "sessions")
+    sessions = [s["id"] for s in listed]
+    owned = {s["kernel"]["id"] for s in listed if s.get("kernel")}  # ends with its session
+    kernels = [k["id"] for k in _api(lab, "GET", "kernels") if k["id"] not in owned]
     if sessions or kernels:
         thread = threading.Thread(target=_shut_down, args=(lab, sessions, kernels), daemon=True)
         thread.start()

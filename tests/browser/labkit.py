@@ -21,6 +21,13 @@ def save_shot(shot: Path, name: str) -> None:
         shutil.copy(shot, DOCS_IMG / name)
 
 
+def keep_shot(target: Any, shot: Path, **options: Any) -> None:
+    """Screenshot ``target`` (a page or locator) to ``shot``, a picture only for a person to look
+    at (neither asserted on nor kept in docs/img/): taken only when NBINFER_SAVE_SCREENSHOTS=1."""
+    if os.environ.get("NBINFER_SAVE_SCREENSHOTS") == "1":
+        target.screenshot(path=str(shot), **options)
+
+
 def menu(page: Any, menu: str, *items: str) -> None:
     """Click JupyterLab's menu bar entry ``menu`` then each of ``items``."""
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{menu}$")).click()
@@ -62,8 +69,18 @@ def _theme_painted(page: Any, light: bool) -> None:
     body's attributes before the next frame)."""
     flag = "true" if light else "false"
     page.locator(f"body[data-jp-theme-light='{flag}']").wait_for(state="attached", timeout=30_000)
+    settle(page)
+
+
+def settle(page: Any, frames: int = 2) -> None:
+    """Wait until the page has drawn ``frames`` more frames: what a resize, a scroll or a theme
+    set off (JupyterLab's panels lay out in an animation frame) is laid out and painted."""
     page.evaluate(
-        "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+        """(n) => new Promise((done) => {
+          const step = (left) => (left ? requestAnimationFrame(() => step(left - 1)) : done());
+          step(n);
+        })""",
+        frames,
     )
 
 
