@@ -65,10 +65,12 @@ def light_theme(page: Any) -> None:
 
 def _theme_painted(page: Any, light: bool) -> None:
     """Wait until the theme is applied (JupyterLab marks the body once the theme's stylesheet has
-    loaded) and two frames have been drawn with it (widgets that follow the theme react to the
-    body's attributes before the next frame)."""
+    loaded), the splash screen JupyterLab shows while it loads has faded out and been removed,
+    and two more frames have been drawn (widgets that follow the theme react to the body's
+    attributes before the next frame)."""
     flag = "true" if light else "false"
     page.locator(f"body[data-jp-theme-light='{flag}']").wait_for(state="attached", timeout=30_000)
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
     settle(page)
 
 
