@@ -94,7 +94,6 @@ def saved(lab: dict[str, Any], chromium: Any, tmp_path_factory: pytest.TempPathF
                 state="attached", timeout=30_000
             )
             bars = page.locator(".jp-Notebook .widget-hprogress").count()
-            page.locator(".jp-mod-current.jp-mod-dirty").wait_for(timeout=30_000)  # run: unsaved
             _save(page, lab, name, files[False])
             _save_widget_state(page, True)
             _save(page, lab, name, files[True])
