@@ -2,15 +2,19 @@
 
 JupyterLab runs from this interpreter with a token, a temporary root holding every ``*.ipynb`` of
 this folder, temporary settings (no news pop-up); tests open a notebook in a fresh workspace URL
-(:func:`open_notebook`), so nothing from earlier sessions is restored. Playwright (sync API) drives
-Debian's ``chromium``. Screenshots go to the test's tmp dir, and to ``docs/img/`` when
-``NBINFER_SAVE_SCREENSHOTS=1`` (:func:`save_shot`).
+(:func:`open_notebook`), so nothing from earlier sessions is restored. The kernels a test started
+are shut down when it ends (in the background: the next test does not wait for them), so none
+piles up for the lab's exit to wait on. Playwright (sync API) drives Debian's ``chromium``, one
+per module, all of a session on one profile: JupyterLab's scripts come from its disk cache,
+already compiled, after the first module. Screenshots go to the test's tmp dir, and to
+``docs/img/`` when ``NBINFER_SAVE_SCREENSHOTS=1`` (:func:`save_shot`).
 
 Skips (with the reason) only when no Chromium, Playwright or JupyterLab is available.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -19,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -102,6 +107,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
+    shutdowns: list[threading.Thread] = []
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -114,8 +120,16 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                         "JupyterLab did not start:\n" + (base / "lab.log").read_text()[-3000:]
                     ) from None
                 time.sleep(0.3)
-        yield {"url": url, "token": token, "log": base / "lab.log", "root": root}
+        yield {
+            "url": url,
+            "token": token,
+            "log": base / "lab.log",
+            "root": root,
+            "shutdowns": shutdowns,  # threads shutting kernels down (_kernels_end_with_their_test)
+        }
     finally:
+        for thread in shutdowns:
+            thread.join(30)
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(20)
@@ -125,17 +139,60 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         log.close()
 
 
+def _api(lab: dict[str, Any], method: str, path: str, timeout: float = 60) -> Any:
+    """Call the lab's REST API; the decoded JSON answer (None when it has no body)."""
+    headers = {"Authorization": f"token {lab['token']}"}
+    request = urllib.request.Request(f"{lab['url']}/api/{path}", method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        body = answer.read()
+    return json.loads(body) if body else None
+
+
+def _shut_down(lab: dict[str, Any], sessions: list[str], kernels: list[str]) -> None:
+    """Delete ``sessions`` then ``kernels`` (each waits for its kernel to exit); errors ignored:
+    a kernel the test shut down itself is already gone."""
+    for path in [f"sessions/{s}" for s in sessions] + [f"kernels/{k}" for k in kernels]:
+        with contextlib.suppress(OSError):
+            _api(lab, "DELETE", path)
+
+
+@pytest.fixture(autouse=True)
+def _kernels_end_with_their_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that used the lab, shut down every kernel it left running, in a thread."""
+    yield
+    if "lab" not in request.fixturenames:
+        return
+    lab = request.getfixturevalue("lab")
+    listed = _api(lab, "GET", "sessions")
+    sessions = [s["id"] for s in listed]
+    owned = {s["kernel"]["id"] for s in listed if s.get("kernel")}  # ends with its session
+    kernels = [k["id"] for k in _api(lab, "GET", "kernels") if k["id"] not in owned]
+    if sessions or kernels:
+        thread = threading.Thread(target=_shut_down, args=(lab, sessions, kernels), daemon=True)
+        thread.start()
+        lab["shutdowns"].append(thread)
+
+
+@pytest.fixture(scope="session")
+def chromium_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The user data directory every module's Chromium of this session shares (its caches)."""
+    return tmp_path_factory.mktemp("chromium")
+
+
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    """Headless Chromium, per module: Playwright's sync API keeps an asyncio loop running in the
-    main thread while it is open, which must end before any other module's tests run."""
+def chromium(chromium_profile: Path) -> Iterator[Any]:
+    """Headless Chromium, per module (a persistent context on :func:`chromium_profile`; pages
+    from ``new_page()``): Playwright's sync API keeps an asyncio loop running in the main thread
+    while it is open, which must end before any other module's tests run."""
     executable = _chromium()
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
     )
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        context = p.chromium.launch_persistent_context(
+            str(chromium_profile), executable_path=executable, args=CHROMIUM_ARGS, headless=True
+        )
         try:
-            yield browser
+            yield context
         finally:
-            browser.close()
+            context.close()

@@ -7,7 +7,6 @@ import os
 import re
 import secrets
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,13 @@ def save_shot(shot: Path, name: str) -> None:
     if os.environ.get("NBINFER_SAVE_SCREENSHOTS") == "1":
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, DOCS_IMG / name)
+
+
+def keep_shot(target: Any, shot: Path, **options: Any) -> None:
+    """Screenshot ``target`` (a page or locator) to ``shot``, a picture only for a person to look
+    at (neither asserted on nor kept in docs/img/): taken only when NBINFER_SAVE_SCREENSHOTS=1."""
+    if os.environ.get("NBINFER_SAVE_SCREENSHOTS") == "1":
+        target.screenshot(path=str(shot), **options)
 
 
 def menu(page: Any, menu: str, *items: str) -> None:
@@ -46,8 +52,7 @@ def run_all(page: Any) -> None:
 def dark_theme(page: Any) -> None:
     """Switch JupyterLab to its dark theme and wait until it applies."""
     menu(page, "Settings", "Theme", "JupyterLab Dark")
-    page.locator("body[data-jp-theme-light='false']").wait_for(state="attached", timeout=30_000)
-    time.sleep(0.5)
+    _theme_painted(page, light=False)
 
 
 def light_theme(page: Any) -> None:
@@ -55,19 +60,43 @@ def light_theme(page: Any) -> None:
     page.locator("body[data-jp-theme-light]").wait_for(state="attached", timeout=30_000)
     if page.locator("body[data-jp-theme-light='false']").count():
         menu(page, "Settings", "Theme", "JupyterLab Light")
-        page.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
-        time.sleep(0.5)
+        _theme_painted(page, light=True)
+
+
+def _theme_painted(page: Any, light: bool) -> None:
+    """Wait until the theme is applied (JupyterLab marks the body once the theme's stylesheet has
+    loaded), the splash screen JupyterLab shows while it loads has faded out and been removed,
+    and two more frames have been drawn (widgets that follow the theme react to the body's
+    attributes before the next frame)."""
+    flag = "true" if light else "false"
+    page.locator(f"body[data-jp-theme-light='{flag}']").wait_for(state="attached", timeout=30_000)
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
+    settle(page)
+
+
+def settle(page: Any, frames: int = 2) -> None:
+    """Wait until the page has drawn ``frames`` more frames: what a resize, a scroll or a theme
+    set off (JupyterLab's panels lay out in an animation frame) is laid out and painted."""
+    page.evaluate(
+        """(n) => new Promise((done) => {
+          const step = (left) => (left ? requestAnimationFrame(() => step(left - 1)) : done());
+          step(n);
+        })""",
+        frames,
+    )
 
 
 @contextlib.contextmanager
 def lab_page(
     chromium: Any, tmp_path: Path, width: int, height: int, errors: list[str] | None = None
 ) -> Iterator[tuple[Any, list[str]]]:
-    """A new page of ``width`` x ``height`` and the JavaScript errors it raises (into ``errors``).
+    """A new page of ``width`` x ``height`` in ``chromium`` (a browser context) and the JavaScript
+    errors it raises (into ``errors``).
 
     On a failure inside, a full-page ``failure.png`` goes to ``tmp_path``; the page is closed after.
     """
-    page = chromium.new_page(viewport={"width": width, "height": height})
+    page = chromium.new_page()
+    page.set_viewport_size({"width": width, "height": height})
     seen = [] if errors is None else errors
     page.on("pageerror", lambda exc: seen.append(str(exc)))
     try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,13 @@ import pytest
 
 from tests.browser.labkit import (
     dark_theme,
+    keep_shot,
     lab_page,
     light_theme,
     open_notebook,
     run_all,
     save_shot,
+    settle,
 )
 
 NOTEBOOK = "browser_image.ipynb"
@@ -81,7 +82,14 @@ def _fit_output(page: Any, width: int) -> None:
         if abs(now - width) <= 4:
             return
         page.set_viewport_size({"width": int(size["width"] + width - now), "height": 900})
-        time.sleep(0.5)  # JupyterLab's panels re-lay out on resize
+        page.wait_for_function(  # JupyterLab's panels re-lay out on resize
+            """(before) => Math.abs(
+              document.querySelector('.nbinfer-browser').getBoundingClientRect().width - before
+            ) > 1""",
+            arg=now,
+            timeout=30_000,
+        )
+        settle(page)
     assert abs(_output_width(page) - width) <= 8, _output_width(page)
 
 
@@ -156,7 +164,7 @@ def test_image_form_upload_sketch_and_narrow_layout(
         assert drawn != uploaded
         assert _top_label(ui) == "1"
         page.set_viewport_size({"width": 1280, "height": 1400})  # the whole result in the shot
-        time.sleep(0.5)  # the bars' layout settles before the picture
+        settle(page)  # the bars' layout settles before the picture
         shot = tmp_path / "browser-upload.png"
         ui.screenshot(path=str(shot))
         save_shot(shot, "browser-upload.png")
@@ -174,22 +182,22 @@ def test_image_form_upload_sketch_and_narrow_layout(
         for width in (700, 600):
             _fit_output(page, width)
             ui.scroll_into_view_if_needed()
-            time.sleep(0.3)
+            settle(page)
             reports[width] = report = _layout_report(page)
-            ui.screenshot(path=str(tmp_path / f"browser-{width}.png"))
+            keep_shot(ui, tmp_path / f"browser-{width}.png")
         # iris at 600 px: its number boxes and a result with tables keep the pane usable.
         models.select_option(value="\u25cf iris")
         ui.locator(".nbb-h").filter(has_text="iris").wait_for(timeout=30_000)
         ui.locator(".nbb-main .widget-text input[type=number]").nth(3).wait_for(timeout=30_000)
         ui.locator(".nbb-main button", has_text="Run").click()
         ui.get_by_text(re.compile("iris answered in")).wait_for(timeout=30_000)
-        time.sleep(0.3)
+        settle(page)
         reports["600 iris"] = _layout_report(page)
-        ui.screenshot(path=str(tmp_path / "browser-600-iris.png"))
+        keep_shot(ui, tmp_path / "browser-600-iris.png")
         _fit_output(page, 480)  # narrower still: the list goes above the main pane
-        time.sleep(0.3)
+        settle(page)
         reports["480 iris"] = _layout_report(page)
-        ui.screenshot(path=str(tmp_path / "browser-480-iris.png"))
+        keep_shot(ui, tmp_path / "browser-480-iris.png")
         assert reports["480 iris"]["stacked"], reports["480 iris"]
         assert not any(reports[w]["stacked"] for w in (700, 600, "600 iris")), reports
         for width, report in reports.items():

@@ -1,8 +1,9 @@
 """A real browser: text generation streams into ONE output of a JupyterLab cell (issue 27).
 
 ``session.generate("story", ...)`` paces its words (150 ms each); the test watches the cell's
-output as it grows and keeps a screenshot of each new state: at least three while the text is
-still streaming (the cursor shows), then the final text with its figures, in light and dark.
+output as it grows and counts its new states: at least three while the text is still streaming
+(the cursor shows), a screenshot of the first three (of every state when pictures are kept),
+then the final text with its figures, in light and dark.
 A chat's conversation draws as bubbles, in both themes.
 """
 
@@ -17,6 +18,7 @@ import pytest
 
 from tests.browser.labkit import (
     dark_theme,
+    keep_shot,
     lab_page,
     light_theme,
     open_notebook,
@@ -49,9 +51,11 @@ def test_tokens_arrive_over_time_in_one_cell_output(
                 seen.append(now)
                 shots += 1
                 shot = tmp_path / f"generate-stream-{shots}.png"
-                cell.screenshot(path=str(shot))
-                if shots <= 3:
+                if shots <= 3:  # the pictures docs/img keeps
+                    cell.screenshot(path=str(shot))
                     save_shot(shot, f"generate-stream-{shots}.png")
+                else:
+                    keep_shot(cell, shot)
                 assert cell.locator(".jp-OutputArea-output").count() == 1
             time.sleep(0.3)
         assert shots >= 3, seen

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, keep_shot, lab_page, open_notebook, run_all, save_shot
 
 NOTEBOOK = "model_browser.ipynb"
 
@@ -57,7 +57,7 @@ def test_model_browser_in_jupyterlab(lab: dict[str, Any], chromium: Any, tmp_pat
         time.sleep(0.3)  # let the bars' layout settle before the picture
 
         page_shot = tmp_path / "jupyterlab.png"
-        page.screenshot(path=str(page_shot), full_page=True)
+        keep_shot(page, page_shot, full_page=True)
         shot = tmp_path / "browser.png"
         ui.screenshot(path=str(shot))
         assert shot.stat().st_size > 10_000

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, keep_shot, lab_page, open_notebook, run_all, save_shot
 
 NOTEBOOK = "profile_card.ipynb"
 
@@ -124,6 +124,6 @@ def test_profile_card_follows_the_theme_at_700px(
         dark = tmp_path / "profile-dark.png"
         card.screenshot(path=str(dark))
         save_shot(dark, "profile-dark.png")
-        stats.screenshot(path=str(tmp_path / "stats-dark.png"))
+        keep_shot(stats, tmp_path / "stats-dark.png")
         print(f"screenshots: {shot} {dark}")
         assert errors == [], errors

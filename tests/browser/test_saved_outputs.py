@@ -1,13 +1,14 @@
 """A real browser: outputs that survive saving (fixtures in conftest.py).
 
-JupyterLab runs a copy of ``saved_outputs.ipynb`` (a chunked ``session.infer``, whose progress
-bar leaves a summary line, and the model browser), saves it, shuts its kernel down and reopens it
-in a fresh tab and workspace: the summary is there and no dead widget ("Loading widget...",
-"Error displaying widget", "model not found") -- for the whole notebook with ipywidgets' "Save
-Widget State Automatically" on, for the bar's cell with JupyterLab's defaults (where JupyterLab
-shows the browser's "model not found", docs/notebook.md). Then ``jupyter nbconvert --to html`` of
-the saved file shows the summary, never a bar stuck at ``0%|``, and (no widget state) the
-browser's static copy.
+JupyterLab runs a copy of ``saved_outputs.ipynb`` once (a chunked ``session.infer``, whose
+progress bar leaves a summary line, and the model browser) and saves it twice: with JupyterLab's
+defaults, then with ipywidgets' "Save Widget State Automatically" on; each saved file is kept as
+its own notebook. The kernel is shut down, and each test reopens its file in a fresh tab and
+workspace: the summary is there and no dead widget ("Loading widget...", "Error displaying
+widget", "model not found") -- for the whole notebook with the widget state, for the bar's cell
+with the defaults (where JupyterLab shows the browser's "model not found", docs/notebook.md).
+Then ``jupyter nbconvert --to html`` of the saved files (one run for both) shows the summary,
+never a bar stuck at ``0%|``, and (no widget state) the browser's static copy.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ def _save_widget_state(page: Any, on: bool) -> None:
     if checked == on:
         page.keyboard.press("Escape")
         return
-    item.click()
-    time.sleep(0.5)  # the setting is written by the server: let it land
+    with page.expect_response(
+        lambda r: "/lab/api/settings/" in r.url and r.request.method == "PUT"
+    ):
+        item.click()  # the setting is written by the server: wait until it has landed
 
 
 def _outputs(page: Any, cell: int | None = None) -> str:
@@ -55,82 +58,109 @@ def _outputs(page: Any, cell: int | None = None) -> str:
     return str(scope.locator(".jp-OutputArea").all_inner_texts())
 
 
-@pytest.mark.parametrize("save_state", [False, True], ids=["lab-default", "save-widget-state"])
-def test_a_saved_notebook_reopens_with_the_summary_and_no_dead_widget(
-    lab: dict[str, Any], chromium: Any, tmp_path: Path, save_state: bool
-) -> None:
-    """With JupyterLab's defaults the bar's summary survives, and nbconvert shows the browser's
-    static copy; with "Save Widget State Automatically" the browser reopens drawn from its state
-    (JupyterLab never falls back to a widget output's ``text/html``: docs/notebook.md)."""
-    name = f"saved_outputs_{'state' if save_state else 'default'}.ipynb"
-    shutil.copy(HERE / NOTEBOOK, lab["root"] / name)  # a fresh copy for each setting
-    with lab_page(chromium, tmp_path, 1280, 1000) as (page, errors):
-        open_notebook(page, lab, name)
-        _save_widget_state(page, save_state)
-        run_all(page)
-        summary = page.locator(".jp-OutputArea-output", has_text=SUMMARY)
-        summary.wait_for(timeout=90_000)
-        ui = page.locator(".nbinfer-browser")
-        ui.wait_for(timeout=60_000)
-        ui.locator(".nbb-side select option", has_text=re.compile(r"\siris$")).wait_for(
-            state="attached", timeout=30_000
+def _save(page: Any, lab: dict[str, Any], name: str, keep: str) -> None:
+    """Save the open notebook ``name`` (Ctrl+S) and copy the saved file to ``keep``."""
+    page.locator(".jp-Notebook").click()
+    with page.expect_response(
+        lambda r: (
+            r.url.split("?")[0].endswith(f"/api/contents/{name}") and r.request.method == "PUT"
         )
-        assert page.locator(".jp-Notebook .widget-hprogress").count() == 0
-
-        page.locator(".jp-Notebook").click()
+    ) as saved:
         page.keyboard.press("Control+s")
-        page.locator(".jp-mod-current.jp-mod-dirty").wait_for(state="detached", timeout=30_000)
-        saved = json.loads((lab["root"] / name).read_text())
-        outputs = [out for cell in saved["cells"] for out in cell.get("outputs", [])]
-        bar, browser = outputs[0], outputs[-1]
-        assert WIDGET_VIEW not in bar["data"], bar
-        assert SUMMARY.search("".join(bar["data"]["text/plain"])), bar
-        assert "Model browser" in "".join(browser["data"]["text/html"]), browser["data"].keys()
-        assert ("widgets" in saved["metadata"]) == save_state
-        menu(page, "Kernel", "Shut Down Kernel")
-        page.locator(".jp-Toolbar-kernelName", has_text="No Kernel").wait_for(timeout=30_000)
-    # a new tab below: nothing of this one's widgets or kernel is reused
+    assert saved.value.ok, saved.value.status
+    shutil.copy(lab["root"] / name, lab["root"] / keep)
 
-    with lab_page(chromium, tmp_path, 1280, 1000, errors) as (page, _):
+
+@pytest.fixture(scope="module")
+def saved(lab: dict[str, Any], chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The notebook run once and saved as both files, its kernel shut down; what the tests read:
+    the files' names, the progress bars left on the page, the page's JavaScript errors, and each
+    file's nbconvert HTML."""
+    tmp = tmp_path_factory.mktemp("saved_outputs")
+    name = "saved_outputs_run.ipynb"
+    shutil.copy(HERE / NOTEBOOK, lab["root"] / name)  # a fresh copy: the source stays unrun
+    files = {False: "saved_outputs_default.ipynb", True: "saved_outputs_state.ipynb"}
+    errors: list[str] = []
+    with lab_page(chromium, tmp, 1280, 1000, errors) as (page, _):
+        open_notebook(page, lab, name)
         try:
-            open_notebook(page, lab, name)  # a fresh workspace and a fresh kernel
+            _save_widget_state(page, False)
+            run_all(page)
             summary = page.locator(".jp-OutputArea-output", has_text=SUMMARY)
-            summary.wait_for(timeout=30_000)
-            if save_state:
-                ui = page.locator(".nbinfer-browser")
-                ui.wait_for(timeout=30_000)  # drawn from the widget state saved in the notebook
-            else:
-                dead_browser = page.get_by_text("Error displaying widget")  # the browser's
-                dead_browser.wait_for(timeout=30_000)
-            time.sleep(1.0)  # the widget manager restores after the kernel is idle: let it finish
-            text = _outputs(page) if save_state else _outputs(page, cell=1)  # the bar's cell
-            assert SUMMARY.search(text), text
-            for dead in DEAD:
-                assert dead not in text, text
-            if save_state:
-                assert "iris" in ui.inner_text()
-                shot = tmp_path / "saved-reopened.png"
-                page.locator(".jp-Notebook").screenshot(path=str(shot))
-                save_shot(shot, "saved-reopened.png")
-                dark_theme(page)
-                dark = tmp_path / "saved-reopened-dark.png"
-                page.locator(".jp-Notebook").screenshot(path=str(dark))
-                save_shot(dark, "saved-reopened-dark.png")
-                print(f"screenshots: {shot} {dark}")
-            assert errors == [], errors
+            summary.wait_for(timeout=90_000)
+            ui = page.locator(".nbinfer-browser")
+            ui.wait_for(timeout=60_000)
+            ui.locator(".nbb-side select option", has_text=re.compile(r"\siris$")).wait_for(
+                state="attached", timeout=30_000
+            )
+            bars = page.locator(".jp-Notebook .widget-hprogress").count()
+            _save(page, lab, name, files[False])
+            _save_widget_state(page, True)
+            _save(page, lab, name, files[True])
         finally:
             _save_widget_state(page, False)  # the lab is shared by the session's tests
+        menu(page, "Kernel", "Shut Down Kernel")
+        page.locator(".jp-Toolbar-kernelName", has_text="No Kernel").wait_for(timeout=30_000)
+    # the tests open new tabs: nothing of this one's widgets or kernel is reused
 
-    html = tmp_path / "saved_outputs.html"
-    command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--output"]
+    command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--output-dir"]
     subprocess.run(
-        [*command, str(html), str(lab["root"] / name)],
+        [*command, str(tmp), *(str(lab["root"] / file) for file in files.values())],
         check=True,
         capture_output=True,
         env=os.environ,
         timeout=120,
     )
-    page_text = html.read_text()
+    html = {state: (tmp / file).with_suffix(".html").read_text() for state, file in files.items()}
+    return {"files": files, "bars": bars, "errors": errors, "html": html}
+
+
+@pytest.mark.parametrize("save_state", [False, True], ids=["lab-default", "save-widget-state"])
+def test_a_saved_notebook_reopens_with_the_summary_and_no_dead_widget(
+    saved: dict[str, Any], lab: dict[str, Any], chromium: Any, tmp_path: Path, save_state: bool
+) -> None:
+    """With JupyterLab's defaults the bar's summary survives, and nbconvert shows the browser's
+    static copy; with "Save Widget State Automatically" the browser reopens drawn from its state
+    (JupyterLab never falls back to a widget output's ``text/html``: docs/notebook.md)."""
+    assert saved["bars"] == 0  # the bar was replaced by its summary when the run ended
+    name = saved["files"][save_state]
+    notebook = json.loads((lab["root"] / name).read_text())
+    outputs = [out for cell in notebook["cells"] for out in cell.get("outputs", [])]
+    bar, browser = outputs[0], outputs[-1]
+    assert WIDGET_VIEW not in bar["data"], bar
+    assert SUMMARY.search("".join(bar["data"]["text/plain"])), bar
+    assert "Model browser" in "".join(browser["data"]["text/html"]), browser["data"].keys()
+    assert ("widgets" in notebook["metadata"]) == save_state
+
+    errors = list(saved["errors"])  # the run's page, then this one's
+    with lab_page(chromium, tmp_path, 1280, 1000, errors) as (page, _):
+        open_notebook(page, lab, name)  # a fresh workspace and a fresh kernel
+        summary = page.locator(".jp-OutputArea-output", has_text=SUMMARY)
+        summary.wait_for(timeout=30_000)
+        if save_state:
+            ui = page.locator(".nbinfer-browser")
+            ui.wait_for(timeout=30_000)  # drawn from the widget state saved in the notebook
+        else:
+            dead_browser = page.get_by_text("Error displaying widget")  # the browser's
+            dead_browser.wait_for(timeout=30_000)
+        time.sleep(1.0)  # the widget manager restores after the kernel is idle: let it finish
+        text = _outputs(page) if save_state else _outputs(page, cell=1)  # the bar's cell
+        assert SUMMARY.search(text), text
+        for dead in DEAD:
+            assert dead not in text, text
+        if save_state:
+            assert "iris" in ui.inner_text()
+            shot = tmp_path / "saved-reopened.png"
+            page.locator(".jp-Notebook").screenshot(path=str(shot))
+            save_shot(shot, "saved-reopened.png")
+            dark_theme(page)
+            dark = tmp_path / "saved-reopened-dark.png"
+            page.locator(".jp-Notebook").screenshot(path=str(dark))
+            save_shot(dark, "saved-reopened-dark.png")
+            print(f"screenshots: {shot} {dark}")
+        assert errors == [], errors
+
+    page_text = saved["html"][save_state]
     assert SUMMARY.search(page_text), "no summary line in the nbconvert HTML"
     assert "0%|" not in page_text and "widget-hprogress" not in page_text
     if not save_state:  # no widget state: nbconvert draws the browser's static copy

@@ -161,25 +161,30 @@ def test_the_browser_output_carries_a_static_copy(executed: dict[str, Any]) -> N
     assert "<script" not in html
 
 
-def _nbconvert(nb: dict[str, Any], tmp_path: Path) -> str:
-    """``jupyter nbconvert --to html`` of ``nb`` saved to a file (the real command)."""
-    path = tmp_path / "saved.ipynb"
-    path.write_text(json.dumps(nb))
+@pytest.fixture(scope="module")
+def converted(executed: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Each file's HTML from ``jupyter nbconvert --to html`` (the real command, one run for both)
+    of the saved notebook: ``"state"`` as nbclient stores it, with widget state; ``"plain"``
+    without, as JupyterLab saves by default and as GitHub shows it."""
+    folder = tmp_path_factory.mktemp("converted")
+    plain = json.loads(json.dumps(executed))
+    plain["metadata"].pop("widgets", None)
+    for name, nb in (("state", executed), ("plain", plain)):
+        (folder / f"{name}.ipynb").write_text(json.dumps(nb))
     subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(path)],
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--output-dir", str(folder)]
+        + [str(folder / f"{name}.ipynb") for name in ("state", "plain")],
         check=True,
         capture_output=True,
         timeout=120,
     )
-    return (tmp_path / "saved.html").read_text()
+    return {name: (folder / f"{name}.html").read_text() for name in ("state", "plain")}
 
 
 def test_nbconvert_shows_the_summaries_and_the_browser_copy_without_widget_state(
-    executed: dict[str, Any], tmp_path: Path
+    converted: dict[str, str],
 ) -> None:
-    nb = json.loads(json.dumps(executed))
-    nb["metadata"].pop("widgets", None)  # as JupyterLab saves by default, and as GitHub shows
-    html = _nbconvert(nb, tmp_path)
+    html = converted["plain"]  # no widget state: as JupyterLab saves by default
     assert SUMMARY.search(html) and "demo: failed (RuntimeError) after 300 of 600 rows" in html
     assert "pause: interrupted after 0 of 4 rows" in html
     assert "0%|" not in html and "widget-hprogress" not in html
@@ -187,10 +192,10 @@ def test_nbconvert_shows_the_summaries_and_the_browser_copy_without_widget_state
 
 
 def test_nbconvert_with_widget_state_shows_the_summary_and_draws_only_the_browser(
-    executed: dict[str, Any], tmp_path: Path
+    executed: dict[str, Any], converted: dict[str, str]
 ) -> None:
     assert "widgets" in executed["metadata"]  # nbclient (and so the docs build) stores state
-    html = _nbconvert(executed, tmp_path)
+    html = converted["state"]
     assert SUMMARY.search(html) and "0%|" not in html
     views = re.findall(r'"model_id": "(\w+)"', html.split("</style>")[-1])
     assert views == [executed["cells"][4]["outputs"][0]["data"][WIDGET_VIEW]["model_id"]]
