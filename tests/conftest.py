@@ -197,18 +197,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 #: Tests sharing session-scoped servers or kernels, kept on one xdist worker: a node id prefix ->
-#: its group. (Each browser test module is a group of its own: one JupyterLab per worker that runs
-#: any, a few seconds, against minutes of browser tests on one worker.)
+#: its group.
 GROUPS = {
     "tests/peers/": "tests/peers/",
     "tests/test_notebooks.py": "notebooks",
     "tests/test_docs_site.py::test_site_builds": "notebooks",
+    # The browser modules in two groups of about two minutes each: at most two workers start a
+    # JupyterLab (15-20 s each) and neither group ends last.
+    "tests/browser/test_saved_outputs.py": "browser-a",
+    "tests/browser/test_rerun.py": "browser-a",
+    "tests/browser/test_first_array.py": "browser-a",
+    "tests/browser/test_classify_digits.py": "browser-a",
+    "tests/browser/test_generate_browser.py": "browser-b",
+    "tests/browser/test_browser_image.py": "browser-b",
+    "tests/browser/test_profile_card.py": "browser-b",
+    "tests/browser/test_jupyterlab.py": "browser-b",
+    "tests/browser/test_lab_error_card.py": "browser-b",
 }
 #: Modules whose tests each start what they need and share no server, kernel or process-wide
 #: state: every test is a group of its own, so a module of minutes spreads over the workers (the
-#: documented pages run one scratch shell each; the saved-outputs browser test copies its own
-#: notebook and sets the lab setting it needs, in whichever worker's lab it runs).
-SPLIT = ("tests/test_snippets.py", "tests/browser/test_saved_outputs.py")
+#: documented pages run one scratch shell each).
+SPLIT = ("tests/test_snippets.py",)
 #: The longest groups (measured with ``--durations=0``), handed out first in this order so that
 #: none starts last. A group matches the first entry it starts with.
 LONGEST = (
@@ -217,14 +226,11 @@ LONGEST = (
     "tests/test_snippets.py::test_page_runs_as_written[docs/profiling.md]",
     "tests/interop/test_dataframe_scale.py",
     "tests/peers/",
-    "tests/browser/test_saved_outputs.py",
+    "browser-",
     "tests/beyond/test_spark_udf.py",
     "tests/test_snippets.py::test_page_runs_as_written[docs/session.md]",
     "tests/test_suite_selection.py",
     "tests/reliability/test_soak.py",
-    "tests/browser/test_browser_image.py",
-    "tests/browser/test_profile_card.py",
-    "tests/browser/test_rerun.py",
 )
 
 
