@@ -40,7 +40,13 @@ def make_rows(number: int, rows: int, negative_at: int = -1) -> pd.DataFrame:
 def cluster() -> Iterator[object]:
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
+            n_workers=2,
+            threads_per_worker=2,
+            processes=True,
+            dashboard_address=None,
+            # no dashboard, but the scheduler's HTTP routes still listen: on a free port, not
+            # 8787 (taken by any other cluster on the machine: a warning, so an error here)
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         ) as local,
         distributed.Client(local) as client,
     ):
