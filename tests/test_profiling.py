@@ -1,6 +1,7 @@
 """session.profile(): short load profiles against the embedded server, checked for sanity.
 
-Windows are short (0.3-0.5 s) so the whole file runs in well under a minute on 2 busy cores;
+Windows are short (0.3-0.5 s; one 0.1 s window where a test checks what is done with a profile,
+not its numbers) so the whole file runs in well under a minute on 2 busy cores;
 the checks are relations that hold on any machine (percentiles ordered, splits adding up,
 open-loop latency growing past capacity), plus one comparison with an independent
 tritonclient loop that interleaves runs and compares medians.
@@ -38,6 +39,9 @@ from nbinfer.server.launcher import LocalServer, parse_ready_line
 pytestmark = pytest.mark.timeout(240)
 
 QUICK: dict[str, Any] = {"window": 0.3, "max_windows": 4, "warmup": 0.2, "progress": False}
+#: One short window, for tests of what is done with a profile (its inputs, export, display), not
+#: of its numbers: every second of closed-loop load keeps the generator and the server busy.
+BRIEF: dict[str, Any] = {"window": 0.1, "max_windows": 1, "warmup": 0.05, "progress": False}
 SERVICE_S = 0.02  # the sleeping model's service time: client overhead is a small part of it
 
 
@@ -213,21 +217,21 @@ def test_inputs_from_metadata_dataframe_or_arrays(session: Session) -> None:
     echo = random_inputs(session.client.get_model_metadata("echo"), batch_size=2)
     assert echo["INPUT0"].shape == (2, 1) and isinstance(echo["INPUT0"][0, 0], bytes)
 
-    batched = session.profile("add_sub", concurrency=1, batch_size=4, **QUICK).iloc[0]
+    batched = session.profile("add_sub", concurrency=1, batch_size=4, **BRIEF).iloc[0]
     assert batched["batch_size"] == 4
 
     frame = pd.DataFrame({"sepal_length": [5.1, 6.2], "sepal_width": [3.5, 2.9]})
     frame["petal_length"], frame["petal_width"] = [1.4, 4.3], [0.2, 1.3]
-    from_frame = session.profile("iris", frame, concurrency=1, **QUICK).iloc[0]
+    from_frame = session.profile("iris", frame, concurrency=1, **BRIEF).iloc[0]
     assert from_frame["batch_size"] == 2 and from_frame["errors"] == 0
 
     given = {"INPUT0": np.zeros((2, 16), np.float32), "INPUT1": np.ones((2, 16), np.float32)}
-    assert session.profile("add_sub", given, concurrency=1, **QUICK).iloc[0]["batch_size"] == 2
+    assert session.profile("add_sub", given, concurrency=1, **BRIEF).iloc[0]["batch_size"] == 2
 
 
 def test_export_and_compare(session: Session, tmp_path: Any) -> None:
-    http = session.profile("add_sub", concurrency=[1, 2], **QUICK)
-    grpc = session.profile("add_sub", protocol="grpc", concurrency=[1, 2], **QUICK)
+    http = session.profile("add_sub", concurrency=[1, 2], **BRIEF)
+    grpc = session.profile("add_sub", protocol="grpc", concurrency=[1, 2], **BRIEF)
     both = compare(http, grpc, labels=["HTTP", "gRPC"])
     assert isinstance(both, ProfileFrame)
     assert list(both["run"]) == ["HTTP", "HTTP", "gRPC", "gRPC"]
@@ -290,7 +294,7 @@ def test_timing_options_that_could_never_measure_are_refused(session: Session) -
 
 
 def test_a_column_subset_displays_as_a_plain_frame(session: Session) -> None:
-    frame = session.profile("add_sub", request_rate=100, **QUICK)
+    frame = session.profile("add_sub", request_rate=100, **BRIEF)
     subset = frame[["request_rate", "throughput"]]
     bundle = subset._repr_mimebundle_()
     assert "<table" in bundle["text/html"] and "data:image/png" not in bundle["text/html"]
@@ -307,8 +311,8 @@ def test_command_line_profile_writes_csv_json_and_png(
     monkeypatch.setenv("NBINFER_TOKEN", session.token or "")  # the session server's token
 
     out = {ext: tmp_path / f"run.{ext}" for ext in ("csv", "json", "png")}
-    args = ["profile", session.url, "add_sub", "--concurrency", "1", "2", "--window", "0.3"]
-    args += ["--max-windows", "3", "--warmup", "0.2"]
+    args = ["profile", session.url, "add_sub", "--concurrency", "1", "2", "--window", "0.1"]
+    args += ["--max-windows", "1", "--warmup", "0.05"]
     args += [arg for ext, path in out.items() for arg in (f"--{ext}", str(path))]
     assert main(args) == 0
     assert "throughput" in capsys.readouterr().out

@@ -249,18 +249,19 @@ def _extract(source: str, target: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _requirements(tree: ast.AST) -> list[str]:
-    """Distributions the source imports (beyond the standard library), pinned as installed."""
-    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+def _requirements(*trees: ast.AST) -> list[str]:
+    """Distributions the sources import (beyond the standard library), pinned as installed."""
+    from importlib.metadata import PackageNotFoundError, version
 
     tops: set[str] = {"numpy"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            tops.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            tops.add(node.module.split(".")[0])
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                tops.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops.add(node.module.split(".")[0])
     skip = set(sys.stdlib_module_names) | {"nbinfer", "triton_python_backend_utils", "__future__"}
-    dists = packages_distributions()
+    dists = _providers(tops - skip - {"numpy"})  # numpy is written unpinned, whoever ships it
     out = []
     for top in sorted(tops - skip):
         for dist in dists.get(top, [top]):
@@ -269,6 +270,34 @@ def _requirements(tree: ast.AST) -> list[str]:
             except PackageNotFoundError:
                 out.append(dist)
     return sorted(set(out))
+
+
+def _providers(tops: set[str]) -> dict[str, list[str]]:
+    """The installed distributions that provide each of ``tops`` (top-level import names).
+
+    :func:`importlib.metadata.packages_distributions` for these names only: a distribution's
+    ``top_level.txt``, else the top-level names of the ``.py`` files it lists. That function
+    builds a path object for every file of every installed distribution (seconds in a large
+    environment); here a file list is parsed only when one of ``tops`` appears in its text.
+    """
+    from importlib.metadata import distributions
+
+    found: dict[str, list[str]] = {}
+    if not tops:
+        return found
+    for dist in distributions():
+        names = set((dist.read_text("top_level.txt") or "").split())
+        if not names:
+            listing = dist.read_text("RECORD") or dist.read_text("SOURCES.txt") or ""
+            if any(top in listing for top in tops):
+                names = {
+                    f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name
+                    for f in dist.files or ()
+                    if f.suffix == ".py"
+                }
+        for top in sorted(tops & names):
+            found.setdefault(top, []).append(dist.metadata["Name"])
+    return found
 
 
 def _model_source(model: Model) -> tuple[Path, str, str]:
@@ -517,8 +546,7 @@ def check_env_name(name: str, *, option: str = "execution_env") -> None:
 def python_requirements(version_dir: Path) -> dict[str, Any]:
     """What a hand-written Triton Python model in ``version_dir`` imports (its ``.py`` files)."""
     trees = [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(version_dir.rglob("*.py"))]
-    packages = sorted({pkg for tree in trees for pkg in _requirements(tree)})
-    return {"python": RUNTIME_PYTHON, "packages": packages}
+    return {"python": RUNTIME_PYTHON, "packages": _requirements(*trees)}
 
 
 def _env_python(requires: str, asked: str | None) -> str:

@@ -96,6 +96,15 @@ def start_servers(count: int, repo: Path) -> list[LocalServer]:
     return servers
 
 
+def revive(servers: list[LocalServer], repo: Path) -> list[LocalServer]:
+    """``servers``, each one that no longer runs (a test killed it) replaced by a fresh one."""
+    for i, server in enumerate(servers):
+        if not server.running:
+            server.stop()
+            servers[i] = start_servers(1, repo)[0]
+    return servers
+
+
 def kill(server: LocalServer) -> None:
     """Kill a server the hard way (SIGKILL: no drain, connections reset)."""
     assert server.pid is not None

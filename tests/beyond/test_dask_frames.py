@@ -40,7 +40,13 @@ def make_rows(number: int, rows: int, negative_at: int = -1) -> pd.DataFrame:
 def cluster() -> Iterator[object]:
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
+            n_workers=2,
+            threads_per_worker=2,
+            processes=True,
+            dashboard_address=None,
+            # no dashboard, but the scheduler's HTTP routes still listen: on a free port, not
+            # 8787 (taken by any other cluster on the machine: a warning, so an error here)
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         ) as local,
         distributed.Client(local) as client,
     ):
@@ -48,11 +54,12 @@ def cluster() -> Iterator[object]:
 
 
 def test_a_dask_frame_of_10_million_rows_gives_exactly_the_pandas_result(
-    cluster: object, two_servers: list[LocalServer]
+    cluster: object, shared_servers: list[LocalServer]
 ) -> None:
     parts = 8
     ddf = dd.from_map(make_part, range(parts))
-    with nbinfer.Session([s.http_url for s in two_servers]) as session:
+    started = [_served(s, "iris") for s in shared_servers]
+    with nbinfer.Session([s.http_url for s in shared_servers]) as session:
         lazy = session.infer("iris", ddf)
         # lazy: a Dask frame whose meta comes from the model's metadata, nothing ran yet
         assert type(lazy).__module__.startswith("dask")
@@ -62,14 +69,15 @@ def test_a_dask_frame_of_10_million_rows_gives_exactly_the_pandas_result(
             "probabilities[virginica]",
         ]
         assert [str(d) for d in lazy._meta.dtypes] == ["float32"] * 3
-        served_before = sum(_served(s, "iris") for s in two_servers)
-        assert served_before == 0
+        served_before = [_served(s, "iris") for s in shared_servers]
+        assert served_before == started
         out = lazy.compute()
+        computed = [_served(s, "iris") for s in shared_servers]
         frame = pd.concat([make_part(i) for i in range(parts)])
         assert len(frame) >= 10_000_000
         expected = session.infer("iris", frame, progress=False)
     pd.testing.assert_frame_equal(out, expected)  # same rows, order, index, values
-    assert all(_served(s, "iris") > 0 for s in two_servers)  # both servers did work
+    assert all(a > b for a, b in zip(computed, started, strict=True))  # both servers did work
 
 
 def _served(server: LocalServer, model: str) -> int:
@@ -79,7 +87,7 @@ def _served(server: LocalServer, model: str) -> int:
 
 
 def test_a_server_killed_mid_run_still_gives_the_exact_result(
-    cluster: object, two_servers: list[LocalServer]
+    cluster: object, shared_servers: list[LocalServer]
 ) -> None:
     parts, rows, batch = 4, 60, 6  # 40 requests of 0.2 s each
     ddf = dd.from_map(make_rows, range(parts), rows=rows)
@@ -88,14 +96,14 @@ def test_a_server_killed_mid_run_still_gives_the_exact_result(
 
     def killer() -> None:  # once the first server has answered a request, kill it
         while not stop.is_set():
-            done = _served(two_servers[0], "slow")
+            done = _served(shared_servers[0], "slow")
             if done > 0:
-                kill(two_servers[0])
+                kill(shared_servers[0])
                 killed_after.append(done)
                 return
             stop.wait(0.05)
 
-    with nbinfer.Session([s.http_url for s in two_servers]) as session:
+    with nbinfer.Session([s.http_url for s in shared_servers]) as session:
         lazy = session.infer("slow", ddf, columns={"X": list("abcd")}, batch_size=batch)
         thread = threading.Thread(target=killer)
         thread.start()
@@ -108,19 +116,19 @@ def test_a_server_killed_mid_run_still_gives_the_exact_result(
     assert killed_after, "the first server never answered"
     requests = parts * rows // batch
     assert killed_after[0] < requests  # killed mid-run ...
-    assert _served(two_servers[1], "slow") >= requests - killed_after[0]  # ... the rest ran here
+    assert _served(shared_servers[1], "slow") >= requests - killed_after[0]  # ... the rest ran here
     assert list(out.index) == list(frame.index)
     np.testing.assert_array_equal(out.to_numpy(), frame.to_numpy() * 2)
 
 
 def test_a_partition_the_model_rejects_names_the_partition_and_the_models_message(
-    cluster: object, two_servers: list[LocalServer]
+    cluster: object, shared_servers: list[LocalServer]
 ) -> None:
     def part(number: int) -> pd.DataFrame:
         return make_rows(number, 10, negative_at=3 if number == 2 else -1)
 
     ddf = dd.from_map(part, range(4))
-    with nbinfer.Session([s.http_url for s in two_servers]) as session:
+    with nbinfer.Session([s.http_url for s in shared_servers]) as session:
         lazy = session.infer("picky", ddf, columns={"X": list("abcd")})
         with pytest.raises(nbinfer.InferenceError) as info:
             lazy.compute()
@@ -139,10 +147,10 @@ def test_a_local_sessions_own_server_serves_the_workers_with_its_token(cluster: 
 
 
 def test_options_a_lazy_frame_cannot_honour_are_refused_at_call_time(
-    two_servers: list[LocalServer],
+    shared_servers: list[LocalServer],
 ) -> None:
     ddf = dd.from_map(make_rows, range(2), rows=4)
-    with nbinfer.Session(two_servers[0].http_url) as session:
+    with nbinfer.Session(shared_servers[0].http_url) as session:
         with pytest.raises(nbinfer.InvalidInputError, match="classification= is not available"):
             session.infer("iris", dd.from_map(make_part, range(1), rows=4), classification=1)
         with pytest.raises(nbinfer.InvalidInputError, match="gives a Dask frame"):

@@ -425,6 +425,20 @@ def test_execution_env_recipe_builds_the_python_and_packages_the_export_needs(
     assert got["y"].tolist() == [b"[1,2]"]
 
 
+def test_the_distributions_of_imports_are_the_ones_importlib_names() -> None:
+    # the exporter's own lookup (only the names asked, file lists parsed only where they may
+    # hold one) against importlib's whole-environment map: a name whose distribution is named
+    # otherwise (yaml: PyYAML), a namespace (google), a plain one, and one nobody provides
+    from importlib.metadata import packages_distributions
+
+    from nbinfer.server.export_python import _providers
+
+    tops = {"yaml", "google", "orjson", "numpy", "no_such_module_here"}
+    everything = packages_distributions()
+    assert _providers(tops) == {t: everything[t] for t in tops if t in everything}
+    assert "no_such_module_here" not in _providers(tops) and _providers(set()) == {}
+
+
 def test_execution_env_follows_what_the_export_can_run_on(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     from nbinfer.server.backends.torch import TorchModel
