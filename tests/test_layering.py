@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -206,7 +208,7 @@ def _string_imports(tree: ast.Module) -> list[tuple[str, ast.AST]]:
             tables.update({t.id: node.value for t in targets if isinstance(t, ast.Name)})
     constants = _constants(tree)
     found: list[tuple[str, ast.AST]] = []
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if not isinstance(node, ast.Call):
             continue
         name = _call_name(node.func)
@@ -222,10 +224,10 @@ def _string_imports(tree: ast.Module) -> list[tuple[str, ast.AST]]:
 
 def _dynamic_imports(tree: ast.Module) -> list[int]:
     """Lines importing a module whose name is no literal (an edge the graph cannot see)."""
-    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    called = {id(node.func) for node in _walk(tree) if isinstance(node, ast.Call)}
     constants = _constants(tree)
     lines = []
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Call) and _call_name(node.func) in IMPORT_CALLS:
             if not node.args or _literal(node.args[0], constants) is None:
                 lines.append(node.lineno)
@@ -238,20 +240,33 @@ def _dynamic_imports(tree: ast.Module) -> list[int]:
     return sorted(set(lines))
 
 
-def _imports(path: Path) -> list[str]:
+@functools.cache
+def _walk(tree: ast.AST) -> tuple[ast.AST, ...]:
+    """Every node of ``tree`` (``ast.walk``), listed once per tree: each test walks them."""
+    return tuple(ast.walk(tree))
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """``path`` parsed, once per run (the tests here only read the trees)."""
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+@functools.cache
+def _imports(path: Path) -> tuple[str, ...]:
     """Absolute names of every module ``path`` imports (relative imports resolved).
 
     Statements anywhere in the module (in functions too) and string imports
     (:func:`_string_imports`).
     """
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     package = _package_of(path)
     found: list[str] = []
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.extend(_targets(node, package))
     found += [module for module, _ in _string_imports(tree)]
-    return found
+    return tuple(found)
 
 
 def _within(module: str, prefix: str) -> bool:
@@ -264,6 +279,15 @@ def _area(module: str, table: dict[str, tuple[str, ...]]) -> str | None:
         if _within(module, area):
             return area
     return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_the_trees() -> Iterator[None]:
+    """Drop the parsed trees after this module: kept alive, they make every later garbage
+    collection of the run (pytest's own at the end included) walk millions of nodes."""
+    yield
+    for cached in (_import_graph, _imports, _walk, _tree):
+        cached.cache_clear()
 
 
 SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if "_generated" not in p.parts)
@@ -299,7 +323,7 @@ STUB_CODEC = "nbinfer.protocol.grpc"
 
 def _stub_names() -> set[str]:
     """The names under which ``protocol/grpc.py`` holds generated stub modules (``pb`` ...)."""
-    tree = ast.parse(MODULES[STUB_CODEC].read_text())
+    tree = _tree(MODULES[STUB_CODEC])
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -312,11 +336,11 @@ def _stub_names() -> set[str]:
 
 def _stub_uses(path: Path, stubs: set[str]) -> list[str]:
     """Where ``path`` reaches generated stubs: directly, or re-exported by the gRPC codec."""
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     package = _package_of(path)
     codec_aliases: set[str] = set()  # local names bound to the nbinfer.protocol.grpc module
     uses: list[str] = []
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if not isinstance(node, ast.Import | ast.ImportFrom):
             continue
         if any(_within(t, GENERATED) for t in _targets(node, package)):
@@ -330,7 +354,7 @@ def _stub_uses(path: Path, stubs: set[str]) -> list[str]:
             module = alias.name if base is None else f"{base}.{alias.name}"
             if module == STUB_CODEC:
                 codec_aliases.add(alias.asname or alias.name)
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in stubs:
             owner = ast.unparse(node.value)
             if owner in codec_aliases:
@@ -379,14 +403,14 @@ def _runtime_edges(path: Path) -> dict[str, int]:
     only (never run).
     """
     module = _module_name(path)
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     skipped: set[int] = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.If) and _is_type_checking(node):
             skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     named: list[tuple[str, int]] = [
         (target, node.lineno)
-        for node in ast.walk(tree)
+        for node in _walk(tree)
         if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skipped
         for target in _targets(node, _package_of(path))
     ]
@@ -472,8 +496,10 @@ def test_the_loop_finder_names_each_loop() -> None:
     assert _loops({"a": {"b": 1}, "b": {}}) == []
 
 
+@functools.cache
 def _import_graph() -> dict[str, dict[str, int]]:
-    """``module -> {imported module -> line}`` over the whole package, lazy imports included."""
+    """``module -> {imported module -> line}`` over the whole package, lazy imports included
+    (built once per run: the tests only read it)."""
     return {name: _runtime_edges(path) for name, path in MODULES.items() if GENERATED not in name}
 
 
@@ -519,9 +545,7 @@ def test_every_dynamic_import_is_named() -> None:
     # An import whose module is no literal hides its edge from the graph: only the modules of
     # DYNAMIC_IMPORTS may have one (each says why); a listed one without any fails too.
     dynamic = {
-        _module_name(path): lines
-        for path in SOURCES
-        if (lines := _dynamic_imports(ast.parse(path.read_text())))
+        _module_name(path): lines for path in SOURCES if (lines := _dynamic_imports(_tree(path)))
     }
     unnamed = {name: lines for name, lines in dynamic.items() if name not in DYNAMIC_IMPORTS}
     assert unnamed == {}, (
@@ -549,7 +573,7 @@ def test_display_hooks_name_their_renderer_in_render(path: Path) -> None:
     module = _module_name(path)
     if _within(module, "nbinfer.notebook") or _within(module, "nbinfer.render"):
         return
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     # Names bound at module level by `from nbinfer.render... import name`: a hook may call them.
     drawn_by_render = {
         alias.asname or alias.name
@@ -560,7 +584,7 @@ def test_display_hooks_name_their_renderer_in_render(path: Path) -> None:
     }
     bare = [
         f"{fn.name} (line {fn.lineno})"
-        for fn in ast.walk(tree)
+        for fn in _walk(tree)
         if isinstance(fn, ast.FunctionDef)
         and fn.name in DISPLAY_HOOKS
         and (module, fn.name) not in OWN_DISPLAY
@@ -584,22 +608,22 @@ def test_renderers_import_heavy_dependencies_only_inside_functions() -> None:
     for path in SOURCES:
         if not _within(_module_name(path), "nbinfer.render"):
             continue
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = _tree(path)
         inside = {
             id(node)
-            for fn in ast.walk(tree)
+            for fn in _walk(tree)
             if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
             for node in ast.walk(fn)
         }
         inside |= {
             id(node)
-            for block in ast.walk(tree)
+            for block in _walk(tree)
             if isinstance(block, ast.If) and _is_type_checking(block)
             for node in ast.walk(block)
         }
         eager += [
             f"{path.name}:{node.lineno} {target}"
-            for node in ast.walk(tree)
+            for node in _walk(tree)
             if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in inside
             for target in _targets(node, _package_of(path))
             if target.split(".")[0] in RENDER_LAZY

@@ -8,11 +8,17 @@ Prints one machine-readable line on stdout once HTTP and gRPC are both listening
     NBINFER READY http=http://127.0.0.1:PORT grpc=127.0.0.1:PORT pid=PID
 
 Nothing heavy (pandas, matplotlib, IPython) is imported here, so the server is ready fast.
+Once the server has shut down, the process exits at once (:func:`exit_now`): the interpreter's
+teardown of gRPC's core and the uvloop loop adds about 0.4 s to every stop and does nothing the
+shutdown has not already done.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import os
 import socket
 import sys
 import time
@@ -22,7 +28,15 @@ from nbinfer.config import DEFAULT_MAX_REQUEST_BYTES
 
 _STARTED = time.perf_counter()
 
-__all__ = ["GRPC_PORT", "HTTP_PORT", "add_server_arguments", "build_parser", "choose_ports", "main"]
+__all__ = [
+    "GRPC_PORT",
+    "HTTP_PORT",
+    "add_server_arguments",
+    "build_parser",
+    "choose_ports",
+    "exit_now",
+    "main",
+]
 
 #: Triton's conventional ports, which ``nbinfer serve`` takes when they are free.
 HTTP_PORT = 8000
@@ -334,5 +348,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(ServerOptions.from_namespace(args), started_at=_STARTED)
 
 
+def exit_now(code: int) -> None:
+    """End the server process with ``code`` once :func:`main` has returned.
+
+    Logs and stdio are flushed, then ``os._exit``: the graceful shutdown is done, and the
+    interpreter's own teardown would only add time to every stop.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a reader that went away: nothing left to tell
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -455,6 +455,7 @@ async def serve_async(
         if poller is not None:
             poller.cancel()
         http_server.should_exit = True
+        main_loop.cancel()  # asleep until its next 0.1 s tick, which would only see should_exit
         with contextlib.suppress(BaseException):
             await main_loop
         grpc_stop = asyncio.ensure_future(grpc_server.stop(grace=grace))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,10 +15,19 @@ import nbinfer
 from nbinfer.server.launcher import LocalServer
 from tests.beyond.servers import kill
 
-dd = pytest.importorskip("dask.dataframe")
-distributed = pytest.importorskip("distributed")
+# Dask is imported where it is used: at collection it would cost every pytest process (each
+# xdist worker collects the whole suite) about a second of CPU
+if any(importlib.util.find_spec(name) is None for name in ("dask", "distributed")):
+    pytest.skip("could not import 'dask.dataframe' and 'distributed'", allow_module_level=True)
 
 COLUMNS = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+
+
+def from_map(*args: Any, **kwargs: Any) -> Any:
+    """``dask.dataframe.from_map`` (Dask imported on first use)."""
+    import dask.dataframe as dd
+
+    return dd.from_map(*args, **kwargs)
 
 
 def make_part(number: int, rows: int = 1_250_000) -> pd.DataFrame:
@@ -38,6 +49,8 @@ def make_rows(number: int, rows: int, negative_at: int = -1) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[object]:
+    import distributed
+
     with (
         distributed.LocalCluster(
             n_workers=2,
@@ -57,7 +70,7 @@ def test_a_dask_frame_of_10_million_rows_gives_exactly_the_pandas_result(
     cluster: object, shared_servers: list[LocalServer]
 ) -> None:
     parts = 8
-    ddf = dd.from_map(make_part, range(parts))
+    ddf = from_map(make_part, range(parts))
     started = [_served(s, "iris") for s in shared_servers]
     with nbinfer.Session([s.http_url for s in shared_servers]) as session:
         lazy = session.infer("iris", ddf)
@@ -90,7 +103,7 @@ def test_a_server_killed_mid_run_still_gives_the_exact_result(
     cluster: object, shared_servers: list[LocalServer]
 ) -> None:
     parts, rows, batch = 4, 60, 6  # 40 requests of 0.2 s each
-    ddf = dd.from_map(make_rows, range(parts), rows=rows)
+    ddf = from_map(make_rows, range(parts), rows=rows)
     killed_after: list[int] = []
     stop = threading.Event()
 
@@ -127,7 +140,7 @@ def test_a_partition_the_model_rejects_names_the_partition_and_the_models_messag
     def part(number: int) -> pd.DataFrame:
         return make_rows(number, 10, negative_at=3 if number == 2 else -1)
 
-    ddf = dd.from_map(part, range(4))
+    ddf = from_map(part, range(4))
     with nbinfer.Session([s.http_url for s in shared_servers]) as session:
         lazy = session.infer("picky", ddf, columns={"X": list("abcd")})
         with pytest.raises(nbinfer.InferenceError) as info:
@@ -138,7 +151,7 @@ def test_a_partition_the_model_rejects_names_the_partition_and_the_models_messag
 
 
 def test_a_local_sessions_own_server_serves_the_workers_with_its_token(cluster: object) -> None:
-    ddf = dd.from_map(make_part, range(2), rows=1000)
+    ddf = from_map(make_part, range(2), rows=1000)
     with nbinfer.Session(device="cpu") as session:  # its embedded server requires a token
         assert session.token
         out = session.infer("iris", ddf).compute()
@@ -149,9 +162,9 @@ def test_a_local_sessions_own_server_serves_the_workers_with_its_token(cluster: 
 def test_options_a_lazy_frame_cannot_honour_are_refused_at_call_time(
     shared_servers: list[LocalServer],
 ) -> None:
-    ddf = dd.from_map(make_rows, range(2), rows=4)
+    ddf = from_map(make_rows, range(2), rows=4)
     with nbinfer.Session(shared_servers[0].http_url) as session:
         with pytest.raises(nbinfer.InvalidInputError, match="classification= is not available"):
-            session.infer("iris", dd.from_map(make_part, range(1), rows=4), classification=1)
+            session.infer("iris", from_map(make_part, range(1), rows=4), classification=1)
         with pytest.raises(nbinfer.InvalidInputError, match="gives a Dask frame"):
             session.infer("double", ddf, columns={"X": list("abcd")}, as_frame=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import io
 import json
 import struct
@@ -34,12 +35,17 @@ from nbinfer.server.demo.nets import load_weights
 from nbinfer.server.model import Model
 from nbinfer.session import Session
 
-sklearn_datasets = pytest.importorskip("sklearn.datasets")
+# scikit-learn's digits, imported by the fixture: at collection it would cost every pytest
+# process (each xdist worker collects the whole suite) over a second of CPU
+if importlib.util.find_spec("sklearn") is None:
+    pytest.skip("could not import 'sklearn.datasets'", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
 def digits() -> Any:
-    return sklearn_datasets.load_digits()
+    from sklearn import datasets
+
+    return datasets.load_digits()
 
 
 @pytest.fixture(scope="module")

@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn import datasets as sklearn_datasets
 
 import nbinfer
 from nbinfer.server.demo.nets import load_weights
 
 
 def test_iris_sample_is_fishers_iris_with_the_demo_models_column_names() -> None:
+    from sklearn import datasets  # here, not at collection (over a second of CPU per process)
+
     iris = nbinfer.sample_data("iris")
-    source = sklearn_datasets.load_iris()
+    source = datasets.load_iris()
     assert isinstance(iris.data, pd.DataFrame)
     assert list(iris.data.columns) == ["sepal_length", "sepal_width", "petal_length", "petal_width"]
     assert iris.data.dtypes.unique().tolist() == [np.dtype(np.float32)]
@@ -23,8 +24,10 @@ def test_iris_sample_is_fishers_iris_with_the_demo_models_column_names() -> None
 
 
 def test_digits_sample_is_the_held_out_split_of_the_shipped_weights() -> None:
+    from sklearn import datasets
+
     digits = nbinfer.sample_data("digits")
-    source = sklearn_datasets.load_digits()
+    source = datasets.load_digits()
     idx = load_weights("digits")["test_idx"]
     assert digits.data.dtype == np.uint8 and digits.data.shape == (len(idx), 8, 8)
     expected = np.rint(source.images[idx] * (255 / 16)).astype(np.uint8)

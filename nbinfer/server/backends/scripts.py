@@ -1,8 +1,10 @@
 """Import a model's ``model.py`` as a fresh module: nbinfer models and Triton Python models alike.
 
 Each import gets a module name of its own (a reload or a second version never sees the first's
-globals) and a failed import leaves nothing in ``sys.modules``. A leaf of the server: imports only
-``nbinfer.errors``.
+globals) and a failed import leaves nothing in ``sys.modules``. The file is compiled from its
+source every time, never from a cached ``.pyc``: a bytecode cache is trusted by the source's
+mtime in whole seconds and its size, so a ``model.py`` edited and reloaded within the same second
+could otherwise run the old code. A leaf of the server: imports only ``nbinfer.errors``.
 """
 
 from __future__ import annotations
@@ -63,8 +65,9 @@ def import_script(
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:
+        code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
         with SysPath(search) if search is not None else contextlib.nullcontext():
-            spec.loader.exec_module(module)
+            exec(code, module.__dict__)  # what the loader would do, minus its bytecode cache
     except BaseException as exc:
         sys.modules.pop(mod_name, None)
         raise InvalidInputError(f"failed to import {path}: {type(exc).__name__}: {exc}") from exc
