@@ -229,7 +229,6 @@ LONGEST = (
     "browser-",
     "tests/beyond/test_spark_udf.py",
     "tests/test_snippets.py::test_page_runs_as_written[docs/session.md]",
-    "tests/test_suite_selection.py",
     "tests/reliability/test_soak.py",
 )
 
