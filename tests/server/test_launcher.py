@@ -254,3 +254,19 @@ def test_interpreter_exit_stops_a_server_that_was_never_stopped(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     child = int(proc.stdout.strip())
     assert _wait_gone(child, 5), f"server {child} outlived the interpreter that started it"
+
+
+def test_at_exit_every_live_server_is_told_first_then_each_ends_gracefully() -> None:
+    from nbinfer.server import launcher
+
+    servers = [LocalServer(demo=False, auth_token=None) for _ in range(3)]
+    for server in servers:
+        server.start()
+    procs = [server._proc for server in servers]
+    assert all(p is not None and p.poll() is None for p in procs)
+    launcher._stop_all()
+    # each child got SIGTERM once (before any was waited for) and shut down on its own: exit 0
+    assert [p.returncode for p in procs if p is not None] == [0, 0, 0]
+    assert [s._terminated_pid for s in servers] == [p.pid for p in procs if p is not None]
+    assert not {s for s in servers if s in launcher._LIVE}
+    assert not any(s.running for s in servers)
