@@ -23,14 +23,16 @@ the figure to quote on a shared machine). Each way's client CPU per row (this pr
 threads) and, for the served ways, the server's CPU per row are printed too. Every way's output
 is checked against nbinfer's: exactly equal for in-process, close for tritonclient.
 
-The server side: the shipped demo ``iris`` runs its (cheap, NumPy) forward pass inline on the
-server's event loop, one request at a time. ``--instances N`` replaces it, in the same server,
-with the same model (same class, weights and forward pass) configured like a Triton deployment
-would be: ``N`` instances run in threads (``instance_group`` count ``N``). The default (0) is the
-demo as shipped, what ``session.infer("iris", df)`` meets. Usage::
+The server side: the shipped demo ``iris`` runs its (NumPy) forward pass as two instances on
+the server's threads (``instance_group`` count 2), so two chunks compute at once while the event
+loop reads the next; that is what ``session.infer("iris", df)`` meets, and the default here.
+``--instances N`` replaces it, in the same server, with the same model (same class, weights and
+forward pass) at ``N`` instances in threads; ``--instances 0`` serves it inline on the event
+loop, one chunk at a time with nothing read meanwhile (the demo as shipped before round five).
+Usage::
 
     python benchmarks/dataframe.py                  # 5 M rows, 5 rounds, the demo iris
-    python benchmarks/dataframe.py --instances 2    # iris with 2 instances in threads
+    python benchmarks/dataframe.py --instances 0    # iris inline on the server's event loop
     python benchmarks/dataframe.py --rows 10000000 --rounds 3 --json out.json
 """
 
@@ -123,16 +125,25 @@ def server_cpu(process: Any) -> float:
     return float(times.user + times.system)
 
 
-def measure(rows: int, rounds: int, instances: int, *, tritonclient: bool = True) -> dict[str, Any]:
-    """Run every way ``rounds`` times against one session; the figures as a dict."""
+def measure(
+    rows: int, rounds: int, instances: int | None, *, tritonclient: bool = True
+) -> dict[str, Any]:
+    """Run every way ``rounds`` times against one session; the figures as a dict.
+
+    ``instances``: ``None`` serves the demo ``iris`` as shipped; ``N`` >= 1 the same model at
+    ``N`` instances in threads; 0 the same model inline on the server's event loop.
+    """
     frame = make_frame(rows)
     weights = load_weights("iris")
     with nbinfer.Session(device="cpu") as session:
         assert session.server is not None
-        if instances:
+        if instances is not None:
             from nbinfer.server.demo.models import Iris
 
-            session.serve(Iris(run_in_thread=True, max_concurrency=instances))
+            if instances:
+                session.serve(Iris(run_in_thread=True, max_concurrency=instances))
+            else:
+                session.serve(Iris(run_in_thread=False, max_concurrency=None))
         try:
             import psutil
         except ImportError:  # the server CPU figures then read 0
@@ -200,7 +211,10 @@ def report(figures: dict[str, Any]) -> None:
     """Print rows/s, CPU per row and the median ratios."""
     rows, rounds = figures["rows"], figures["rounds"]
     instances = figures["instances"]
-    served = f"{instances} instances in threads" if instances else "demo as shipped"
+    if instances is None:
+        served = "demo as shipped"
+    else:
+        served = f"{instances} instances in threads" if instances else "inline on the event loop"
     print(
         f"iris ({served}), {rows:,} rows, chunks of {figures['chunk_rows']:,} rows, "
         f"median of {rounds} rounds"
@@ -224,7 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--instances", type=int, default=0, help="iris instances in threads")
+    parser.add_argument(
+        "--instances",
+        type=int,
+        default=None,
+        help="serve iris at N instances in threads (0: inline on the event loop); "
+        "default: the demo as shipped",
+    )
     parser.add_argument("--no-tritonclient", action="store_true", help="leave out its loops")
     parser.add_argument("--json", default=None, help="write the figures as JSON here")
     args = parser.parse_args(argv)

@@ -44,7 +44,8 @@ __all__ = [
 #: the session's own server a chunk's inputs take the zero-copy local path (measured on
 #: ``iris``, 5 M rows: 0.43-0.47x the in-process time, against ~0.9x with 512 KiB chunks on the
 #: socket); from ~1.3 MiB OpenBLAS starts threads for the [n, 4] @ [4, 3] product and the
-#: server needs 2-3x more CPU.
+#: server needs 2-3x more CPU (87,382 rows: 4x, paired). A chunk's answers smaller than the
+#: threshold (``iris``: 768 KiB) come back over the socket.
 DEFAULT_CHUNK_BYTES = 1 << 20
 #: Requests kept in flight by default: enough that the server always has the next chunk queued
 #: while others are sent and copied into place (measured on ``iris``: 8 beats 4 by ~10-20 %; the

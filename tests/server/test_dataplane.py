@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -625,6 +626,35 @@ def test_max_concurrency_serialises_requests_and_counts_queue_time() -> None:
     (stats,) = plane.statistics("serial")["model_stats"]
     assert stats["inference_stats"]["queue"]["ns"] >= 90_000_000  # the second one waited
     assert plane.model_config("serial")["instance_group"][0]["count"] == 1
+
+
+def test_demo_iris_computes_two_requests_at_once() -> None:
+    """Two instances on threads, so a DataFrame's chunks compute two at a time.
+
+    Each request waits inside ``predict`` for the other one: they meet only when both run at
+    once (inline on the loop, or one instance, the first would wait alone until the guard).
+    """
+    from nbinfer.server.demo import Iris
+
+    both = threading.Barrier(2)
+
+    class Meeting(Iris):
+        def predict(self, inputs: dict[str, Any], context: InferContext) -> Any:
+            both.wait(timeout=60)  # a deadlock guard, not a timing: serialised, none meet
+            return super().predict(inputs, context)
+
+    plane = DataPlane(ModelRepository(models=[Meeting()]))
+    rows = np.array([[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]], np.float32)
+    req = InferRequest(inputs=[InferInput("input", "FP32", [2, 4], rows)], model_name="iris")
+
+    async def scenario() -> list[InferResponse]:
+        return list(await asyncio.gather(plane.infer(req), plane.infer(req)))
+
+    first, second = run(scenario())
+    assert first.outputs[0].data is not None and second.outputs[0].data is not None
+    assert first.outputs[0].data.argmax(axis=1).tolist() == [0, 2]  # setosa, virginica
+    np.testing.assert_array_equal(first.outputs[0].data, second.outputs[0].data)
+    assert plane.model_config("iris")["instance_group"][0]["count"] == 2
 
 
 def test_add_model_registers_and_replaces_on_a_running_loop(dp: DataPlane) -> None:
