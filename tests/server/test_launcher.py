@@ -256,7 +256,11 @@ def test_interpreter_exit_stops_a_server_that_was_never_stopped(tmp_path: Path) 
     assert _wait_gone(child, 5), f"server {child} outlived the interpreter that started it"
 
 
-def test_at_exit_every_live_server_is_told_first_then_each_ends_gracefully() -> None:
+def test_at_exit_every_live_server_is_told_first_then_each_ends_gracefully(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import weakref
+
     from nbinfer.server import launcher
 
     servers = [LocalServer(demo=False, auth_token=None) for _ in range(3)]
@@ -264,6 +268,8 @@ def test_at_exit_every_live_server_is_told_first_then_each_ends_gracefully() -> 
         server.start()
     procs = [server._proc for server in servers]
     assert all(p is not None and p.poll() is None for p in procs)
+    # only these three: the servers other tests of this worker share stay up
+    monkeypatch.setattr(launcher, "_LIVE", weakref.WeakSet(servers))
     launcher._stop_all()
     # each child got SIGTERM once (before any was waited for) and shut down on its own: exit 0
     assert [p.returncode for p in procs if p is not None] == [0, 0, 0]
