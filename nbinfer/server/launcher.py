@@ -610,16 +610,13 @@ class LocalServer:
             if proc is None:
                 return
             if proc.poll() is None:
+                self._terminate()  # unless _stop_all told it already
                 try:
-                    if self._terminated_pid != proc.pid:
-                        proc.send_signal(signal.SIGTERM)
                     proc.wait(timeout=grace)
                 except subprocess.TimeoutExpired:
                     logger.warning("local server %d ignored SIGTERM; killing it", proc.pid)
                     proc.kill()
                     proc.wait(timeout=5.0)
-                except ProcessLookupError:  # pragma: no cover - died in between
-                    pass
             if self._reader is not None:
                 self._reader.join(timeout=2.0)
                 self._reader = None
