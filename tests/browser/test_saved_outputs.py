@@ -59,14 +59,16 @@ def _outputs(page: Any, cell: int | None = None) -> str:
 
 
 def _save(page: Any, lab: dict[str, Any], name: str, keep: str) -> None:
-    """Save the open notebook ``name`` (Ctrl+S) and copy the saved file to ``keep``."""
-    page.locator(".jp-Notebook").click()
+    """Save the open notebook ``name`` (File -> Save Notebook) and copy the saved file to
+    ``keep``. The menu, not a click then Ctrl+S: the click lands wherever the notebook's middle
+    is, and inside a widget view (the model browser) ipywidgets suppresses JupyterLab's
+    shortcuts, so the key press saved nothing (a CI failure)."""
     with page.expect_response(
         lambda r: (
             r.url.split("?")[0].endswith(f"/api/contents/{name}") and r.request.method == "PUT"
         )
     ) as saved:
-        page.keyboard.press("Control+s")
+        menu(page, "File", "Save Notebook")
     assert saved.value.ok, saved.value.status
     shutil.copy(lab["root"] / name, lab["root"] / keep)
 
