@@ -404,7 +404,8 @@ def test_config_pbtxt_queue_policies_and_priorities_are_served_in_triton_json(
 
     model_dir = tmp_path / "prio"
     (model_dir / "1").mkdir(parents=True)
-    (model_dir / "1" / "model.py").write_text(_SLOW_BATCHED)
+    hold, runs = tmp_path / "hold", tmp_path / "runs.log"
+    (model_dir / "1" / "model.py").write_text(_SLOW_BATCHED.format(hold=str(hold), runs=str(runs)))
     (model_dir / "config.pbtxt").write_text(
         """
 max_batch_size: 4
@@ -724,15 +725,37 @@ def test_merge_and_split_helpers() -> None:
 
 _SLOW_BATCHED = """
 import time
+from pathlib import Path
 
 from nbinfer.server.model import Model
+
+HOLD = Path({hold!r})
+RUNS = Path({runs!r})
 
 
 class Slow(Model):
     def predict(self, inputs, context):
+        with RUNS.open("a") as runs:  # one line per batch begun: the test sees it running
+            runs.write("run\\n")
+        deadline = time.monotonic() + 60
+        while HOLD.exists() and time.monotonic() < deadline:  # held until the test says
+            time.sleep(0.005)
         time.sleep(0.3)
-        return {"Y": inputs["X"] * 2}
+        return {{"Y": inputs["X"] * 2}}
 """
+
+
+def _begun(runs: Path) -> int:
+    """How many batches the slow model has begun (its ``runs`` file)."""
+    return len(runs.read_text().splitlines()) if runs.exists() else 0
+
+
+def _running_after(runs: Path, begun: int) -> None:
+    """Wait until the slow model begins a batch after its first ``begun`` (held, if asked)."""
+    deadline = time.monotonic() + 30
+    while _begun(runs) <= begun:
+        assert time.monotonic() < deadline, "the held batch never started"
+        time.sleep(0.005)
 
 
 def test_over_the_network_batches_merge_and_full_queues_map_to_503_and_resource_exhausted(
@@ -746,7 +769,8 @@ def test_over_the_network_batches_merge_and_full_queues_map_to_503_and_resource_
 
     model_dir = tmp_path / "slow"
     (model_dir / "1").mkdir(parents=True)
-    (model_dir / "1" / "model.py").write_text(_SLOW_BATCHED)
+    hold, runs = tmp_path / "hold", tmp_path / "runs.log"
+    (model_dir / "1" / "model.py").write_text(_SLOW_BATCHED.format(hold=str(hold), runs=str(runs)))
     (model_dir / "config.pbtxt").write_text(
         """
 max_batch_size: 4
@@ -780,17 +804,20 @@ dynamic_batching {
             (row,) = stats["model_stats"]
             assert row["inference_count"] == 4 and row["execution_count"] < 4  # merged
 
-            # one batch of 4 running, 4 queued: the next request is rejected at once
+            # one batch running (held until the checks are done, so that no batch ends and
+            # drains the queue under them), 4 queued: the next request is rejected at once
+            hold.touch()
+            before = _begun(runs)
             threads = [threading.Thread(target=http.post, args=(url,), kwargs={"json": body})]
             threads[0].start()
-            time.sleep(0.15)  # the first batch of one is running after its 100 ms delay
+            _running_after(runs, before)  # the first batch, of one, runs after its 100 ms delay
             fillers = [
                 threading.Thread(target=http.post, args=(url,), kwargs={"json": body})
                 for _ in range(4)
             ]
             for t in fillers:
                 t.start()
-            time.sleep(0.05)
+            time.sleep(0.5)  # the fillers reach the queue (nothing leaves it while held)
             full = http.post(url, json=body)
             assert full.status_code == 503
             assert "queue of model 'slow' is full" in full.json()["error"]
@@ -800,15 +827,19 @@ dynamic_batching {
             with pytest.raises(InferenceServerException) as info:
                 grpc_client.infer("slow", [inp])
             assert info.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
+            hold.unlink()
             for t in [*threads, *fillers]:
                 t.join()
-            # a request whose queue timeout expires gets UNAVAILABLE
+            # a request whose queue timeout expires while a batch runs gets UNAVAILABLE
+            hold.touch()
+            before = _begun(runs)
             blocker = threading.Thread(target=http.post, args=(url,), kwargs={"json": body})
             blocker.start()
-            time.sleep(0.15)
+            _running_after(runs, before)
             with pytest.raises(InferenceServerException) as info:
                 grpc_client.infer("slow", [inp], timeout=50_000)
             assert info.value.status() == "StatusCode.UNAVAILABLE"
             assert "timed out" in str(info.value)
+            hold.unlink()
             blocker.join()
             grpc_client.close()
