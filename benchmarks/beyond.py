@@ -26,6 +26,7 @@ Each figure is the median of ``--rounds`` runs. Usage::
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -140,6 +141,7 @@ def main() -> None:
     from distributed import LocalCluster
 
     repo = Path(tempfile.mkdtemp(prefix="nbinfer-beyond-"))
+    atexit.register(shutil.rmtree, repo, True)  # the temporary repository goes at exit
     (repo / "gpu" / "1").mkdir(parents=True)
     (repo / "gpu" / "1" / "model.py").write_text(_MODEL.format(sleep=args.sleep))
     (repo / "gpu" / "config.pbtxt").write_text(_CONFIG)

@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -176,7 +178,7 @@ def tritonclient_grpc(url: str, fields: dict[str, int], closers: list[Callable[[
 
 #: The child of ``--baseline``: that tree's server and sync clients, one sample per request line.
 _BASELINE_CHILD = r"""
-import json, statistics, sys, tempfile
+import atexit, json, shutil, statistics, sys, tempfile
 from pathlib import Path
 tree, fields = sys.argv[1], json.loads(sys.argv[2])
 sys.path.insert(0, tree + "/benchmarks")
@@ -185,6 +187,7 @@ import nbinfer
 from nbinfer.server.launcher import LocalServer
 assert nbinfer.__file__.startswith(tree), nbinfer.__file__
 repo = Path(tempfile.mkdtemp(prefix="nbinfer-stream-baseline-"))
+atexit.register(shutil.rmtree, repo, True)  # the temporary repository goes at exit
 (repo / "ticker" / "1").mkdir(parents=True)
 (repo / "ticker" / "1" / "model.py").write_text(bench.MODEL)
 with LocalServer(model_repository=repo, demo=False, device="cpu", auth_token=None) as server:
@@ -243,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default=None, help="another nbinfer tree to compare with")
     args = parser.parse_args(argv)
     repo = Path(tempfile.mkdtemp(prefix="nbinfer-stream-bench-"))
+    atexit.register(shutil.rmtree, repo, True)  # the temporary repository goes at exit
     (repo / "ticker" / "1").mkdir(parents=True)
     (repo / "ticker" / "1" / "model.py").write_text(MODEL)
     fields = {"count": args.tokens, "interval_us": int(args.interval_ms * 1000)}

@@ -385,6 +385,14 @@ def test_unload_then_reload(repo: Path) -> None:
     run(scenario())
 
 
+def _closed_leaves_no_copies(dp: DataPlane, *names: str) -> None:
+    """Close ``dp``: the temporary copies its uploads made for ``names`` are deleted."""
+    copies = [dp.repository._entries[name].temp_dir for name in names]
+    assert all(copy is not None and copy.is_dir() for copy in copies), copies
+    run(dp.close())
+    assert not [copy for copy in copies if copy is not None and copy.exists()], copies
+
+
 def test_code_uploads_are_refused_unless_enabled_but_data_files_are_accepted(repo: Path) -> None:
     dp = DataPlane(ModelRepository(repo))
     for path in ("1/model.py", "1/model.pt", "1/weights.pkl", "1/lib.so"):
@@ -393,6 +401,7 @@ def test_code_uploads_are_refused_unless_enabled_but_data_files_are_accepted(rep
     assert infer_add(dp, "add") == [2, 4]  # still the original, still serving
     run(dp.load_model("add", files={"file:labels.txt": b"a\nb\n"}))
     assert infer_add(dp, "add") == [2, 4]
+    _closed_leaves_no_copies(dp, "add")
 
 
 def test_load_with_file_and_config_overrides(repo: Path) -> None:
@@ -428,6 +437,7 @@ def test_load_with_file_and_config_overrides(repo: Path) -> None:
         run(dp.load_model("add", files={"file:../escape.py": b""}))
     with pytest.raises(InvalidInputError, match="not valid JSON"):
         run(dp.load_model("add", config="{nope"))
+    _closed_leaves_no_copies(dp, "add", "uploaded")
 
 
 def test_failed_reload_keeps_the_previous_version_serving(repo: Path) -> None:
@@ -435,6 +445,8 @@ def test_failed_reload_keeps_the_previous_version_serving(repo: Path) -> None:
     with pytest.raises(ModelLoadError, match=r"^failed to load 'add'.*SyntaxError"):
         run(dp.load_model("add", files={"file:1/model.py": b"def broken(:\n"}))
     assert infer_add(dp, "add") == [2, 4]
+    assert dp.repository._entries["add"].temp_dir is None  # the failed copy went at once
+    run(dp.close())
 
 
 def test_in_memory_models_register_and_replace(tmp_path: Path) -> None:
