@@ -87,6 +87,7 @@ __all__ = [
     "TransportError",
     "UnauthenticatedError",
     "UnsupportedError",
+    "connect_error",
     "count_option",
     "error_for_grpc_code",
     "split_model_traceback",
@@ -165,6 +166,81 @@ class ConnectError(TransportError):
         "Is the server running? `%nbinfer status` or `session.client.is_server_live()`.",
         "Check the URL and port (HTTP and gRPC listen on different ports).",
     )
+
+
+#: What a failed connection's message says about TLS -> what to try (the first that matches).
+_TLS_CAUSES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (  # a plaintext server asked for a TLS handshake
+        (
+            "wrong version number",
+            "wrong_version_number",
+            "packet length too long",
+            "packet_length_too_long",
+            "record layer failure",
+            "unknown protocol",
+            "http_request",
+            "does not look like a tls handshake",
+        ),
+        (
+            "The server does not speak TLS on this port: use `http://` / `grpc://` without "
+            "`ssl=`, or the port where it serves TLS.",
+        ),
+    ),
+    (  # the certificate names another host
+        (
+            "hostname mismatch",
+            "doesn't match",
+            "does not match",
+            "no alternative certificate subject name",
+            "ip address mismatch",
+            "peer name",
+            "hostname verification",
+        ),
+        (
+            "The server's certificate does not name the host in the URL: connect by a name it "
+            "was issued for, or (gRPC) set `TLSConfig(server_hostname=...)`.",
+        ),
+    ),
+    (  # a certificate nobody here vouches for
+        (
+            "certificate verify failed",
+            "certificate_verify_failed",
+            "self-signed",
+            "self signed",
+            "unable to get local issuer",
+            "unknown ca",
+            "certificate problem",
+            "peer failed verification",
+            "certificate",
+        ),
+        (
+            "The server's TLS certificate is not trusted here: pass the CA that signed it, "
+            '`ssl=TLSConfig(ca_file="ca.pem")` (or set `NBINFER_CA_FILE`).',
+            "For a throwaway test server only: `ssl=TLSConfig(verify=False)` (HTTP; gRPC always "
+            "verifies).",
+        ),
+    ),
+    (  # any other TLS failure
+        ("ssl", "tls", "handshake"),
+        (
+            "Check that the URL's scheme (`https://`, `grpcs://`) and `ssl=TLSConfig(...)` match "
+            "the server's TLS setup (its CA, and a client certificate if it asks for one).",
+        ),
+    ),
+)
+
+
+def connect_error(url: str, detail: object) -> ConnectError:
+    """The :class:`ConnectError` for a connection to ``url`` that failed with ``detail``.
+
+    ``detail`` is the engine's message or exception. What to try follows the cause: a TLS
+    failure (an untrusted certificate, another host's certificate, a plaintext server) says
+    what to change instead of asking whether the server runs.
+    """
+    text = str(detail)
+    lowered = text.lower()
+    hint = next((tips for marks, tips in _TLS_CAUSES if any(m in lowered for m in marks)), None)
+    return ConnectError(f"cannot connect to {url}: {text}", hint=hint, url=url)
 
 
 class RequestTimeoutError(TransportError, builtins.TimeoutError):

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from nbinfer.config import ClientConfig
-from nbinfer.errors import ConnectError, RequestTimeoutError, TransportError
+from nbinfer.errors import RequestTimeoutError, TransportError, connect_error
 from nbinfer.protocol.calls import HttpReply
 from nbinfer.transports.http_common import base_url, compress, default_headers, ssl_context
 from nbinfer.transports.loops import PerLoop
@@ -97,7 +97,7 @@ class AiohttpEngine:
                 data = await resp.read()
                 return HttpReply(resp.status, {k.lower(): v for k, v in resp.headers.items()}, data)
         except aiohttp.ClientConnectorError as exc:
-            raise ConnectError(f"cannot connect to {url}: {exc}", url=url) from exc
+            raise connect_error(url, exc) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise RequestTimeoutError(f"request to {url} timed out", url=url) from exc
         except aiohttp.ClientError as exc:
@@ -133,7 +133,7 @@ class AiohttpEngine:
         try:
             resp = await session.request(method, url, data=body, headers=all_headers, timeout=limit)
         except aiohttp.ClientConnectorError as exc:
-            raise ConnectError(f"cannot connect to {url}: {exc}", url=url) from exc
+            raise connect_error(url, exc) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise RequestTimeoutError(f"request to {url} timed out", url=url) from exc
         except aiohttp.ClientError as exc:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nbinfer.config import ClientConfig
-from nbinfer.errors import ConnectError, RequestTimeoutError, TransportError
+from nbinfer.errors import RequestTimeoutError, TransportError, connect_error
 from nbinfer.protocol.calls import HttpReply
 from nbinfer.transports.http_common import base_url, compress, default_headers
 
@@ -396,7 +396,7 @@ def _curl_error(exc: Any, url: str, pc: Any) -> TransportError:
         getattr(pc, "E_PEER_FAILED_VERIFICATION", 60),
         getattr(pc, "E_SSL_CACERT", 60),
     ):
-        return ConnectError(f"cannot connect to {url}: {msg}", url=url)
+        return connect_error(url, msg)
     return TransportError(f"HTTP request to {url} failed: {msg}", url=url)
 
 

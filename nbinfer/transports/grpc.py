@@ -26,10 +26,10 @@ from typing import Any, Literal
 
 from nbinfer.config import ClientConfig
 from nbinfer.errors import (
-    ConnectError,
     NbinferError,
     RequestTimeoutError,
     TransportError,
+    connect_error,
     error_for_grpc_code,
 )
 from nbinfer.protocol import grpc as pgrpc
@@ -88,7 +88,7 @@ def map_rpc_error(exc: Any, target: str, request_id: str | None = None) -> Nbinf
     if name == "DEADLINE_EXCEEDED":
         return RequestTimeoutError(f"gRPC call to {target} timed out: {details}", url=target)
     if name == "UNAVAILABLE" and any(h in details.lower() for h in _CONNECT_HINTS):
-        return ConnectError(f"cannot connect to {target}: {details}", url=target)
+        return connect_error(target, details)
     if name == "CANCELLED":
         return TransportError(f"gRPC call to {target} was cancelled: {details}", url=target)
     return error_for_grpc_code(name, details, request_id=request_id)

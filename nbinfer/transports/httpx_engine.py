@@ -29,7 +29,12 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from nbinfer.config import ClientConfig
-from nbinfer.errors import ConnectError, InvalidInputError, RequestTimeoutError, TransportError
+from nbinfer.errors import (
+    InvalidInputError,
+    RequestTimeoutError,
+    TransportError,
+    connect_error,
+)
 from nbinfer.transports import HttpReply
 from nbinfer.transports.base import AsyncEngine, SyncEngine
 from nbinfer.transports.http_common import base_url, compress, default_headers, ssl_context
@@ -112,7 +117,7 @@ class _Requests:
         if isinstance(exc, hx.TimeoutException):
             return RequestTimeoutError(f"request to {url} timed out: {exc!r}", url=url)
         if isinstance(exc, (hx.ConnectError, hx.ProxyError)):
-            return ConnectError(f"cannot connect to {url}: {exc}", url=url)
+            return connect_error(url, exc)
         if isinstance(exc, RuntimeError):  # httpx: the client is closed, or its loop is
             hint = (
                 " (an httpx.AsyncClient belongs to the event loop it first ran in: make it in "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -323,3 +324,80 @@ def test_an_ssl_context_is_used_by_the_asyncio_client_and_refused_where_files_ar
     for protocol in ("http", "grpc"):
         with pytest.raises(InvalidInputError, match=r"context=.*ca_file="):
             Client(https_url, protocol=protocol, ssl=TLSConfig(context=context)).is_server_live()
+
+
+# -- a failed TLS connection says what to change --------------------------------------------
+
+UNTRUSTED = "is not trusted here"
+PLAINTEXT = "does not speak TLS on this port"
+OTHER_HOST = "does not name the host in the URL"
+
+
+def _hints_of(call: Any) -> str:
+    """The hints of the ConnectError ``call()`` raises, as one string."""
+    with pytest.raises(ConnectError) as info:
+        call()
+    return " ".join(info.value.hints)
+
+
+@pytest.mark.parametrize("engine", _SYNC_ENGINES, ids=["pycurl", "httpx"])
+def test_tls_failures_over_http_say_what_to_change(
+    https_url: str, plain_http: tuple[str, list[str]], cert: tuple[str, str], engine: Any
+) -> None:
+    """A self-signed server without its CA: the hint names ``ca_file`` (not "is the server
+    running?"); TLS to a plaintext server: the hint says it does not speak TLS. Sync and async
+    faces (the async one on aiohttp, or on httpx)."""
+    untrusted = Client(https_url, retries=0, **engine)
+    hints = _hints_of(untrusted.is_server_live)
+    assert UNTRUSTED in hints and "ca_file=" in hints and "Is the server running" not in hints
+    plain = plain_http[0].replace("http://", "https://")
+    mismatched = Client(plain, ssl=TLSConfig(ca_file=cert[0]), retries=0, **engine)
+    assert PLAINTEXT in _hints_of(mismatched.is_server_live)
+    untrusted.close()
+    mismatched.close()
+
+    async def live(url: str, **options: Any) -> None:
+        async with AsyncClient(url, retries=0, **options, **engine) as client:
+            await client.is_server_live()
+
+    assert UNTRUSTED in _hints_of(lambda: asyncio.run(live(https_url)))
+    tls = TLSConfig(ca_file=cert[0])
+    assert PLAINTEXT in _hints_of(lambda: asyncio.run(live(plain, ssl=tls)))
+
+
+def test_tls_failures_over_grpc_say_what_to_change(cert: tuple[str, str]) -> None:
+    """gRPC: an untrusted certificate, one issued for another name, and a plaintext port."""
+    crt, key = Path(cert[0]).read_bytes(), Path(cert[1]).read_bytes()
+    secure, port, _ = _grpc_server(grpc.ssl_server_credentials([(key, crt)]))
+    plain, plain_port, _ = _grpc_server(None)
+    try:
+        url = f"grpcs://127.0.0.1:{port}"
+        cases = {
+            UNTRUSTED: Client(url, retries=0, timeout=5),
+            OTHER_HOST: Client(
+                url, ssl=TLSConfig(ca_file=cert[0], server_hostname="other.example"), retries=0
+            ),
+            PLAINTEXT: Client(
+                f"grpcs://127.0.0.1:{plain_port}",
+                ssl=TLSConfig(ca_file=cert[0], server_hostname="localhost"),
+                retries=0,
+                timeout=5,
+            ),
+        }
+        for expected, client in cases.items():
+            with client:
+                assert expected in _hints_of(client.is_server_live), expected
+    finally:
+        secure.stop(None)
+        plain.stop(None)
+
+
+def test_a_refused_connection_keeps_the_is_it_running_hints() -> None:
+    """No TLS in the story: the hints stay those of an unreachable server."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: connections are refused
+        for url in (f"http://127.0.0.1:{port}", f"grpc://127.0.0.1:{port}"):
+            with Client(url, retries=0, timeout=5) as client:
+                hints = _hints_of(client.is_server_live)
+            assert "Is the server running?" in hints and "TLS" not in hints, url
