@@ -80,6 +80,7 @@ class Raiser(Model):
 """
 
 _SLOW = """
+import os
 import time
 from nbinfer.server.model import Model
 
@@ -90,6 +91,10 @@ class Slow(Model):
     outputs = [("Y", "FP32", [-1])]
 
     def predict(self, inputs, context):
+        begun = os.environ.get("SLOW_BEGUN_FILE")
+        if begun:  # one line per request begun: a test waits for it, not for a guessed time
+            with open(begun, "a") as out:
+                out.write("begun\\n")
         time.sleep(float(inputs["X"][0]))  # ignores cancellation: a stuck model
         return {"Y": inputs["X"]}
 """
@@ -356,18 +361,28 @@ class _InFlight(threading.Thread):
 
 
 def test_stop_honours_the_grace_period_finishing_quick_requests_and_naming_stuck_ones(
-    repository: Path,
+    repository: Path, tmp_path: Path
 ) -> None:
     grace = 2.0
+    begun = tmp_path / "begun"
     srv = LocalServer(
-        model_repository=repository, demo=False, device="cpu", grace_period=grace, auth_token=None
+        model_repository=repository,
+        demo=False,
+        device="cpu",
+        grace_period=grace,
+        auth_token=None,
+        env={"SLOW_BEGUN_FILE": str(begun)},
     )
     srv.start()
+
+    def running(n: int) -> bool:
+        return begun.exists() and len(begun.read_text().splitlines()) >= n
+
     with Client(srv.http_url, retries=0) as stuck_client, Client(srv.http_url) as quick_client:
         stuck = _InFlight(stuck_client, 60.0)
-        time.sleep(0.3)
+        assert _wait_for(lambda: running(1), timeout=30), "the stuck request never began"
         quick = _InFlight(quick_client, 0.8)
-        time.sleep(0.2)
+        assert _wait_for(lambda: running(2), timeout=30), "the quick request never began"
         start = time.monotonic()
         srv.stop()
         elapsed = time.monotonic() - start
