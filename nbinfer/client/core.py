@@ -48,7 +48,7 @@ from nbinfer.protocol.types import (
     ParamValue,
     RequestedOutput,
 )
-from nbinfer.transports import CallOptions, GrpcCall, HttpCall, HttpReply, Op
+from nbinfer.transports import CallOptions, GrpcCall, Headers, HttpCall, HttpReply, Op
 from nbinfer.transports.base import DefaultTransport, Transport
 
 if TYPE_CHECKING:
@@ -601,7 +601,7 @@ class _Core:
         )
         do_retry = self.config.retries.infer if retry is None else retry
 
-        def send(req: InferRequest) -> Op[tuple[Any, dict[str, str]]]:
+        def send(req: InferRequest) -> Op[tuple[Any, Headers]]:
             return self._binding.infer(req, opts, binary=binary, retry=do_retry)
 
         if self._shm is not None and self._shm.wants(request):

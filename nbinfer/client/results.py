@@ -10,7 +10,7 @@ transport, an engine, pandas (lazily, in ``to_dataframe``) or IPython.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -105,19 +105,39 @@ class InferResult:
         result.output_names            # ["OUTPUT0", "OUTPUT1"]
     """
 
-    __slots__ = ("_index", "_view", "headers", "labels", "notes")
+    __slots__ = ("_headers", "_index", "_view", "labels", "notes")
 
     def __init__(
-        self, response: InferResponse | _ResponseView, headers: Mapping[str, str] | None = None
+        self,
+        response: InferResponse | _ResponseView,
+        headers: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         view = _Decoded(response) if isinstance(response, InferResponse) else response
         self._view: _ResponseView = view
-        self.headers: dict[str, str] = headers if type(headers) is dict else dict(headers or {})
+        #: The headers, or what reads them on first use (gRPC metadata: see ``headers``).
+        self._headers = headers
         self._index = {name: i for i, name in enumerate(view.names)}
         #: What the result's card says besides the outputs (e.g. that inputs had NaN).
         self.notes: tuple[str, ...] = ()
         #: Class labels per output name, when known (a Session reads them from the config).
         self.labels: dict[str, list[str]] = {}
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The response headers (see the class docstring).
+
+        gRPC metadata is read into this dict on first access, not on every call.
+        """
+        headers = self._headers
+        if type(headers) is not dict:
+            raw = headers() if callable(headers) else headers
+            headers = self._headers = raw if type(raw) is dict else dict(raw or {})
+        return headers
+
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """Pickled with its headers read (what reads them belongs to a live call)."""
+        self.headers  # noqa: B018 - resolves the headers before they are copied
+        return None, {name: getattr(self, name) for name in self.__slots__}
 
     @property
     def response(self) -> InferResponse:

@@ -71,7 +71,7 @@ from nbinfer.protocol.types import (
     Parameters,
     RequestedOutput,
 )
-from nbinfer.transports import CallOptions, Op
+from nbinfer.transports import CallOptions, Headers, Op
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -562,7 +562,7 @@ class SharedMemoryPool:
         binding: Binding,
         request: InferRequest,
         opts: CallOptions,
-        send: Callable[[InferRequest], Op[tuple[Any, dict[str, str]]]],
+        send: Callable[[InferRequest], Op[tuple[Any, Headers]]],
     ) -> Op[InferResult]:
         """Send ``request`` with its big tensors in leased regions; returns the result.
 
@@ -667,7 +667,7 @@ class SharedMemoryPool:
         return outputs
 
     def _result(
-        self, view: Any, headers: dict[str, str], key: tuple[Any, ...], leases: dict[str, _Region]
+        self, view: Any, headers: Headers, key: tuple[Any, ...], leases: dict[str, _Region]
     ) -> InferResult:
         """The result, its shared-memory outputs as views on their (still leased) regions."""
         if isinstance(view, InferResponse):

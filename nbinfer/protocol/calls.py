@@ -10,11 +10,11 @@ Plain data only: no I/O, no third-party imports.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Call", "CallOptions", "GrpcCall", "GrpcReply", "HttpCall", "HttpReply", "Op"]
+__all__ = ["Call", "CallOptions", "GrpcCall", "GrpcReply", "Headers", "HttpCall", "HttpReply", "Op"]
 
 T = TypeVar("T")
 
@@ -68,18 +68,43 @@ class GrpcCall:
     request_id: str | None = None
 
 
+#: Response headers, or what reads them when first asked for (the sync gRPC engine's
+#: metadata is only turned into a dict when a caller looks at it).
+Headers = dict[str, str] | Callable[[], dict[str, str]]
+
+
 class GrpcReply:
     """A ``ModelInfer`` reply and the response metadata that came with it.
 
     Engines return it for ``ModelInfer`` only (the one call whose result shows headers); the
     binding also takes a bare message, as :class:`nbinfer.testing.MockTransport` answers.
+    ``headers`` may be given as a function that reads them: it runs once, when they are first
+    asked for (``headers``) -- most callers never look, and reading gRPC metadata into a dict
+    costs about as much CPU as the rest of the reply's handling.
     """
 
-    __slots__ = ("headers", "message")
+    __slots__ = ("_headers", "message")
 
-    def __init__(self, message: Any, headers: dict[str, str]) -> None:
+    def __init__(self, message: Any, headers: Headers) -> None:
         self.message = message
-        self.headers = headers
+        self._headers = headers
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The response headers (read now if they were not yet)."""
+        headers = self._headers
+        if not isinstance(headers, dict):
+            headers = self._headers = headers()
+        return headers
+
+    @property
+    def headers_later(self) -> Headers:
+        """The headers if already read, else what reads them (for a result to read later)."""
+        headers = self._headers
+        return headers if isinstance(headers, dict) else self._read
+
+    def _read(self) -> dict[str, str]:
+        return self.headers
 
 
 Call = HttpCall | GrpcCall

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from nbinfer.errors import InferenceError, NbinferError, UnsupportedError, error_for_grpc_code
 from nbinfer.protocol import grpc as pgrpc
-from nbinfer.protocol.calls import CallOptions, GrpcCall, GrpcReply, Op
+from nbinfer.protocol.calls import CallOptions, GrpcCall, GrpcReply, Headers, Op
 from nbinfer.protocol.dtypes import datatype_of
 from nbinfer.protocol.grpc_json import config_proto_to_json, statistics_proto_to_json
 from nbinfer.protocol.grpc_settings import (
@@ -36,6 +36,13 @@ _TEMPLATES = 256
 def _unwrap(reply: Any) -> tuple[Any, dict[str, str]]:
     if type(reply) is GrpcReply:
         return reply.message, reply.headers
+    return reply, {}
+
+
+def _unwrap_later(reply: Any) -> tuple[Any, Headers]:
+    """The message, and its headers or what reads them (read when a result is asked)."""
+    if type(reply) is GrpcReply:
+        return reply.message, reply.headers_later
     return reply, {}
 
 
@@ -82,11 +89,9 @@ class GrpcBinding:
         return GrpcCall("ModelInfer", message, (), timeout, retry, request_id or None)
 
     @staticmethod
-    def fast_infer_reply(
-        model_name: str, reply: Any
-    ) -> tuple[pgrpc.ResponseReader, dict[str, str]]:
+    def fast_infer_reply(model_name: str, reply: Any) -> tuple[pgrpc.ResponseReader, Headers]:
         """Decode the reply to a :meth:`fast_infer_call` lazily, with its response metadata."""
-        message, headers = _unwrap(reply)
+        message, headers = _unwrap_later(reply)
         return pgrpc.ResponseReader(message), headers
 
     def _call(self, rpc: str, message: Any, opts: CallOptions, *, idempotent: bool = True) -> Any:
@@ -137,13 +142,13 @@ class GrpcBinding:
         *,
         binary: bool | None = None,
         retry: bool = False,
-    ) -> Op[tuple[pgrpc.ResponseReader, dict[str, str]]]:
+    ) -> Op[tuple[pgrpc.ResponseReader, Headers]]:
         """``ModelInfer`` with raw tensor contents; outputs are decoded on access."""
         msg = pgrpc.request_to_proto(request, raw=True)
         call = GrpcCall(
             "ModelInfer", msg, _metadata(opts), opts.timeout, retry, request_id=request.id or None
         )
-        message, headers = _unwrap((yield call))
+        message, headers = _unwrap_later((yield call))
         return pgrpc.ResponseReader(message), headers
 
     def stream_request(self, request: InferRequest) -> Any:

@@ -19,9 +19,10 @@ from nbinfer.protocol.calls import (
     CallOptions,
     GrpcCall,
     GrpcReply,
+    Headers,
     HttpCall,
     HttpReply,
     Op,
 )
 
-__all__ = ["Call", "CallOptions", "GrpcCall", "GrpcReply", "HttpCall", "HttpReply", "Op"]
+__all__ = ["Call", "CallOptions", "GrpcCall", "GrpcReply", "Headers", "HttpCall", "HttpReply", "Op"]

@@ -367,7 +367,10 @@ class GrpcEngine:
             metadata = self._metadata + call.metadata if call.metadata else self._metadata
             if call.rpc in _WITH_HEADERS:  # the reply carries the response headers
                 reply, rpc = stub.with_call(call.message, timeout=timeout, metadata=metadata)
-                return GrpcReply(reply, _headers(rpc.initial_metadata(), rpc.trailing_metadata()))
+                # the metadata is read into a dict only if the caller looks (~10 us per call)
+                return GrpcReply(
+                    reply, lambda: _headers(rpc.initial_metadata(), rpc.trailing_metadata())
+                )
             return stub(call.message, timeout=timeout, metadata=metadata)
         except _grpc().RpcError as exc:
             raise map_rpc_error(exc, self.target, call.request_id) from exc

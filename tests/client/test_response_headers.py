@@ -89,3 +89,18 @@ def test_each_result_keeps_its_own_headers(url: str) -> None:
             client.infer("header_echo", X, headers={"x-user": user}) for user in ("a", "b", "c")
         ]
     assert [r.headers["x-served-for"] for r in results] == ["a", "b", "c"]
+
+
+def test_headers_read_once_and_kept_when_the_result_is_pickled(url: str) -> None:
+    """gRPC metadata is read into ``headers`` on first access (not on every call): the same
+    dict every time, readable after the client closed, and carried by a pickled result."""
+    import pickle
+
+    with Client(url) as client:
+        unread = client.infer("header_echo", X, headers={"x-user": "lin"})
+        read = client.infer("header_echo", X, headers={"x-user": "kay"})
+        assert read.headers is read.headers  # read once, then kept
+    copy = pickle.loads(pickle.dumps(unread))  # never read before it was pickled
+    _check(copy.headers, "lin")
+    assert copy.as_numpy("Y").tolist() == [0.0, 1.0, 2.0]
+    _check(read.headers, "kay")
