@@ -1,11 +1,11 @@
 """Cards of what a server holds: model metadata, server metadata, a model, a session, statistics.
 
 Layer: render (pure, duck-typed): imports nothing of nbinfer outside :mod:`nbinfer.render`.
-A model handle and a session are drawn from what they already hold (their last reads, in
-``handle._held`` and ``session._capabilities`` / ``session._listing``): a repr never calls the
-server. Metadata is anything with ``name``, ``platform``, ``versions``, ``parameters``,
-``inputs`` and ``outputs`` (specs with ``name``, ``datatype``, ``shape``); statistics any frame
-with ``to_dict("records")``.
+A model handle and a session are drawn from what they already hold, which their repr hooks
+hand over as ``held`` (their last reads): a repr never calls the server, and the renderer reads
+no private attribute of the objects it draws. Metadata is anything with ``name``,
+``platform``, ``versions``, ``parameters``, ``inputs`` and ``outputs`` (specs with ``name``,
+``datatype``, ``shape``); statistics any frame with ``to_dict("records")``.
 
 Example::
 
@@ -134,13 +134,15 @@ def _refresh_line(what: str) -> Html:
     return Html(f'<div class="nbi-muted">{code_spans(what)}</div>')
 
 
-def render_model(handle: Any) -> Html:
+def render_model(handle: Any, held: Mapping[str, Any] | None = None) -> Html:
     """A model handle: readiness, platform, batching, inputs / outputs, labels, config.
 
-    Drawn from what the handle holds (its last read): no call to the server.
+    Drawn from ``held``, what the handle holds from its last read (``metadata``, ``config``,
+    ``labels``, ``ready``, or the ``error`` that read ended with; empty: not read yet), and
+    its ``name`` / ``version``: no call to the server.
     """
     text = repr(handle)
-    held: Mapping[str, Any] = getattr(handle, "_held", {})
+    held = held or {}
     error = held.get("error")
     if error is not None:
         return card("Model", handle.name, _error_line(error), text=text)
@@ -172,20 +174,26 @@ def render_model(handle: Any) -> Html:
     return card("Model", handle.name, "".join(body), text=text, sub=sub)
 
 
-def render_session(session: Any) -> Html:
+def render_session(session: Any, held: Mapping[str, Any] | None = None) -> Html:
     """A session: where it points, the server's name / version / extensions, the models.
 
-    Drawn from what the session holds (its last reads): no call to the server.
+    Drawn from ``held``, what the session holds from its last reads (``closed``,
+    ``replaced_by``: the URL of the newer Session that closed it, ``capabilities``: the
+    server's record, ``listing``: the last model list or the error it ended with; missing:
+    not read yet), and its ``url`` / ``protocol`` / ``server`` / ``token``: no call to the
+    server.
     """
+    held = held or {}
     text = repr(session)
     where = "local server" if session.server is not None else "remote server"
-    if getattr(session, "_closed", False):
+    if held.get("closed"):
         state = "closed"
-        if getattr(session, "_replaced_by", None):  # a newer local Session() closed it
-            state = f"replaced by a newer Session ({session._replaced_by}): closed, server stopped"
+        replaced_by = held.get("replaced_by")
+        if replaced_by:  # a newer local Session() closed it
+            state = f"replaced by a newer Session ({replaced_by}): closed, server stopped"
         return card("Session", session.url, facts({"state": state}), text=text, sub=where)
     parts: list[str] = []
-    caps = getattr(session, "_capabilities", None) or getattr(session, "_caps_seen", None)
+    caps = held.get("capabilities")
     if caps is None:
         parts.append(facts({"protocol": session.protocol}))
         parts.append(
@@ -199,7 +207,7 @@ def render_session(session: Any) -> Html:
     parts.append(
         section("Extensions", chips(caps.extensions), count=len(caps.extensions), open=False)
     )
-    listed = getattr(session, "_listing", None)  # the last session.models read
+    listed = held.get("listing")  # the last session.models read
     if isinstance(listed, BaseException):  # the last listing failed
         parts.append(section("Models", _error_line(listed)))
     elif listed is None:
@@ -451,14 +459,14 @@ def server_metadata_bundle(meta: Any) -> dict[str, str]:
     return _bundle(meta, render_server_metadata(meta))
 
 
-def model_bundle(handle: Any) -> dict[str, str]:
-    """``text/plain`` + ``text/html`` of a model handle, from what it holds."""
-    return _bundle(handle, render_model(handle))
+def model_bundle(handle: Any, held: Mapping[str, Any]) -> dict[str, str]:
+    """``text/plain`` + ``text/html`` of a model handle, from what it holds (``held``)."""
+    return _bundle(handle, render_model(handle, held))
 
 
-def session_bundle(session: Any) -> dict[str, str]:
-    """``text/plain`` + ``text/html`` of a session, from what it holds."""
-    return _bundle(session, render_session(session))
+def session_bundle(session: Any, held: Mapping[str, Any]) -> dict[str, str]:
+    """``text/plain`` + ``text/html`` of a session, from what it holds (``held``)."""
+    return _bundle(session, render_session(session, held))
 
 
 def stats_bundle(frame: Any) -> dict[str, str]:

@@ -673,7 +673,16 @@ class SessionCore(Boundary):
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         from nbinfer.render.cards import session_bundle  # drawn from what it holds: no I/O
 
-        return session_bundle(self)
+        return session_bundle(self, self._repr_held())
+
+    def _repr_held(self) -> dict[str, Any]:
+        """What the session's card is drawn from: its last reads, never a new one."""
+        return {
+            "closed": self._closed,
+            "replaced_by": self._replaced_by,
+            "capabilities": self._capabilities or self._caps_seen,
+            "listing": self._listing,
+        }
 
 
 def _check_where(local: bool, *, keep_previous: bool, ssl: Any) -> None:

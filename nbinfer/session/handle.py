@@ -109,4 +109,4 @@ class ModelHandle:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         from nbinfer.render.cards import model_bundle  # drawn from what it holds: no I/O
 
-        return model_bundle(self)
+        return model_bundle(self, self._held)

@@ -288,11 +288,10 @@ def test_token_and_auth_together_are_refused() -> None:
 
 
 def test_session_display_uses_the_capability_record(kserve_undeclared: Peer) -> None:
-    from nbinfer.render.cards import render_session
-
     with Session(kserve_undeclared.http_url) as session:
-        assert "session.refresh()" in str(render_session(session))  # nothing read yet
-        html = str(render_session(session.refresh()))
+        card = session._repr_mimebundle_()["text/html"]
+        assert "session.refresh()" in card  # nothing read yet
+        html = session.refresh()._repr_mimebundle_()["text/html"]
         assert "kserve 0.21.0" in html and "model_repository_extension" in html
         assert "times_two" in html  # from KServe's own list
 

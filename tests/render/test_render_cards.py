@@ -50,19 +50,15 @@ class _Listing:
         return self._rows
 
 
-def _session(**held: Any) -> Any:
-    server = held.pop("server", None)
-    return SimpleNamespace(
-        url="http://127.0.0.1:8000",
-        protocol="http",
-        server=server,
-        token=held.pop("token", None),
-        _closed=held.pop("closed", False),
-        _replaced_by=None,
-        _capabilities=held.pop("caps", None),
-        _caps_seen=None,
-        _listing=held.pop("listing", None),
-    )
+def _session(server: Any = None, token: str | None = None) -> Any:
+    """A session's public face: the renderer reads nothing private of it."""
+    return SimpleNamespace(url="http://127.0.0.1:8000", protocol="http", server=server, token=token)
+
+
+def _card(closed: bool = False, caps: Any = None, listing: Any = None) -> str:
+    """The session card from held state (what ``Session._repr_mimebundle_`` hands over)."""
+    held = {"closed": closed, "replaced_by": None, "capabilities": caps, "listing": listing}
+    return render_session(_session(), held)
 
 
 def _caps(error: BaseException | None = None) -> Any:
@@ -90,11 +86,11 @@ def test_server_metadata_card_lists_extensions_as_chips() -> None:
 
 
 def test_model_card_draws_what_the_handle_holds() -> None:
-    unread = SimpleNamespace(name="iris", version="", _held={})
-    assert "handle.refresh()" in safe(render_model(unread)).joined()
+    iris = SimpleNamespace(name="iris", version="")
+    assert "handle.refresh()" in safe(render_model(iris, {})).joined()
 
-    failed = SimpleNamespace(name="iris", version="", _held={"error": RuntimeError(EVIL)})
-    assert f"RuntimeError: {EVIL}" in safe(render_model(failed)).joined()
+    failed = render_model(iris, {"error": RuntimeError(EVIL)})
+    assert f"RuntimeError: {EVIL}" in safe(failed).joined()
 
     config = {"max_batch_size": 8, "dynamic_batching": {"preferred_batch_size": [4]}}
     held = {
@@ -103,7 +99,7 @@ def test_model_card_draws_what_the_handle_holds() -> None:
         "labels": {EVIL: ["setosa", "<versicolor>"]},
         "ready": True,
     }
-    markup = render_model(SimpleNamespace(name="iris", version="2", _held=held))
+    markup = render_model(SimpleNamespace(name="iris", version="2"), held)
     text = safe(markup).joined()
     assert "READY" in text and "version 2" in text
     assert "max batch" in text and "preferred [4]" in text
@@ -112,22 +108,22 @@ def test_model_card_draws_what_the_handle_holds() -> None:
 
 
 def test_session_card_from_held_state_closed_unread_failed_and_listed() -> None:
-    assert "closed" in safe(render_session(_session(closed=True))).joined()
-    unread = safe(render_session(_session())).joined()
+    assert "closed" in safe(_card(closed=True)).joined()
+    unread = safe(_card()).joined()
     assert "Nothing read from the server yet" in unread and "session.refresh()" in unread
-    failed = render_session(_session(caps=_caps(error=ConnectionError(EVIL))))
+    failed = _card(caps=_caps(error=ConnectionError(EVIL)))
     assert f"ConnectionError: {EVIL}" in safe(failed).joined()
 
-    not_listed = safe(render_session(_session(caps=_caps()))).joined()
+    not_listed = safe(_card(caps=_caps())).joined()
     assert "Not listed yet" in not_listed
 
     listing = _Listing([(EVIL, "1", "READY"), ("iris", "1", "UNAVAILABLE")], note="partial <x>")
-    markup = render_session(_session(caps=_caps(), listing=listing))
+    markup = _card(caps=_caps(), listing=listing)
     text = safe(markup).joined()
     assert EVIL in text and "iris" in text and "partial <x>" in text
     assert 'class="nbi-badge nbi-ok">READY' in markup
     assert 'class="nbi-badge nbi-err">UNAVAILABLE' in markup
-    listing_failed = render_session(_session(caps=_caps(), listing=PermissionError("no index")))
+    listing_failed = _card(caps=_caps(), listing=PermissionError("no index"))
     assert "PermissionError: no index" in safe(listing_failed).joined()
 
 
