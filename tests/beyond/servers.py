@@ -4,13 +4,16 @@ Each serves the demo models (``iris``) and a repository of three Python models:
 ``double`` (``Y = 2 * X``, FP32 ``[-1, 4]``, sleeps ``NBINFER_TEST_SLEEP`` seconds per batch,
 default 0.02), ``picky`` (as ``double``, but refuses batches holding a negative value, naming
 the row) and ``slow`` (as ``double``, sleeping 0.2 s: calls are still in flight when a server is
-killed); ``two`` returns ``Y = 2 * X`` and ``S``, each row's sum (FP64 ``[-1]``).
+killed); ``two`` returns ``Y = 2 * X`` and ``S``, each row's sum (FP64 ``[-1]``). Each
+server's models append their name to a file of that server's own when a call's work is done
+(:func:`completed`): what a killed server finished, which its statistics can no longer tell.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from nbinfer.server.launcher import LocalServer
@@ -24,6 +27,7 @@ import numpy as np
 from nbinfer.server.model import Model
 
 SLEEP = {sleep}
+DONE = os.environ.get("NBINFER_TEST_DONE")
 
 
 class M(Model):
@@ -33,6 +37,9 @@ class M(Model):
             row = int(np.argwhere(x < 0)[0][0])
             raise ValueError(f"row {{row}} holds a negative measurement")
         time.sleep(SLEEP)
+        if DONE:
+            with open(DONE, "a") as out:
+                out.write("{name}\\n")
         return {{"Y": x * 2}}
 """
 
@@ -73,7 +80,8 @@ def write_repository(root: Path, sleep: float = 0.02) -> Path:
         ("slow", 0.2, False),
     ):
         (root / name / "1").mkdir(parents=True, exist_ok=True)
-        (root / name / "1" / "model.py").write_text(_MODEL.format(sleep=model_sleep, picky=picky))
+        source = _MODEL.format(sleep=model_sleep, picky=picky, name=name)
+        (root / name / "1" / "model.py").write_text(source)
         (root / name / "config.pbtxt").write_text(_CONFIG)
     (root / "two" / "1").mkdir(parents=True, exist_ok=True)
     (root / "two" / "1" / "model.py").write_text(_TWO)
@@ -86,9 +94,15 @@ def start_servers(count: int, repo: Path) -> list[LocalServer]:
     servers: list[LocalServer] = []
     try:
         for _ in range(count):
-            servers.append(
-                LocalServer(model_repository=repo, demo=True, device="cpu", auth_token=None).start()
+            done = repo.parent / f"{repo.name}-done-{time.monotonic_ns()}.log"
+            server = LocalServer(
+                model_repository=repo,
+                demo=True,
+                device="cpu",
+                auth_token=None,
+                env={"NBINFER_TEST_DONE": str(done)},
             )
+            servers.append(server.start())
     except BaseException:
         for s in servers:
             s.stop()
@@ -103,6 +117,13 @@ def revive(servers: list[LocalServer], repo: Path) -> list[LocalServer]:
             server.stop()
             servers[i] = start_servers(1, repo)[0]
     return servers
+
+
+def completed(server: LocalServer, model: str) -> int:
+    """The calls of ``model`` whose work ``server`` finished (answered or not: a server killed
+    right after may not have sent the answer), counted by the model itself."""
+    done = Path(server.env["NBINFER_TEST_DONE"])
+    return done.read_text().split().count(model) if done.exists() else 0
 
 
 def kill(server: LocalServer) -> None:
