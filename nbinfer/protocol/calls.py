@@ -14,7 +14,17 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Call", "CallOptions", "GrpcCall", "GrpcReply", "Headers", "HttpCall", "HttpReply", "Op"]
+__all__ = [
+    "Call",
+    "CallOptions",
+    "GrpcCall",
+    "GrpcReply",
+    "Headers",
+    "HttpCall",
+    "HttpReply",
+    "Op",
+    "read_headers",
+]
 
 T = TypeVar("T")
 
@@ -78,33 +88,22 @@ class GrpcReply:
 
     Engines return it for ``ModelInfer`` only (the one call whose result shows headers); the
     binding also takes a bare message, as :class:`nbinfer.testing.MockTransport` answers.
-    ``headers`` may be given as a function that reads them: it runs once, when they are first
-    asked for (``headers``) -- most callers never look, and reading gRPC metadata into a dict
-    costs about as much CPU as the rest of the reply's handling.
+    ``headers`` may be a function that reads them (the sync gRPC engine's metadata): most
+    callers never look, and reading gRPC metadata into a dict costs about as much CPU as the
+    rest of the reply's handling, so whoever takes the reply calls it only when asked
+    (:func:`read_headers`).
     """
 
-    __slots__ = ("_headers", "message")
+    __slots__ = ("headers", "message")
 
     def __init__(self, message: Any, headers: Headers) -> None:
         self.message = message
-        self._headers = headers
+        self.headers = headers
 
-    @property
-    def headers(self) -> dict[str, str]:
-        """The response headers (read now if they were not yet)."""
-        headers = self._headers
-        if not isinstance(headers, dict):
-            headers = self._headers = headers()
-        return headers
 
-    @property
-    def headers_later(self) -> Headers:
-        """The headers if already read, else what reads them (for a result to read later)."""
-        headers = self._headers
-        return headers if isinstance(headers, dict) else self._read
-
-    def _read(self) -> dict[str, str]:
-        return self.headers
+def read_headers(headers: Headers) -> dict[str, str]:
+    """The headers themselves, read now if ``headers`` is what reads them."""
+    return headers if isinstance(headers, dict) else headers()
 
 
 Call = HttpCall | GrpcCall

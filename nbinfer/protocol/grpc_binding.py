@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from nbinfer.errors import InferenceError, NbinferError, UnsupportedError, error_for_grpc_code
 from nbinfer.protocol import grpc as pgrpc
-from nbinfer.protocol.calls import CallOptions, GrpcCall, GrpcReply, Headers, Op
+from nbinfer.protocol.calls import CallOptions, GrpcCall, GrpcReply, Headers, Op, read_headers
 from nbinfer.protocol.dtypes import datatype_of
 from nbinfer.protocol.grpc_json import config_proto_to_json, statistics_proto_to_json
 from nbinfer.protocol.grpc_settings import (
@@ -33,16 +33,10 @@ __all__ = ["GrpcBinding"]
 _TEMPLATES = 256
 
 
-def _unwrap(reply: Any) -> tuple[Any, dict[str, str]]:
+def _unwrap(reply: Any) -> tuple[Any, Headers]:
+    """The message, and its headers or what reads them (read only when asked)."""
     if type(reply) is GrpcReply:
         return reply.message, reply.headers
-    return reply, {}
-
-
-def _unwrap_later(reply: Any) -> tuple[Any, Headers]:
-    """The message, and its headers or what reads them (read when a result is asked)."""
-    if type(reply) is GrpcReply:
-        return reply.message, reply.headers_later
     return reply, {}
 
 
@@ -91,7 +85,7 @@ class GrpcBinding:
     @staticmethod
     def fast_infer_reply(model_name: str, reply: Any) -> tuple[pgrpc.ResponseReader, Headers]:
         """Decode the reply to a :meth:`fast_infer_call` lazily, with its response metadata."""
-        message, headers = _unwrap_later(reply)
+        message, headers = _unwrap(reply)
         return pgrpc.ResponseReader(message), headers
 
     def _call(self, rpc: str, message: Any, opts: CallOptions, *, idempotent: bool = True) -> Any:
@@ -113,7 +107,7 @@ class GrpcBinding:
         """``ModelReady``."""
         msg = pgrpc.request_message("ModelReady", name=name, version=version)
         reply, headers = _unwrap((yield self._call("ModelReady", msg, opts)))
-        missing = headers.get(pgrpc.MODEL_NOT_FOUND_METADATA)
+        missing = read_headers(headers).get(pgrpc.MODEL_NOT_FOUND_METADATA)
         if missing is not None and not reply.ready:  # nbinfer's server: unknown, not unready
             raise error_for_grpc_code("NOT_FOUND", missing)
         return bool(reply.ready)
@@ -148,7 +142,7 @@ class GrpcBinding:
         call = GrpcCall(
             "ModelInfer", msg, _metadata(opts), opts.timeout, retry, request_id=request.id or None
         )
-        message, headers = _unwrap_later((yield call))
+        message, headers = _unwrap((yield call))
         return pgrpc.ResponseReader(message), headers
 
     def stream_request(self, request: InferRequest) -> Any:
