@@ -211,7 +211,6 @@ _TLS_CAUSES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
             "unknown ca",
             "certificate problem",
             "peer failed verification",
-            "certificate",
         ),
         (
             "The server's TLS certificate is not trusted here: pass the CA that signed it, "
@@ -220,8 +219,8 @@ _TLS_CAUSES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
             "verifies).",
         ),
     ),
-    (  # any other TLS failure
-        ("ssl", "tls", "handshake"),
+    (  # any other TLS failure (an expired certificate, a client certificate asked for, ...)
+        ("ssl", "tls", "handshake", "certificate"),
         (
             "Check that the URL's scheme (`https://`, `grpcs://`) and `ssl=TLSConfig(...)` match "
             "the server's TLS setup (its CA, and a client certificate if it asks for one).",
