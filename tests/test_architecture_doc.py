@@ -86,26 +86,24 @@ def _modules() -> dict[str, set[str]]:
     return found
 
 
-def test_every_module_is_named_in_its_packages_section() -> None:
-    sections = _sections()
-    missing = {
+def _not_in(names: dict[str, set[str]], other: dict[str, set[str]]) -> list[str]:
+    """``package: name`` of each of ``names`` that ``other`` lacks under the same package."""
+    return sorted(
         f"{package or 'nbinfer'}: {name}"
-        for package, names in _modules().items()
-        for name in names
-        if name not in sections.get(package, set())
-    }
-    assert not missing, f"docs/architecture.md does not name: {sorted(missing)}"
+        for package, found in names.items()
+        for name in found
+        if name not in other.get(package, set())
+    )
+
+
+def test_every_module_is_named_in_its_packages_section() -> None:
+    missing = _not_in(_modules(), _sections())
+    assert not missing, f"docs/architecture.md does not name: {missing}"
 
 
 def test_every_module_the_picture_names_exists() -> None:
-    modules = _modules()
-    ghosts = {
-        f"{package or 'nbinfer'}: {name}"
-        for package, names in _sections().items()
-        for name in names
-        if name not in modules.get(package, set())
-    }
-    assert not ghosts, f"docs/architecture.md names what the tree lacks: {sorted(ghosts)}"
+    ghosts = _not_in(_sections(), _modules())
+    assert not ghosts, f"docs/architecture.md names what the tree lacks: {ghosts}"
 
 
 def test_nothing_in_the_picture_is_marked_unbuilt() -> None:
