@@ -21,6 +21,15 @@ def save_shot(shot: Path, name: str) -> None:
         shutil.copy(shot, DOCS_IMG / name)
 
 
+def shoot(target: Any, tmp_path: Path, name: str) -> Path:
+    """Screenshot ``target`` (a page or locator) to ``tmp_path / name``, kept as docs/img/NAME
+    when NBINFER_SAVE_SCREENSHOTS=1 (:func:`save_shot`); returns the picture's path."""
+    shot = tmp_path / name
+    target.screenshot(path=str(shot))
+    save_shot(shot, name)
+    return shot
+
+
 def keep_shot(target: Any, shot: Path, **options: Any) -> None:
     """Screenshot ``target`` (a page or locator) to ``shot``, a picture only for a person to look
     at (neither asserted on nor kept in docs/img/): taken only when NBINFER_SAVE_SCREENSHOTS=1."""

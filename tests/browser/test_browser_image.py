@@ -24,8 +24,8 @@ from tests.browser.labkit import (
     light_theme,
     open_notebook,
     run_all,
-    save_shot,
     settle,
+    shoot,
 )
 
 NOTEBOOK = "browser_image.ipynb"
@@ -165,13 +165,9 @@ def test_image_form_upload_sketch_and_narrow_layout(
         assert _top_label(ui) == "1"
         page.set_viewport_size({"width": 1280, "height": 1400})  # the whole result in the shot
         settle(page)  # the bars' layout settles before the picture
-        shot = tmp_path / "browser-upload.png"
-        ui.screenshot(path=str(shot))
-        save_shot(shot, "browser-upload.png")
+        shoot(ui, tmp_path, "browser-upload.png")
         dark_theme(page)
-        dark = tmp_path / "browser-upload-dark.png"
-        ui.screenshot(path=str(dark))
-        save_shot(dark, "browser-upload-dark.png")
+        shoot(ui, tmp_path, "browser-upload-dark.png")
         light_theme(page)
 
         # Narrow output areas with the file browser open.

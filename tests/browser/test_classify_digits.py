@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, shoot
 
 NOTEBOOK = "classify_digits.ipynb"
 
@@ -54,11 +54,7 @@ def test_classify_grid_shows_the_input_the_model_saw(
         assert "8x8 gray, fit ink, scaling unit" in card.inner_text()
         time.sleep(0.3)
 
-        shot = tmp_path / "classify-show-input.png"
-        shown.screenshot(path=str(shot))
-        save_shot(shot, "classify-show-input.png")
+        shoot(shown, tmp_path, "classify-show-input.png")
         dark_theme(page)
-        dark = tmp_path / "classify-show-input-dark.png"
-        shown.screenshot(path=str(dark))
-        save_shot(dark, "classify-show-input-dark.png")
+        shoot(shown, tmp_path, "classify-show-input-dark.png")
         assert errors == [], errors

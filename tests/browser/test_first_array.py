@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, shoot
 
 NOTEBOOK = "first_array.ipynb"
 
@@ -44,11 +44,7 @@ def test_float64_array_shows_its_result_in_jupyterlab(
             == 0
         )
         assert "Traceback" not in outputs.all_inner_texts().__str__()
-        shot = tmp_path / "first-array.png"
-        page.locator(".jp-Notebook").screenshot(path=str(shot))
-        save_shot(shot, "first-array.png")
+        shoot(page.locator(".jp-Notebook"), tmp_path, "first-array.png")
         dark_theme(page)
-        dark = tmp_path / "first-array-dark.png"
-        page.locator(".jp-Notebook").screenshot(path=str(dark))
-        save_shot(dark, "first-array-dark.png")
+        shoot(page.locator(".jp-Notebook"), tmp_path, "first-array-dark.png")
         assert errors == [], errors

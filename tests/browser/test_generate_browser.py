@@ -23,7 +23,7 @@ from tests.browser.labkit import (
     light_theme,
     open_notebook,
     run_all,
-    save_shot,
+    shoot,
 )
 
 NOTEBOOK = "generate_stream.ipynb"
@@ -50,12 +50,11 @@ def test_tokens_arrive_over_time_in_one_cell_output(
             if now.strip() and now not in seen:
                 seen.append(now)
                 shots += 1
-                shot = tmp_path / f"generate-stream-{shots}.png"
+                name = f"generate-stream-{shots}.png"
                 if shots <= 3:  # the pictures docs/img keeps
-                    cell.screenshot(path=str(shot))
-                    save_shot(shot, f"generate-stream-{shots}.png")
+                    shoot(cell, tmp_path, name)
                 else:
-                    keep_shot(cell, shot)
+                    keep_shot(cell, tmp_path / name)
                 assert cell.locator(".jp-OutputArea-output").count() == 1
             time.sleep(0.3)
         assert shots >= 3, seen
@@ -67,22 +66,16 @@ def test_tokens_arrive_over_time_in_one_cell_output(
         stats = cell.locator(".nbi-gen .g-stats").inner_text()
         assert "tokens 48" in stats and "TTFT" in stats and "tokens/s" in stats
         assert cell.locator(".jp-OutputArea-output").count() == 1  # still one output
-        shot = tmp_path / "generate-stream-final.png"
-        cell.screenshot(path=str(shot))
-        save_shot(shot, "generate-stream-final.png")
+        shoot(cell, tmp_path, "generate-stream-final.png")
 
         chat = page.locator(".jp-Notebook .jp-CodeCell").nth(2)
         chat.locator(".nbi-gen .g-chat").wait_for(timeout=60_000)
         assert chat.locator(".g-bubble").count() == 4
         assert "Where did the White Rabbit go?" in chat.locator(".g-chat").inner_text()
-        shot = tmp_path / "generate-chat.png"
-        chat.locator(".jp-OutputArea").screenshot(path=str(shot))
-        save_shot(shot, "generate-chat.png")
+        shoot(chat.locator(".jp-OutputArea"), tmp_path, "generate-chat.png")
 
         dark_theme(page)
         for where, name in ((cell, "generate-stream-dark.png"), (chat, "generate-chat-dark.png")):
-            shot = tmp_path / name
-            where.locator(".jp-OutputArea").screenshot(path=str(shot))
-            save_shot(shot, name)
+            shoot(where.locator(".jp-OutputArea"), tmp_path, name)
         light_theme(page)
         assert errors == [], errors

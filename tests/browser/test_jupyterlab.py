@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, keep_shot, lab_page, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, keep_shot, lab_page, open_notebook, run_all, shoot
 
 NOTEBOOK = "model_browser.ipynb"
 
@@ -58,14 +58,10 @@ def test_model_browser_in_jupyterlab(lab: dict[str, Any], chromium: Any, tmp_pat
 
         page_shot = tmp_path / "jupyterlab.png"
         keep_shot(page, page_shot, full_page=True)
-        shot = tmp_path / "browser.png"
-        ui.screenshot(path=str(shot))
+        shot = shoot(ui, tmp_path, "browser.png")
         assert shot.stat().st_size > 10_000
-        save_shot(shot, "browser.png")
         print(f"screenshots: {page_shot} {shot}")
 
         dark_theme(page)
-        dark = tmp_path / "browser-dark.png"
-        ui.screenshot(path=str(dark))
-        save_shot(dark, "browser-dark.png")
+        shoot(ui, tmp_path, "browser-dark.png")
         assert errors == [], errors

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, open_notebook, run_all, shoot
 
 NOTEBOOK = "error_card.ipynb"
 
@@ -48,17 +48,13 @@ def test_error_shows_your_line_then_the_card_with_library_frames_folded(
         assert library.count() == 1 and not frames.is_visible()  # collapsed
         assert "Library frames" in library.locator("summary").inner_text()
         time.sleep(0.3)  # let the fonts settle before the picture
-        shot = tmp_path / "error-card.png"
-        cell.locator(".jp-Cell-outputWrapper").screenshot(path=str(shot))
+        shot = shoot(cell.locator(".jp-Cell-outputWrapper"), tmp_path, "error-card.png")
         assert shot.stat().st_size > 5_000
-        save_shot(shot, "error-card.png")
 
         library.locator("summary").click()  # one click opens the library frames
         frames.wait_for(state="visible", timeout=10_000)
         assert "nbinfer/session/boundary.py" in frames.inner_text()  # every public call
 
         dark_theme(page)
-        dark = tmp_path / "error-card-dark.png"
-        cell.locator(".jp-Cell-outputWrapper").screenshot(path=str(dark))
-        save_shot(dark, "error-card-dark.png")
+        shoot(cell.locator(".jp-Cell-outputWrapper"), tmp_path, "error-card-dark.png")
         assert errors == [], errors

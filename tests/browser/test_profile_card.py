@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, keep_shot, lab_page, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, keep_shot, lab_page, open_notebook, run_all, shoot
 
 NOTEBOOK = "profile_card.ipynb"
 
@@ -112,18 +112,14 @@ def test_profile_card_follows_the_theme_at_700px(
         )
         _check_chart(card, dark=False)
         card.scroll_into_view_if_needed()
-        shot = tmp_path / "profile.png"
-        card.screenshot(path=str(shot))
+        shot = shoot(card, tmp_path, "profile.png")
         assert shot.stat().st_size > 10_000
-        save_shot(shot, "profile.png")
 
         dark_theme(page)
         _check_chart(card, dark=True)
         _check_code_chips(stats)
         card.scroll_into_view_if_needed()
-        dark = tmp_path / "profile-dark.png"
-        card.screenshot(path=str(dark))
-        save_shot(dark, "profile-dark.png")
+        dark = shoot(card, tmp_path, "profile-dark.png")
         keep_shot(stats, tmp_path / "stats-dark.png")
         print(f"screenshots: {shot} {dark}")
         assert errors == [], errors

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import lab_page, open_notebook, save_shot
+from tests.browser.labkit import lab_page, open_notebook, shoot
 
 NOTEBOOK = "rerun.ipynb"
 
@@ -57,7 +57,5 @@ def test_rerunning_the_readme_cell_five_times_leaves_one_server(
         assert "was replaced by a newer local nbinfer.Session()" in said
         assert "keep_previous=True" in said
 
-        shot = tmp_path / "rerun.png"
-        page.locator(".jp-Notebook").screenshot(path=str(shot))
-        save_shot(shot, "rerun.png")
+        shoot(page.locator(".jp-Notebook"), tmp_path, "rerun.png")
         assert errors == [], errors

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.labkit import dark_theme, lab_page, menu, open_notebook, run_all, save_shot
+from tests.browser.labkit import dark_theme, lab_page, menu, open_notebook, run_all, shoot
 
 HERE = Path(__file__).resolve().parent
 NOTEBOOK = "saved_outputs.ipynb"
@@ -152,13 +152,9 @@ def test_a_saved_notebook_reopens_with_the_summary_and_no_dead_widget(
             assert dead not in text, text
         if save_state:
             assert "iris" in ui.inner_text()
-            shot = tmp_path / "saved-reopened.png"
-            page.locator(".jp-Notebook").screenshot(path=str(shot))
-            save_shot(shot, "saved-reopened.png")
+            shot = shoot(page.locator(".jp-Notebook"), tmp_path, "saved-reopened.png")
             dark_theme(page)
-            dark = tmp_path / "saved-reopened-dark.png"
-            page.locator(".jp-Notebook").screenshot(path=str(dark))
-            save_shot(dark, "saved-reopened-dark.png")
+            dark = shoot(page.locator(".jp-Notebook"), tmp_path, "saved-reopened-dark.png")
             print(f"screenshots: {shot} {dark}")
         assert errors == [], errors
 
