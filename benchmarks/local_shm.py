@@ -24,7 +24,7 @@ Prints MB/s (in + out) for each, and the ratios of the Session to the others (th
 ``benchmarks/all.py``: vs tritonclient HTTP binary, target >= 10x, and vs tritonclient shm).
 Rounds alternate the clients, so each ratio pairs figures of the same run; the figure of a
 client is the median of its rounds (the machine may be shared). Beside it, the CPU time per
-call of this process and of the server process (Linux), which a loaded machine disturbs far
+call of this process and of the server process (psutil), which a loaded machine disturbs far
 less than the wall time: on a quiet machine, one client calling in a loop spends about their
 sum per call.
 
@@ -63,13 +63,14 @@ Infer = Callable[[], Any]
 
 
 def _process_cpu(pid: int) -> float:
-    """CPU seconds (user + system, every thread) of process ``pid`` so far (0.0 off Linux)."""
+    """CPU seconds (user + system, every thread) of process ``pid`` so far, by psutil as the
+    other benchmarks measure the server (0.0 without psutil)."""
     try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
+        import psutil
+    except ImportError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 def rate(infer: Infer, seconds: float, server_pid: int | None = None) -> tuple[float, float, float]:
