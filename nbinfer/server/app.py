@@ -357,6 +357,7 @@ async def serve_async(
     from nbinfer.server.grpc import create_grpc_server
     from nbinfer.server.observability import AccessLog, check_access_log_format
     from nbinfer.server.rest import RestApp
+    from nbinfer.server.scratch import sweep_in_background
     from nbinfer.server.webguard import WebGuard
 
     check_exposure(
@@ -379,6 +380,8 @@ async def serve_async(
         check_access_log_format(options.access_log_format)
     stop = stop or asyncio.Event()
     dp = dataplane if dataplane is not None else build_dataplane(options)
+    # Uploaded model copies of this user's servers that were killed (scratch.py).
+    sweep_in_background()
     if handlers:
         dp.exception_handlers = handlers
     sock = _bind(options.host, options.http_port)

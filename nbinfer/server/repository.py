@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -65,6 +64,7 @@ from nbinfer.server.repository_files import (
     _unload_model_object,
     _write_files,
 )
+from nbinfer.server.scratch import Scratch
 from nbinfer.server.sequence_controls import SequenceControls
 
 __all__ = [
@@ -137,6 +137,8 @@ class ModelRepository:
         self._preparing: set[str] = set()
         #: Per model directory: a fingerprint of its files at the last load (``poll`` mode).
         self._stamps: dict[str, tuple[tuple[str, int, int], ...]] = {}
+        #: Where uploads are copied (one root per process, swept after a crash: scratch.py).
+        self._scratch = Scratch()
         self._scan()
         if load is True:
             names = [n for n, e in self._entries.items() if e.path is not None]
@@ -458,7 +460,7 @@ class ModelRepository:
                 files.items(), allow_code=self.allow_code_upload, data_suffixes=DATA_FILE_SUFFIXES
             )
             src = entry.path if entry is not None else None
-            temp_dir = Path(tempfile.mkdtemp(prefix="nbinfer-model-"))
+            temp_dir = self._scratch.directory("nbinfer-model-")
             model_dir = temp_dir / name
             try:
                 if src is not None and src.is_dir():
@@ -759,3 +761,4 @@ class ModelRepository:
             if entry.temp_dir is not None:
                 shutil.rmtree(entry.temp_dir, ignore_errors=True)
                 entry.temp_dir = None
+        self._scratch.close()

@@ -48,7 +48,7 @@ def server(temp: Path) -> Iterator[LocalServer]:
 
 
 def _copies(temp: Path) -> list[Path]:
-    return list(temp.glob("nbinfer-model-*"))
+    return list(temp.glob("nbinfer-scratch-*/nbinfer-model-*"))  # server/scratch.py
 
 
 def test_too_many_files_in_one_load_is_413_naming_the_limit(

@@ -106,7 +106,7 @@ def test_one_dummy_upload_does_not_copy_through_the_link_and_the_secret_never_sh
     assert SECRET not in details
     assert SECRET not in _config_text(env, "labeled")
     assert sorted(p.name for p in env.outside.iterdir()) == ["secret.txt"]
-    assert list(env.temp.glob("nbinfer-model-*")) == []  # no copy left behind
+    assert list(env.temp.glob("nbinfer-scratch-*/nbinfer-model-*")) == []  # no copy left behind
     assert http(env.server, "/v2/models/labeled/ready", method="GET")[0] == 200
 
 
