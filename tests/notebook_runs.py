@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import venv
 from collections.abc import Callable
 from pathlib import Path
@@ -98,9 +99,19 @@ def _copy_tree(to: Path) -> Path:
     return to
 
 
-def _cached_base(tree: Path, env: dict[str, str]) -> Path:
-    """A virtualenv the binder recipe was applied to, kept under :func:`binder_cache` keyed by the
-    recipe's inputs (torch and the requirements install once, not every session)."""
+#: A cached recipe virtualenv nobody copied for this long is deleted (each holds ~2 GB: torch).
+UNUSED_DAYS = 7
+
+
+def _copy_cached_base(tree: Path, env: dict[str, str], to: Path) -> None:
+    """Hard-link a copy of a virtualenv the binder recipe was applied to into ``to``.
+
+    The base is kept under :func:`binder_cache` keyed by the recipe's inputs (torch and the
+    requirements install once, not every session). Each copy stamps its base; bases of other
+    recipes nobody copied for :data:`UNUSED_DAYS` are deleted (a change to the recipe's inputs
+    makes a new one: without this the cache grew by ~2 GB each time). Making, copying and pruning
+    all hold the cache's lock, so a base is never deleted while it is copied.
+    """
     cache = binder_cache()
     cache.mkdir(parents=True, exist_ok=True)
     base = cache / f"binder-{_recipe_key(env)}"
@@ -111,7 +122,13 @@ def _cached_base(tree: Path, env: dict[str, str]) -> Path:
             venv.create(base, with_pip=True)
             _apply_recipe(base, tree, env)
             (base / ".complete").write_text("the binder recipe applied\n")
-    return base
+        (base / ".used").touch()
+        _run(["cp", "-al", str(base), str(to)])
+        for other in cache.glob("binder-*"):
+            stamp = other / ".used"
+            used = stamp.stat().st_mtime if stamp.exists() else other.stat().st_mtime
+            if other != base and time.time() - used > UNUSED_DAYS * 86400:
+                shutil.rmtree(other, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -120,8 +137,9 @@ def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     whose kernel has no network (see the module docstring).
 
     The recipe runs in full every session, on a hard-linked copy of a virtualenv it was applied
-    to before (:func:`_cached_base`): what is already there is kept, nbinfer installs afresh from
-    this checkout, and the cached one stays as it was (pip replaces files, never rewrites them).
+    to before (:func:`_copy_cached_base`): what is already there is kept, nbinfer installs afresh
+    from this checkout, and the cached one stays as it was (pip replaces files, never rewrites
+    them).
     """
     base = tmp_path_factory.mktemp("binder")
     env_dir = base / "venv"
@@ -131,7 +149,7 @@ def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env.setdefault("NBINFER_TORCH_SPEC", "torch==2.13.0")
     # postBuild runs from the repository root; copy the tree so the build leaves no artefacts here.
     tree = _copy_tree(base / "repo")
-    _run(["cp", "-al", str(_cached_base(tree, env)), str(env_dir)])
+    _copy_cached_base(tree, env, env_dir)
     _apply_recipe(env_dir, tree, env)
     python = str(env_dir / "bin" / "python")
     installed = subprocess.run(

@@ -15,11 +15,14 @@ fails here as it would on an offline machine; a probe notebook proves the guard 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import notebook_runs
 import pytest
 from notebook_runs import _client
 
@@ -165,3 +168,25 @@ def test_libcurl_and_grpc_core_cannot_reach_past_loopback_either(
     if binder_kernel["transport"] != "ipc":
         pytest.skip("no network namespace on this machine (needs root, unshare and ip)")
     assert probed[len(PYTHON_PROBES) :] == [want for _, want in C_PROBES]
+
+
+def test_the_binder_cache_keeps_recent_recipes_and_deletes_long_unused_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each recipe change makes a ~2 GB virtualenv in the cache: one nobody copied for
+    ``UNUSED_DAYS`` goes, the current one and recently used ones stay (tests/notebook_runs.py)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("NBINFER_BINDER_CACHE", str(cache))
+    env = {"NBINFER_TORCH_SPEC": "torch==0"}
+    current = cache / f"binder-{notebook_runs._recipe_key(env)}"
+    old, recent = cache / "binder-old", cache / "binder-recent"
+    for base in (current, old, recent):
+        (base / "bin").mkdir(parents=True)
+        (base / "bin" / "python").write_text("#")
+        (base / ".complete").write_text("applied\n")
+        (base / ".used").touch()
+    long_ago = time.time() - (notebook_runs.UNUSED_DAYS + 1) * 86400
+    os.utime(old / ".used", (long_ago, long_ago))
+    notebook_runs._copy_cached_base(tmp_path, env, tmp_path / "copy")
+    assert (tmp_path / "copy" / "bin" / "python").samefile(current / "bin" / "python")
+    assert sorted(p.name for p in cache.glob("binder-*")) == sorted([current.name, recent.name])
