@@ -4,7 +4,9 @@ Runs, one after another (never in parallel: they share the machine's cores):
 
 * ``client.py`` — nbinfer's client vs tritonclient, HTTP and gRPC, small requests at concurrency
   1 (from the main thread and from a worker thread, against tritonclient with prebuilt inputs,
-  median of 5 rounds) and 8 (sync and asyncio) and 16 MB each way over the wire;
+  median of 5 rounds, beside the engine alone, raw grpcio / raw libcurl, against the same peer:
+  the rows' ceiling, which their notes name) and 8 (sync and asyncio) and 16 MB each way over
+  the wire;
 * ``server.py`` — the embedded server vs KServe's ModelServer under the same tritonclient load,
   and a do-nothing grpc.aio server beside them (``--floor``: the ceiling of the gRPC row);
 * ``grpc_big.py`` — the 16 MB gRPC row with the server's CPU per call;
@@ -130,6 +132,9 @@ def _client_rows(client: list[dict[str, Any]] | None) -> list[Row]:
             if r["unit"] == "req/s"
             else ""
         )
+        # the c=1 rows' ceiling: the engine alone (bytes in, bytes out) against the same peer
+        raw = by.get(scenario.split(" c=1 ")[0] + " c=1 raw engine vs prebuilt")
+        ceiling = f"; engine alone {raw['ratio']:.2f}x" if issue == 29 and raw else ""
         rows.append(
             Row(
                 f"client {name} vs {peer}",
@@ -139,7 +144,7 @@ def _client_rows(client: list[dict[str, Any]] | None) -> list[Row]:
                 peer=r["tritonclient"],
                 ours=r["nbinfer"],
                 scale=r["unit"],
-                note=f"{r.get('rounds', '')}{cpu}".lstrip("; "),
+                note=f"{r.get('rounds', '')}{cpu}{ceiling}".lstrip("; "),
                 issue=issue,
             )
         )

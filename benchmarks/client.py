@@ -12,7 +12,9 @@ a worker thread; each is the round of the median ratio of ``--median-rounds`` (5
 rounds, and the ``cpu`` columns (process CPU per call) are the less noisy figure on a shared
 machine. Their peer is tritonclient with prebuilt ``InferInput`` objects (built once, reused
 by every call: its fastest use), while nbinfer is called with the dict of arrays, as users
-call it (issue 29's rows); the other rows build tritonclient's inputs per call.
+call it (issue 29's rows); the other rows build tritonclient's inputs per call. Beside them,
+``... c=1 raw engine vs prebuilt``: the engine alone (grpcio / pycurl sending pre-built bytes,
+nothing parsed) against the same peer, measured the same way: the ceiling of the c=1 rows.
 
 Usage::
 
@@ -144,6 +146,45 @@ def raw_grpc(address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
                 request.outputs.extend(o._get_tensor() for o in outputs)
                 body = cache[id(data)] = request.SerializeToString()
             return call(body)
+
+        return infer
+
+    return make
+
+
+def raw_http(address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
+    """The floor of a client on libcurl (nbinfer's sync HTTP engine): pycurl posting
+    pre-built bytes (tritonclient's binary request body), the answer's bytes not parsed.
+
+    What remains is libcurl's own per-call cost and the server's; no Python client on libcurl
+    can take less.
+    """
+    import pycurl
+    import tritonclient.http as th
+
+    def make() -> Callable[[dict[str, Any]], Any]:
+        curl = pycurl.Curl()
+        curl.setopt(pycurl.URL, f"http://{address}/v2/models/add_sub/infer")
+        chunks: list[bytes] = []
+        curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
+        cache: dict[int, bytes] = {}
+
+        def infer(data: dict[str, Any]) -> Any:
+            body = cache.get(id(data))
+            if body is None:
+                inputs, outputs = triton_inputs(th, data, True)
+                body, length = th.InferenceServerClient.generate_request_body(
+                    inputs, outputs=outputs
+                )
+                cache[id(data)] = body
+                headers = ["Content-Type: application/octet-stream", "Expect:"]
+                if length is not None:
+                    headers.append(f"Inference-Header-Content-Length: {length}")
+                curl.setopt(pycurl.HTTPHEADER, headers)
+            chunks.clear()
+            curl.setopt(pycurl.POSTFIELDS, body)
+            curl.perform()
+            return chunks
 
         return infer
 
@@ -386,6 +427,15 @@ def main(argv: list[str] | None = None) -> int:
             lambda: run_threads(tc_prebuilt, SMALL, 1, secs),
         )
         row(f"{proto} sync  c=1 add_sub", "req/s", ours, theirs, median=True)
+        # the ceiling of the two c=1 rows above: the engine alone, bytes in, bytes out, against
+        # the same peer, measured the same way
+        raw = raw_grpc(address) if proto == "grpc" else raw_http(address)
+        ours, theirs = median_of(
+            args.median_rounds,
+            lambda: run_threads(raw, SMALL, 1, secs),
+            lambda: run_threads(tc_prebuilt, SMALL, 1, secs),
+        )
+        row(f"{proto} sync  c=1 raw engine vs prebuilt", "req/s", ours, theirs, median=True)
         ours, theirs = best_of(
             lambda: run_threads(nb_make, SMALL, 8, secs),
             lambda: run_threads(tc_make, SMALL, 8, secs),

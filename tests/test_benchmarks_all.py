@@ -54,6 +54,7 @@ def test_every_line_of_issue_29s_table_gets_a_row_with_its_verdict(
             client_row("grpc sync  c=1 add_sub main", 1.02, "median of 5 rounds"),
             client_row("grpc sync  c=1 add_sub", 1.01, "median of 5 rounds"),
             client_row("http sync  c=1 add_sub main", 1.35, "median of 5 rounds"),
+            client_row("http sync  c=1 raw engine vs prebuilt", 1.42, "median of 5 rounds"),
             client_row("grpc sync  c=8 add_sub", 0.97, "best of 3 rounds"),
         ],
     )
@@ -119,6 +120,10 @@ def test_every_line_of_issue_29s_table_gets_a_row_with_its_verdict(
     assert "MISSED" in line and "[time ratio, median of 5 rounds, paired]" in line
     main = next(li for li in table.splitlines() if "main thread" in li and "gRPC" in li)
     assert "met" in main and "[median of 5 rounds; CPU 300 vs 320 us/call]" in main
+    # each c=1 row names its ceiling (the engine alone vs the same peer), where it was measured
+    http = next(li for li in table.splitlines() if "main thread" in li and "HTTP" in li)
+    assert "us/call; engine alone 1.42x]" in http
+    assert not any(li.startswith("client ") and "raw engine" in li for li in table.splitlines())
 
 
 def test_the_local_row_is_the_sessions_when_local_shm_measures_one(
