@@ -20,13 +20,15 @@ import enum
 import os
 import random
 import secrets
-import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from nbinfer.errors import InvalidInputError, count_option
+
+if TYPE_CHECKING:  # annotations only: ssl costs ~7 ms to import, and the server never needs it
+    import ssl
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
