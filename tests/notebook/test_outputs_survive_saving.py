@@ -59,10 +59,10 @@ CELLS = [
     # 3: the stop button (SIGINT to the kernel) in the middle of a slow run
     textwrap.dedent(
         """\
-        import os, pathlib, signal, tempfile, threading, time
+        import os, pathlib, signal, threading, time
         from nbinfer.server.model import Model
 
-        started = pathlib.Path(tempfile.mkdtemp()) / "started"
+        started = pathlib.Path("started").resolve()  # in the notebook's folder (the test's tmp)
 
         class Pause(Model):
             name = "pause"
