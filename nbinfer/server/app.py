@@ -487,7 +487,7 @@ def _start_fdpass(options: ServerOptions, dp: DataPlane) -> Any:
     if not options.shm_socket or not fdpass.supported():
         return None
     try:
-        return fdpass.FdPassServer(dp.shm)
+        return fdpass.FdPassServer(dp.shm, scratch=dp.repository.scratch)
     except OSError as exc:  # no writable temporary directory: the POSIX path still works
         logger.warning("no memfd shared memory socket: %s", exc)
         return None

@@ -58,6 +58,7 @@ import threading
 from typing import Any
 
 from nbinfer.errors import InvalidInputError, LimitExceededError, NbinferError
+from nbinfer.server.scratch import Scratch
 from nbinfer.server.shm import SharedMemoryManager
 
 __all__ = [
@@ -88,6 +89,8 @@ _WRITE_SEALS = (
 )
 _HUGETLBFS_MAGIC = 0x958458F6
 _SOCKET_NAME = "shm.sock"
+#: A Unix socket's path must fit ``sun_path`` (108 bytes on Linux, NUL included).
+_MAX_SOCKET_PATH = 108
 
 
 def supported() -> bool:
@@ -144,8 +147,8 @@ def check_memfd(fd: int, name: str) -> int:
     return int(info.st_size)
 
 
-def _private_directory() -> str:
-    """A fresh directory of mode 0700 for the socket (under ``XDG_RUNTIME_DIR`` if usable)."""
+def _runtime_directory() -> str | None:
+    """``XDG_RUNTIME_DIR`` when it is usable: this user's, mode 0700."""
     base = os.environ.get("XDG_RUNTIME_DIR") or None
     if base is not None:
         try:
@@ -154,9 +157,28 @@ def _private_directory() -> str:
                 base = None
         except OSError:
             base = None
-    path = tempfile.mkdtemp(prefix="nbinfer-", dir=base)
+    return base
+
+
+def _private_directory() -> str:
+    """A fresh directory of mode 0700 for the socket (under ``XDG_RUNTIME_DIR`` if usable)."""
+    path = tempfile.mkdtemp(prefix="nbinfer-", dir=_runtime_directory())
     os.chmod(path, 0o700)
     return path
+
+
+def _in_scratch(scratch: Scratch | None) -> str | None:
+    """The server's scratch root for the socket (``scratch.py``: swept after a crash).
+
+    Only where ``XDG_RUNTIME_DIR`` is not usable and the socket's path fits ``sun_path``.
+    """
+    if scratch is None or _runtime_directory() is not None:
+        return None
+    try:
+        root = str(scratch.root)
+    except OSError:
+        return None
+    return root if len(os.path.join(root, _SOCKET_NAME)) < _MAX_SOCKET_PATH else None
 
 
 class _Connection:
@@ -177,17 +199,27 @@ class FdPassServer:
         shm: The server's regions (their caps apply).
         directory: Where the socket lives (default: a fresh private directory, removed at
             :meth:`close`); an existing directory must be the server user's, mode 0700.
+        scratch: The server's scratch space: without ``directory``, the socket goes into its
+            root when ``XDG_RUNTIME_DIR`` is not usable, so a killed server's is swept too.
 
     Raises:
         UnsupportedError: the platform has no sealable memfds (see :func:`supported`).
     """
 
-    def __init__(self, shm: SharedMemoryManager, *, directory: str | None = None) -> None:
+    def __init__(
+        self,
+        shm: SharedMemoryManager,
+        *,
+        directory: str | None = None,
+        scratch: Scratch | None = None,
+    ) -> None:
         if not supported():
             from nbinfer.errors import UnsupportedError
 
             raise UnsupportedError("memfd regions over a Unix socket need Linux")
         self.shm = shm
+        if directory is None:
+            directory = _in_scratch(scratch)  # removed with the scratch root, not here
         self._own_dir = directory is None
         self.directory = _private_directory() if directory is None else directory
         self.path = os.path.join(self.directory, _SOCKET_NAME)

@@ -137,8 +137,9 @@ class ModelRepository:
         self._preparing: set[str] = set()
         #: Per model directory: a fingerprint of its files at the last load (``poll`` mode).
         self._stamps: dict[str, tuple[tuple[str, int, int], ...]] = {}
-        #: Where uploads are copied (one root per process, swept after a crash: scratch.py).
-        self._scratch = Scratch()
+        #: Where uploads are copied and the server's other files go (one root per repository,
+        #: swept after a crash: scratch.py); removed by :meth:`close`.
+        self.scratch = Scratch()
         self._scan()
         if load is True:
             names = [n for n, e in self._entries.items() if e.path is not None]
@@ -460,7 +461,7 @@ class ModelRepository:
                 files.items(), allow_code=self.allow_code_upload, data_suffixes=DATA_FILE_SUFFIXES
             )
             src = entry.path if entry is not None else None
-            temp_dir = self._scratch.directory("nbinfer-model-")
+            temp_dir = self.scratch.directory("nbinfer-model-")
             model_dir = temp_dir / name
             try:
                 if src is not None and src.is_dir():
@@ -761,4 +762,4 @@ class ModelRepository:
             if entry.temp_dir is not None:
                 shutil.rmtree(entry.temp_dir, ignore_errors=True)
                 entry.temp_dir = None
-        self._scratch.close()
+        self.scratch.close()

@@ -1,6 +1,6 @@
-"""A server killed with SIGKILL leaves its uploaded model copies behind; the next server of the
-same user removes them, and never touches a live server's copies or another user's directories
-(``nbinfer/server/scratch.py``).
+"""A server killed with SIGKILL leaves its files behind (uploaded model copies, the memfd
+socket's directory); the next server of the same user removes them, and never touches a live
+server's files or another user's directories (``nbinfer/server/scratch.py``).
 """
 
 from __future__ import annotations
@@ -128,26 +128,74 @@ def test_the_sweep_never_touches_another_users_root(tmp_path: Path) -> None:
     assert [p.name for p in theirs.glob("nbinfer-model-*/*")] == ["model.onnx"]
 
 
-def test_the_next_server_removes_what_a_killed_server_uploaded(tmp_path: Path) -> None:
-    files = {"1/model.onnx": swapped_add_sub_onnx()}
-    env = {"TMPDIR": str(tmp_path)}
-    killed = LocalServer(demo=False, device="cpu", env=env, auth_token=None)
+def _dead(pid: int) -> None:
+    """Wait until ``pid`` has exited (a zombie: its descriptors, and so its lock, are gone)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} is still alive")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """The server's temporary directory is ``tmp_path``, and no usable ``XDG_RUNTIME_DIR``."""
+    return {"TMPDIR": str(tmp_path), "XDG_RUNTIME_DIR": ""}
+
+
+UPLOAD = {"1/model.onnx": swapped_add_sub_onnx()}
+
+
+def _killed_with_an_upload(tmp_path: Path) -> tuple[LocalServer, Path]:
+    """A server in TMPDIR=tmp_path that uploaded a model, then was killed with SIGKILL."""
+    # no usable XDG_RUNTIME_DIR (as on this kind of machine): the memfd socket goes into the
+    # scratch root too
+    killed = LocalServer(demo=False, device="cpu", env=_env(tmp_path), auth_token=None)
     killed.start()
-    status, text = http_load(killed, "uploaded", files, ONNX_CONFIG)
+    status, text = http_load(killed, "uploaded", UPLOAD, ONNX_CONFIG)
     assert status == 200, text
     (root,) = _roots(tmp_path)
     assert [p.name for p in root.glob("nbinfer-model-*/uploaded/1/*")] == ["model.onnx"]
+    assert killed.shm_socket is not None and Path(killed.shm_socket).parent == root
+    assert [p.name for p in tmp_path.glob("nbinfer-*")] == [root.name]  # no other directory
     assert killed.pid is not None
     os.kill(killed.pid, signal.SIGKILL)
-    killed.stop()
+    _dead(killed.pid)
     assert root.is_dir()  # nothing ran to clean up
+    return killed, root
+
+
+def ENV(tmp_path: Path) -> dict[str, str]:
+    return {"TMPDIR": str(tmp_path), "XDG_RUNTIME_DIR": ""}
+
+
+UPLOAD = {"1/model.onnx": swapped_add_sub_onnx()}
+
+
+def test_the_next_server_removes_what_a_killed_server_left(tmp_path: Path) -> None:
+    """The kernel that started the killed server has not noticed yet: the next server sweeps."""
+    killed, root = _killed_with_an_upload(tmp_path)
     _aged(root)
-    with LocalServer(demo=False, device="cpu", env=env, auth_token=None) as server:
-        deadline = time.monotonic() + 10
-        while root.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)  # the sweep runs beside the start, not before it
-        assert not root.exists()
-        status, text = http_load(server, "uploaded", files, ONNX_CONFIG)
-        assert status == 200, text
-        (live,) = _roots(tmp_path)
-    assert not live.exists()  # a normal stop removes its own
+    try:
+        with LocalServer(demo=False, device="cpu", env=_env(tmp_path), auth_token=None) as server:
+            deadline = time.monotonic() + 10
+            while root.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)  # the sweep runs beside the start, not before it
+            assert not root.exists()
+            status, text = http_load(server, "uploaded", UPLOAD, ONNX_CONFIG)
+            assert status == 200, text
+            (live,) = _roots(tmp_path)
+        assert not live.exists()  # a normal stop removes its own
+    finally:
+        killed.stop()
+
+
+def test_stopping_a_killed_server_removes_what_it_left_at_once(tmp_path: Path) -> None:
+    """``LocalServer.stop()`` after the server died removes its socket's directory: the root."""
+    killed, root = _killed_with_an_upload(tmp_path)
+    killed.stop()
+    assert not root.exists()
