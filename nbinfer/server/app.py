@@ -380,7 +380,7 @@ async def serve_async(
         check_access_log_format(options.access_log_format)
     stop = stop or asyncio.Event()
     dp = dataplane if dataplane is not None else build_dataplane(options)
-    # Uploaded model copies of this user's servers that were killed (scratch.py).
+    # What this user's killed servers left (upload copies, memfd sockets: scratch.py).
     sweep_in_background()
     if handlers:
         dp.exception_handlers = handlers

@@ -178,7 +178,7 @@ def _in_scratch(scratch: Scratch | None) -> str | None:
         root = str(scratch.root)
     except OSError:
         return None
-    return root if len(os.path.join(root, _SOCKET_NAME)) < _MAX_SOCKET_PATH else None
+    return root if len(os.fsencode(os.path.join(root, _SOCKET_NAME))) < _MAX_SOCKET_PATH else None
 
 
 class _Connection:

@@ -64,7 +64,11 @@ _ABANDONED = "grace period: abandoned"
 
 
 def _remove_socket_dir(path: str | None) -> None:
-    """Remove the stopped server's private socket directory (``nbinfer-*``, ours, 0700)."""
+    """Remove the stopped server's private socket directory (``nbinfer-*``, ours, 0700).
+
+    Where ``XDG_RUNTIME_DIR`` is not usable that is the server's scratch root (``scratch.py``):
+    its upload copies go with it.
+    """
     if path is None:
         return
     directory = os.path.dirname(path)

@@ -759,7 +759,5 @@ class ModelRepository:
             for v in entry.versions.values():
                 if v.state in (READY, UNLOADING, LOADING):
                     self._retire_sync(v)
-            if entry.temp_dir is not None:
-                shutil.rmtree(entry.temp_dir, ignore_errors=True)
-                entry.temp_dir = None
-        self.scratch.close()
+            entry.temp_dir = None
+        self.scratch.close()  # every copy is under its root

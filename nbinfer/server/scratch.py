@@ -35,15 +35,19 @@ OWNER = ".owner"
 MIN_AGE = 30.0
 
 
+def _where(base: str | Path | None) -> Path:
+    return Path(base) if base is not None else Path(tempfile.gettempdir())
+
+
 class Scratch:
-    """This process's scratch root, made on first use and removed by :meth:`close`.
+    """A server's scratch root (its repository's), made on first use, removed by :meth:`close`.
 
     Args:
         base: The directory to make the root in (default: :func:`tempfile.gettempdir`).
     """
 
     def __init__(self, base: str | Path | None = None) -> None:
-        self._base = Path(base) if base is not None else None
+        self._base = base
         self._root: Path | None = None
         self._owner: int | None = None
         self._lock = threading.Lock()
@@ -53,8 +57,7 @@ class Scratch:
         """The root directory (made and locked on first use)."""
         with self._lock:
             if self._root is None:
-                base = self._base if self._base is not None else Path(tempfile.gettempdir())
-                root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base))  # mode 0700
+                root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=_where(self._base)))  # 0700
                 flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
                 try:
                     owner = os.open(root / OWNER, flags, 0o600)
@@ -87,7 +90,7 @@ def sweep_stale(base: str | Path | None = None, *, min_age: float = MIN_AGE) -> 
     owned by this user, older than ``min_age`` seconds, and its ``.owner`` lock can be taken
     (its server is gone). Returns the roots removed; errors skip a root, never raise.
     """
-    where = Path(base) if base is not None else Path(tempfile.gettempdir())
+    where = _where(base)
     removed: list[Path] = []
     try:
         names = [n for n in os.listdir(where) if n.startswith(PREFIX)]
