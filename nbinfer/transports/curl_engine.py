@@ -48,10 +48,15 @@ class CurlEngine:
         self._base = base_url(url)
         self._config = config
         self._local = threading.local()
-        self._handles: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: Each thread's handle, held weakly through its state: a thread that ends drops its
+        #: state, whose weak reference dies before the handle's own finalizer closes the handle
+        #: (pycurl >= 7.49 closes it there with the GIL released, still reachable through a weak
+        #: reference to the handle itself: ``close()`` then raced that close and crashed).
+        self._states: weakref.WeakSet[_HandleState] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
-        #: Handles inside ``perform()`` now: ``close()`` leaves them to their threads.
+        #: Handles a thread is using now (options, ``perform()``): ``close()`` leaves them to
+        #: their threads.
         self._busy: set[Any] = set()
         self._headers = default_headers(config)
         self._header_lines = [f"{k}: {v}" for k, v in self._headers.items()] + ["Expect:"]
@@ -114,8 +119,6 @@ class CurlEngine:
         # raises KeyboardInterrupt at once and aborts the transfer. It also aborts transfers
         # started before abort_in_flight() (within about a second: libcurl's idle call rate).
         c.setopt(pc.NOPROGRESS, 0)
-        with self._lock:
-            self._handles.add(c)
         return c
 
     def request(
@@ -134,14 +137,9 @@ class CurlEngine:
             RequestTimeoutError: The connect or total timeout passed.
             TransportError: Any other transfer failure, or the engine is closed.
         """
-        if self._closed:
-            raise TransportError("the client is closed")
+        if method != "GET" and method != "POST":
+            raise TransportError(f"unsupported HTTP method {method!r}")
         pc = self._pycurl
-        state: _HandleState | None = getattr(self._local, "state", None)
-        if state is None:
-            state = self._local.state = _HandleState(self._new_handle(), pc, self._epoch)
-        state.started[0] = self._epoch[0]
-        c = state.curl
         if self._config.compression is not None or any(k in self._headers for k in headers):
             merged = {**self._headers, **headers}
             body = compress(body, merged, self._config)
@@ -149,39 +147,42 @@ class CurlEngine:
         else:
             header_list = self._header_list(headers)
         url = self._base + path
-        if url != state.url:
-            c.setopt(pc.URL, url)
-            state.url = url
-        if method == "GET":
-            c.setopt(pc.HTTPGET, 1)
-        elif method == "POST":
-            c.setopt(pc.POSTFIELDS, body if body is not None else b"")
-        else:
-            raise TransportError(f"unsupported HTTP method {method!r}")
-        if header_list is not state.header_list:
-            c.setopt(pc.HTTPHEADER, header_list)
-            state.header_list = header_list
-        total = timeout if timeout is not None else self._config.timeouts.total
-        timeout_ms = 0 if total is None else max(1, int(total * 1000))
-        if timeout_ms != state.timeout_ms:
-            c.setopt(pc.TIMEOUT_MS, timeout_ms)
-            state.timeout_ms = timeout_ms
-        chunks, header_lines = state.chunks, state.header_lines
-        with self._lock:
+        state: _HandleState | None = getattr(self._local, "state", None)
+        with self._lock:  # busy from here: close() leaves the handle to this thread
             if self._closed:
                 raise TransportError("the client is closed")
+            if state is None:
+                state = self._local.state = _HandleState(self._new_handle(), pc, self._epoch)
+                self._states.add(state)
+            state.started[0] = self._epoch[0]  # a close() after this aborts the transfer
+            c = state.curl
             self._busy.add(c)
         try:
+            if url != state.url:
+                c.setopt(pc.URL, url)
+                state.url = url
+            if method == "GET":
+                c.setopt(pc.HTTPGET, 1)
+            else:
+                c.setopt(pc.POSTFIELDS, body if body is not None else b"")
+            if header_list is not state.header_list:
+                c.setopt(pc.HTTPHEADER, header_list)
+                state.header_list = header_list
+            total = timeout if timeout is not None else self._config.timeouts.total
+            timeout_ms = 0 if total is None else max(1, int(total * 1000))
+            if timeout_ms != state.timeout_ms:
+                c.setopt(pc.TIMEOUT_MS, timeout_ms)
+                state.timeout_ms = timeout_ms
             c.perform()
             status = int(c.getinfo(pc.RESPONSE_CODE))
-            return HttpReply(status, _parse_headers(header_lines), b"".join(chunks))
+            return HttpReply(status, _parse_headers(state.header_lines), b"".join(state.chunks))
         except pc.error as exc:
             if self._closed:  # close() aborted it from another thread
                 raise TransportError(f"request to {url} cancelled: the client was closed") from exc
             raise _curl_error(exc, url, pc) from exc
         finally:
-            chunks.clear()
-            header_lines.clear()
+            state.chunks.clear()
+            state.header_lines.clear()
             # Drop the (possibly large) request body reference held by the handle.
             if method == "POST" and body:
                 c.setopt(pc.POSTFIELDS, b"")
@@ -247,18 +248,17 @@ class CurlEngine:
         return lines
 
     def close(self) -> None:
-        """Close every handle (idempotent); calls in flight on other threads are cancelled.
+        """Close every handle (idempotent); calls and streams in flight elsewhere are cancelled.
 
         Each such call raises a :class:`~nbinfer.errors.TransportError` ("the client was
         closed") on its own thread, which then closes its handle.
         """
         with self._lock:
             self._closed = True
-            handles = [c for c in self._handles if c not in self._busy]
-            self._handles = weakref.WeakSet()
-            if self._busy:
-                self._epoch[0] += 1  # their progress callbacks abort them
-        for c in handles:
+            idle = [s.curl for s in self._states if s.curl not in self._busy]
+            self._states = weakref.WeakSet()
+            self._epoch[0] += 1  # transfers and streams in flight: their progress calls abort
+        for c in idle:
             c.close()
 
 
@@ -349,7 +349,16 @@ class CurlStream:
 class _HandleState:
     """One thread's curl handle, its reply sinks and the options last set on it."""
 
-    __slots__ = ("chunks", "curl", "header_lines", "header_list", "started", "timeout_ms", "url")
+    __slots__ = (
+        "__weakref__",
+        "chunks",
+        "curl",
+        "header_lines",
+        "header_list",
+        "started",
+        "timeout_ms",
+        "url",
+    )
 
     def __init__(self, curl: Any, pc: Any, epoch: list[int]) -> None:
         self.curl = curl

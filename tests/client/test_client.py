@@ -426,6 +426,27 @@ def test_close_is_idempotent_and_closed_clients_refuse_calls(url: str) -> None:
         client.is_server_live()
 
 
+def test_close_while_the_threads_that_used_the_client_end(url: str) -> None:
+    # Each thread's curl handle dies with the thread; pycurl (>= 7.49) then closes it in its
+    # finalizer with the GIL released. close() on the main thread at that moment used to reach
+    # the dying handle and fail ("perform() is currently running") or abort the process.
+    for _ in range(200):
+        client = Client(url)
+        answered = threading.Event()
+
+        def call(client: Client = client, answered: threading.Event = answered) -> None:
+            assert client.is_server_live()
+            answered.set()
+
+        worker = threading.Thread(target=call)
+        worker.start()
+        assert answered.wait(10)
+        client.close()
+        worker.join(10)
+        with pytest.raises(TransportError, match="closed"):
+            client.is_server_live()
+
+
 def test_url_and_protocol_selection() -> None:
     assert Client("127.0.0.1:9").protocol == "http"
     assert Client("http://h:1/").url == "http://h:1"
