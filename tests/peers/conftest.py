@@ -13,7 +13,7 @@ tensors since its types have no BF16):
   backend) serving the nbinfer *exports* of those models, with a numpy-only Python standing in
   for a stock Triton image (see PEERS.md for why it is set up this way); also ``negate``.
 * ``triton_launcher`` a function ``(repository) -> Peer`` starting more Tritons (stopped at the
-  end of the session).
+  end of the session: all peer processes get SIGTERM together once the last peers test ran).
 * ``mlserver``      Seldon MLServer 1.7 (``parallel_workers=0``), runtimes in ``mlserver_models``.
 * ``kserve``        KServe's ``ModelServer`` (``tests/client/kserve_server.py``, a subprocess in
   the kserve venv: kserve's protos clash with tritonclient's, so it is never imported here).
@@ -88,6 +88,11 @@ class Peer:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")[-6000:]
 
+    def terminate(self) -> None:
+        """Ask the process to exit (SIGTERM) without waiting: :meth:`stop` reaps it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+
     def stop(self) -> None:
         if self.stop_fn is not None:
             self.stop_fn()
@@ -100,6 +105,23 @@ class Peer:
                 self.process.wait(timeout=10)
         if self.log is not None:
             self.log.close()
+
+
+#: The peer processes this worker started, in order.
+_STARTED: list[Peer] = []
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After this worker's last peers test, every peer process gets SIGTERM at once.
+
+    Their fixtures' teardowns (at the end of the worker's session) then only reap them: the
+    Tritons, MLServer and KServe drain side by side while other tests run, not one after another
+    in the suite's last seconds (17 s of the tail). The peers tests run together (one xdist group,
+    and one directory in collection order), so no peers test follows this point.
+    """
+    if nextitem is None or not nextitem.nodeid.startswith("tests/peers/"):
+        for peer in _STARTED:
+            peer.terminate()
 
 
 def free_port() -> int:
@@ -133,6 +155,7 @@ def _start(name: str, cmd: list[str], *, env: dict[str, str], cwd: Path, **kw: o
         cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
     )
     peer = Peer(name, http_port, grpc_port, process=process, log=log, **kw)  # type: ignore[arg-type]
+    _STARTED.append(peer)
     return _wait_ready(peer, name)
 
 
