@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +46,14 @@ def server() -> Iterator[LocalServer]:
     local.stop()
 
 
+def _cancelled_at(record: Path) -> int:
+    """The token at which the model saw the cancellation (it writes it to ``record``)."""
+    deadline = time.monotonic() + 20
+    while not (record.exists() and record.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return int(record.read_text())
+
+
 @pytest.mark.parametrize("wire", ["http", "grpc"])
 def test_sigint_in_a_token_loop_cancels_the_generation_on_the_server(
     server: LocalServer, wire: str, tmp_path: Path
@@ -71,13 +80,54 @@ def test_sigint_in_a_token_loop_cancels_the_generation_on_the_server(
         child.send_signal(signal.SIGINT)
         out, _ = child.communicate(timeout=30)
         assert "INTERRUPTED" in out, out
-        deadline = time.monotonic() + 20
-        while not (record.exists() and record.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        seen_at = int(record.read_text())
+        seen_at = _cancelled_at(record)
         # the model observed the cancel a few tokens after the third (not at its 100 000th)
         assert 3 <= seen_at < 3 + 50, seen_at
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+@pytest.mark.parametrize("wire", ["http", "grpc"])
+def test_closing_the_client_ends_a_stream_read_on_another_thread(
+    server: LocalServer, wire: str, tmp_path: Path
+) -> None:
+    # A session closed while a cell's background thread still reads a generation: the stream
+    # ends there with a transport error (the HTTP one is aborted by its progress callback, never
+    # closed under the reading thread), and the model sees the cancellation.
+    from nbinfer import Client
+    from nbinfer.errors import NbinferError
+
+    url = server.http_url if wire == "http" else server.grpc_url
+    record = tmp_path / "cancelled.txt"
+    client = Client(url)
+    tokens: list[int] = []
+    ended: list[BaseException] = []
+    three = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in client.generate_stream(
+                "gen_words", text_input="w", max_tokens=100000, delay_ms=20, cancel_file=str(record)
+            ):
+                tokens.append(chunk["index"])
+                if len(tokens) == 3:
+                    three.set()
+        except BaseException as exc:  # what the reader saw is the assertion below
+            ended.append(exc)
+        finally:
+            three.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert three.wait(30) and len(tokens) >= 3, "the stream never started"
+    closed_at, at_close = time.monotonic(), len(tokens)
+    client.close()
+    reader.join(10)
+    assert not reader.is_alive(), "the stream outlived its client"
+    assert time.monotonic() - closed_at < 5
+    assert len(ended) == 1 and isinstance(ended[0], NbinferError), ended
+    # the model observed the cancel within ~1 s of the close (20 ms per token)
+    seen_at = _cancelled_at(record)
+    assert at_close <= seen_at < at_close + 50, (at_close, seen_at)
