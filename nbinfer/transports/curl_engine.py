@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from nbinfer.config import ClientConfig
@@ -231,7 +231,7 @@ class CurlEngine:
         else:
             c.setopt(pc.HTTPGET, 1)
         c.setopt(pc.TIMEOUT_MS, 0 if timeout is None else max(1, int(timeout * 1000)))
-        return CurlStream(c, pc, self._base + path, self._epoch)
+        return CurlStream(c, pc, self._base + path, self._epoch, lambda: self._closed)
 
     def _header_list(self, headers: Mapping[str, str]) -> list[str]:
         """The curl header lines for per-call ``headers`` (cached for reused header dicts)."""
@@ -272,10 +272,13 @@ class CurlStream:
 
     _WAIT = 0.1
 
-    def __init__(self, curl: Any, pc: Any, url: str, epoch: list[int]) -> None:
+    def __init__(
+        self, curl: Any, pc: Any, url: str, epoch: list[int], closed: Callable[[], bool]
+    ) -> None:
         self._curl = curl
         self._pc = pc
         self.url = url
+        self._engine_closed = closed
         self._pending: list[bytes] = []
         self._header_lines: list[bytes] = []
         curl.setopt(pc.WRITEFUNCTION, self._pending.append)
@@ -302,6 +305,10 @@ class CurlStream:
                 _, _, failed = multi.info_read()
                 if failed:
                     _handle, code, message = failed[0]
+                    if self._engine_closed():  # close() aborted it from another thread
+                        raise TransportError(
+                            f"request to {self.url} cancelled: the client was closed", url=self.url
+                        )
                     raise _curl_error(pc.error(code, message), self.url, pc)
             if not self.status and (self._headers_done() or self._done):
                 self.status = int(self._curl.getinfo(pc.RESPONSE_CODE))

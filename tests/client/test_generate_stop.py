@@ -128,6 +128,7 @@ def test_closing_the_client_ends_a_stream_read_on_another_thread(
     assert not reader.is_alive(), "the stream outlived its client"
     assert time.monotonic() - closed_at < 5
     assert len(ended) == 1 and isinstance(ended[0], NbinferError), ended
+    assert "closed" in str(ended[0]), ended  # why it ended, not "interrupted"
     # the model observed the cancel within ~1 s of the close (20 ms per token)
     seen_at = _cancelled_at(record)
     assert at_close <= seen_at < at_close + 50, (at_close, seen_at)
