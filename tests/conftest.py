@@ -103,6 +103,7 @@ E2E_PATHS = (
     "tests/test_notebooks.py",
     "tests/test_snippets.py",
     "tests/test_cloudpickle_range.py",
+    "tests/test_pycurl_range.py",
 )
 #: pytest's own fixtures and the cheap ones: using only these keeps a test a unit test.
 CHEAP_FIXTURES = frozenset(

@@ -11,8 +11,6 @@ carries the origin itself (``nbinfer/server/pickling.py``) and this test proves 
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -20,30 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _allowed_range() -> str:
-    """pyproject's cloudpickle requirement, e.g. ``>=3.0,<3.2``."""
-    (spec,) = re.findall(r'^\s*"cloudpickle([^"]*)",', (ROOT / "pyproject.toml").read_text(), re.M)
-    return spec.strip()
-
-
-def _lower_bound(spec: str) -> str:
-    match = re.search(r">=\s*([\w.]+)", spec)
-    assert match, f"cloudpickle needs a lower bound in pyproject.toml, got {spec!r}"
-    return match[1]
-
-
-def _install(target: Path, requirement: str) -> str:
-    """Install ``requirement`` (cloudpickle only) into ``target``; returns the installed version."""
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
-    done = subprocess.run([*cmd, requirement], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        pytest.skip(f"cannot install {requirement} here: {done.stderr.strip()[-400:]}")
-    (dist,) = target.glob("cloudpickle-*.dist-info")
-    return dist.name.removeprefix("cloudpickle-").removesuffix(".dist-info")
-
+from tests.package_range import env_first_on_path, install
 
 KERNEL = textwrap.dedent(
     """
@@ -101,18 +76,11 @@ MODULE = textwrap.dedent(
 def test_served_function_traceback_keeps_file_line_and_cell_source(
     which: str, tmp_path: Path
 ) -> None:
-    spec = _allowed_range()
-    requirement = (
-        f"cloudpickle=={_lower_bound(spec)}" if which == "oldest" else f"cloudpickle{spec}"
-    )
-    version = _install(tmp_path / "site", requirement)
+    version = install(tmp_path / "site", "cloudpickle", which)
     (tmp_path / "user").mkdir()
     module = tmp_path / "user" / "served_module.py"
     module.write_text(MODULE)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(tmp_path / "site"), env.get("PYTHONPATH", "")) if p
-    )
+    env = env_first_on_path(tmp_path / "site")
     done = subprocess.run(
         [sys.executable, "-c", KERNEL, str(tmp_path / "user")],
         capture_output=True,

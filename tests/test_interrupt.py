@@ -107,11 +107,17 @@ def test_sigint_interrupts_blocking_infer_at_once_and_client_stays_usable(
 ) -> None:
     assert session.server is not None
     url = session.server.http_url if protocol == "http" else session.server.grpc_url
+    interrupt_child(session, url, code, dict(os.environ))
+
+
+def interrupt_child(session: Session, url: str, code: str, env: dict[str, str]) -> str:
+    """Run ``code`` (CHILD or FRAME_CHILD) against ``url``, send SIGINT inside its slow call and
+    assert the KeyboardInterrupt came at once and the client stayed usable; the child's output."""
     child = subprocess.Popen(
         [sys.executable, "-c", code, url, str(SLOW)],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "NBINFER_TOKEN": session.token or ""},  # the server's token
+        env={**env, "NBINFER_TOKEN": session.token or ""},  # the server's token
     )
     try:
         assert child.stdout is not None
@@ -127,7 +133,9 @@ def test_sigint_interrupts_blocking_infer_at_once_and_client_stays_usable(
         usable = child.stdout.readline().split()
         assert usable[:3] == ["usable", "[1.0,", "1.0]"]
         assert float(usable[3]) < SLOW / 2  # the server cancelled the interrupted call
+        rest = child.stdout.read()
         assert child.wait(timeout=10) == 0
+        return rest
     finally:
         child.kill()
         child.wait()
