@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import stat
 import statistics
@@ -35,6 +36,7 @@ from nbinfer.errors import InvalidInputError, UnsupportedError
 from nbinfer.profiling import ProfileFrame, ProfileProgress, compare, random_inputs
 from nbinfer.profiling.shm import RATE_SLOTS
 from nbinfer.server.launcher import LocalServer, parse_ready_line
+from tests.session.test_session_slow_server import SlowProxy
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -114,6 +116,23 @@ def test_concurrency_sweep_orders_percentiles_and_splits_time(
         assert 1 <= row["windows"] <= 4
 
 
+@pytest.mark.serial  # compares counts taken at the same instants: run alone, not beside the load
+def test_server_counts_cover_the_client_windows_when_statistics_answer_late(
+    session: Session,
+) -> None:
+    # A server whose statistics answer 0.3 s late (busy or far): each window's boundary takes the
+    # server's snapshot, then cuts the client's window, so both ends shift alike and the counts
+    # agree. Cutting first and asking after counted ~0.3 s of extra requests on the server side.
+    with SlowProxy(session.url, delay=0.3, route=re.compile(r".*/stats$")) as proxy:
+        with Session(proxy.url, token=session.token) as remote:
+            # three windows: the first boundary is the statistics read before them
+            row = remote.profile("add_sub", concurrency=1, **{**QUICK, "max_windows": 3}).iloc[0]
+        assert proxy.delayed >= 2  # the statistics went through the delay
+    _check_row(row)
+    assert row["server_requests"] == pytest.approx(row["requests"], rel=0.05, abs=10)
+
+
+@pytest.mark.serial  # holds 100/s and 200/s schedules within 10 %: run alone, not beside the load
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_fixed_rate_keeps_its_schedule(session: Session, protocol: str) -> None:
     frame = session.profile("add_sub", protocol=protocol, request_rate=[100, 200], **QUICK)

@@ -24,6 +24,7 @@ def _sane(row: Any) -> None:
     assert row["requests"] > 0 and row["throughput"] > 0 and row["errors"] == 0
 
 
+@pytest.mark.serial  # holds a 50/s request rate and window-aligned counts: run alone
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_profile_on_triton_splits_server_time_from_its_statistics(
     triton: Peer, protocol: str

@@ -36,11 +36,15 @@ _HOP = {"host", "content-length", "transfer-encoding", "connection", "content-en
 
 
 class SlowProxy:
-    """An HTTP proxy in front of ``upstream`` whose metadata answers take ``delay`` seconds."""
+    """An HTTP proxy in front of ``upstream`` whose metadata answers (or the GETs ``route``
+    matches) take ``delay`` seconds: the request waits before it is forwarded."""
 
-    def __init__(self, upstream: str, delay: float) -> None:
+    def __init__(
+        self, upstream: str, delay: float, route: re.Pattern[str] = _METADATA_ROUTE
+    ) -> None:
         self.upstream = upstream.rstrip("/")
         self.delay = delay
+        self.route = route
         self.delayed = 0  # metadata reads answered late
         self.delay_all = 0.0  # seconds every request waits (on top of ``delay``)
         self.requests = 0  # requests forwarded
@@ -87,7 +91,7 @@ class SlowProxy:
         self.requests += 1
         if self.delay_all:
             await asyncio.sleep(self.delay_all)
-        if request.method == "GET" and _METADATA_ROUTE.match(request.path):
+        if request.method == "GET" and self.route.match(request.path):
             self.delayed += 1
             await asyncio.sleep(self.delay)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
