@@ -178,7 +178,7 @@ class CurlEngine:
             return HttpReply(status, _parse_headers(state.header_lines), b"".join(state.chunks))
         except pc.error as exc:
             if self._closed:  # close() aborted it from another thread
-                raise TransportError(f"request to {url} cancelled: the client was closed") from exc
+                raise _closed_error(url) from exc
             raise _curl_error(exc, url, pc) from exc
         finally:
             state.chunks.clear()
@@ -306,9 +306,7 @@ class CurlStream:
                 if failed:
                     _handle, code, message = failed[0]
                     if self._engine_closed():  # close() aborted it from another thread
-                        raise TransportError(
-                            f"request to {self.url} cancelled: the client was closed", url=self.url
-                        )
+                        raise _closed_error(self.url)
                     raise _curl_error(pc.error(code, message), self.url, pc)
             if not self.status and (self._headers_done() or self._done):
                 self.status = int(self._curl.getinfo(pc.RESPONSE_CODE))
@@ -395,6 +393,11 @@ def _parse_headers(lines: list[bytes]) -> dict[str, str]:
         if sep:
             headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
     return headers
+
+
+def _closed_error(url: str) -> TransportError:
+    """A transfer the engine's ``close()`` aborted from another thread."""
+    return TransportError(f"request to {url} cancelled: the client was closed", url=url)
 
 
 def _curl_error(exc: Any, url: str, pc: Any) -> TransportError:
