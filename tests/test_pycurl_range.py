@@ -23,28 +23,18 @@ from nbinfer.session import Session
 from tests.package_range import env_first_on_path, install
 from tests.test_interrupt import CHILD, interrupt_child, session  # noqa: F401 - fixture
 
+#: tests/client/test_client.py's close race, in a child that imports the pycurl under test.
 CLOSE_RACE = textwrap.dedent(
     """
-    import sys, threading
+    import sys
     import pycurl
-    import nbinfer
+    from tests.client.test_client import close_as_threads_end
 
-    for _ in range(200):
-        client = nbinfer.Client(sys.argv[1])
-        answered = threading.Event()
-
-        def call(client=client, answered=answered):
-            assert client.is_server_live()
-            answered.set()
-
-        worker = threading.Thread(target=call)
-        worker.start()
-        assert answered.wait(10)
-        client.close()  # as the worker thread ends and drops its handle
-        worker.join(10)
+    close_as_threads_end(sys.argv[1])
     print(pycurl.version.split()[0], "closed 200 clients", flush=True)
     """
 )
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module", params=["oldest", "newest"])
@@ -82,6 +72,7 @@ def test_a_client_closed_as_its_threads_end(child: tuple[str, dict[str, str], st
     version, env, url = child
     done = subprocess.run(
         [sys.executable, "-c", CLOSE_RACE, url],
+        cwd=ROOT,  # where ``tests`` imports from
         env=env,
         capture_output=True,
         text=True,

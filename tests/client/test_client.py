@@ -426,11 +426,15 @@ def test_close_is_idempotent_and_closed_clients_refuse_calls(url: str) -> None:
         client.is_server_live()
 
 
-def test_close_while_the_threads_that_used_the_client_end(url: str) -> None:
-    # Each thread's curl handle dies with the thread; pycurl (>= 7.49) then closes it in its
-    # finalizer with the GIL released. close() on the main thread at that moment used to reach
-    # the dying handle and fail ("perform() is currently running") or abort the process.
-    for _ in range(200):
+def close_as_threads_end(url: str, rounds: int = 200) -> None:
+    """``rounds`` times: a client called from a thread, closed as that thread ends.
+
+    Each thread's curl handle dies with the thread; pycurl (>= 7.49) then closes it in its
+    finalizer with the GIL released. close() on the main thread at that moment used to reach
+    the dying handle and fail ("perform() is currently running") or abort the process. Also run
+    in a child on the oldest and newest pycurl allowed (tests/test_pycurl_range.py).
+    """
+    for _ in range(rounds):
         client = Client(url)
         answered = threading.Event()
 
@@ -445,6 +449,10 @@ def test_close_while_the_threads_that_used_the_client_end(url: str) -> None:
         worker.join(10)
         with pytest.raises(TransportError, match="closed"):
             client.is_server_live()
+
+
+def test_close_while_the_threads_that_used_the_client_end(url: str) -> None:
+    close_as_threads_end(url)
 
 
 def test_url_and_protocol_selection() -> None:
