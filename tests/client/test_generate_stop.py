@@ -46,6 +46,18 @@ def server() -> Iterator[LocalServer]:
     local.stop()
 
 
+@pytest.fixture(params=["http", "grpc"])
+def url(server: LocalServer, request: pytest.FixtureRequest) -> str:
+    """The server's URL on each wire."""
+    return server.http_url if request.param == "http" else server.grpc_url
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Path:
+    """Where ``gen_words`` writes the token at which it saw the cancellation."""
+    return tmp_path / "cancelled.txt"
+
+
 def _cancelled_at(record: Path) -> int:
     """The token at which the model saw the cancellation (it writes it to ``record``)."""
     deadline = time.monotonic() + 20
@@ -54,12 +66,9 @@ def _cancelled_at(record: Path) -> int:
     return int(record.read_text())
 
 
-@pytest.mark.parametrize("wire", ["http", "grpc"])
 def test_sigint_in_a_token_loop_cancels_the_generation_on_the_server(
-    server: LocalServer, wire: str, tmp_path: Path
+    url: str, record: Path
 ) -> None:
-    url = server.http_url if wire == "http" else server.grpc_url
-    record = tmp_path / "cancelled.txt"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, url, str(record)],
@@ -89,18 +98,13 @@ def test_sigint_in_a_token_loop_cancels_the_generation_on_the_server(
             child.wait()
 
 
-@pytest.mark.parametrize("wire", ["http", "grpc"])
-def test_closing_the_client_ends_a_stream_read_on_another_thread(
-    server: LocalServer, wire: str, tmp_path: Path
-) -> None:
+def test_closing_the_client_ends_a_stream_read_on_another_thread(url: str, record: Path) -> None:
     # A session closed while a cell's background thread still reads a generation: the stream
     # ends there with a transport error (the HTTP one is aborted by its progress callback, never
     # closed under the reading thread), and the model sees the cancellation.
     from nbinfer import Client
     from nbinfer.errors import NbinferError
 
-    url = server.http_url if wire == "http" else server.grpc_url
-    record = tmp_path / "cancelled.txt"
     client = Client(url)
     tokens: list[int] = []
     ended: list[BaseException] = []
