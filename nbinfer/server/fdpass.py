@@ -160,9 +160,9 @@ def _runtime_directory() -> str | None:
     return base
 
 
-def _private_directory() -> str:
-    """A fresh directory of mode 0700 for the socket (under ``XDG_RUNTIME_DIR`` if usable)."""
-    path = tempfile.mkdtemp(prefix="nbinfer-", dir=_runtime_directory())
+def _private_directory(runtime: str | None) -> str:
+    """A fresh directory of mode 0700 for the socket (under ``runtime``, else the temp dir)."""
+    path = tempfile.mkdtemp(prefix="nbinfer-", dir=runtime)
     os.chmod(path, 0o700)
     return path
 
@@ -170,9 +170,9 @@ def _private_directory() -> str:
 def _in_scratch(scratch: Scratch | None) -> str | None:
     """The server's scratch root for the socket (``scratch.py``: swept after a crash).
 
-    Only where ``XDG_RUNTIME_DIR`` is not usable and the socket's path fits ``sun_path``.
+    None when there is no scratch or the socket's path would not fit ``sun_path``.
     """
-    if scratch is None or _runtime_directory() is not None:
+    if scratch is None:
         return None
     try:
         root = str(scratch.root)
@@ -218,10 +218,11 @@ class FdPassServer:
 
             raise UnsupportedError("memfd regions over a Unix socket need Linux")
         self.shm = shm
-        if directory is None:
+        runtime = _runtime_directory() if directory is None else None
+        if directory is None and runtime is None:  # no XDG_RUNTIME_DIR to use
             directory = _in_scratch(scratch)  # removed with the scratch root, not here
         self._own_dir = directory is None
-        self.directory = _private_directory() if directory is None else directory
+        self.directory = _private_directory(runtime) if directory is None else directory
         self.path = os.path.join(self.directory, _SOCKET_NAME)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
