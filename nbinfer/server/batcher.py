@@ -568,7 +568,10 @@ class Scheduler:
         )
         bisect.insort(self._queue, item, key=PendingRequest.order)
         self._per_level[level] = self._per_level.get(level, 0) + 1
-        self._pump()  # dispatch right away when an instance is free and a batch is ready
+        # a full (or preferred-size) batch goes right away; one whose delay has run out waits
+        # for the dispatch loop, a later loop iteration: every request that arrived in this
+        # iteration joins it, even when the process was descheduled between two of them
+        self._pump(by_time=False)
         if self._queue:
             self._wake.set()  # the loop re-arms its timer for this request's delay / timeout
         return future
@@ -608,8 +611,13 @@ class Scheduler:
                 nearest = item.deadline
         return nearest
 
-    def _form(self, now: float) -> tuple[list[PendingRequest], float | None]:
-        """Pick the next batch, or return ([], when to look again)."""
+    def _form(self, now: float, by_time: bool = True) -> tuple[list[PendingRequest], float | None]:
+        """Pick the next batch, or return ([], when to look again).
+
+        ``by_time=False``: only a batch that is full or of a preferred size is ready, or any
+        batch when the model asks for no delay (a delay that ran out is left to the dispatch
+        loop).
+        """
         head = self._queue[0]
         policy = self.policy
         if not policy.batching:
@@ -636,21 +644,22 @@ class Scheduler:
         if size >= limit:
             return chosen, None
         ready_at = head.arrived + policy.max_queue_delay_us / 1e6
-        if ready_at <= now:
+        if ready_at <= now and (by_time or not policy.max_queue_delay_us):
             return chosen, None
         return [], ready_at
 
-    def _pump(self) -> float | None:
+    def _pump(self, by_time: bool = True) -> float | None:
         """Expire timed-out requests and dispatch every ready batch an instance can take.
 
-        Returns the loop time at which something next becomes due (None: nothing pending).
+        Returns the loop time at which something next becomes due (None: nothing pending);
+        ``by_time`` as in :meth:`_form`.
         """
         while True:
             now = self.loop.time()
             wake_at = self._expire(now)
             if not self._queue or self._free <= 0:
                 return wake_at
-            batch, later = self._form(now)
+            batch, later = self._form(now, by_time)
             if not batch:
                 if later is not None and (wake_at is None or later < wake_at):
                     wake_at = later
