@@ -136,12 +136,21 @@ def test_a_saved_notebook_reopens_with_the_summary_and_no_dead_widget(
 
     errors = list(saved["errors"])  # the run's page, then this one's
     with lab_page(chromium, tmp_path, 1280, 1000, errors) as (page, _):
+        console: list[str] = []  # what the widget manager says when it cannot restore
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
         open_notebook(page, lab, name)  # a fresh workspace and a fresh kernel
         summary = page.locator(".jp-OutputArea-output", has_text=SUMMARY)
         summary.wait_for(timeout=30_000)
         if save_state:
             ui = page.locator(".nbinfer-browser")
-            ui.wait_for(timeout=30_000)  # drawn from the widget state saved in the notebook
+            try:
+                ui.wait_for(timeout=30_000)  # drawn from the widget state saved in the notebook
+            except Exception as exc:
+                log = lab["log"].read_text(errors="replace").splitlines()[-15:]
+                raise AssertionError(
+                    f"the browser did not reopen from its saved state: outputs {_outputs(page)}, "
+                    f"console {console[-20:]}, the lab's log {log}"
+                ) from exc
         else:
             dead_browser = page.get_by_text("Error displaying widget")  # the browser's
             dead_browser.wait_for(timeout=30_000)
