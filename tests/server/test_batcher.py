@@ -35,9 +35,13 @@ class Recorder(Model):
     outputs = (("Y", "FP32", [-1]), ("S", "FP32", [1]))
     sleep = 0.0
 
+    #: every call waits until it is set (None: no wait): holds an instance busy for exactly as
+    #: long as a test needs, where a sleep would race a loaded machine
+    gate: threading.Event | None = None
+
     def __init__(self, **kw: Any) -> None:
         self.dynamic_batching = kw.pop("dynamic_batching", {"max_queue_delay_microseconds": 50_000})
-        for key in ("sleep", "max_queue_size"):
+        for key in ("sleep", "max_queue_size", "gate"):
             if key in kw:
                 setattr(self, key, kw.pop(key))
         super().__init__(**kw)
@@ -55,6 +59,8 @@ class Recorder(Model):
         try:
             if np.isnan(x).any():
                 raise ValueError("NaN in the input")
+            if self.gate is not None:
+                self.gate.wait(30)
             if self.sleep:
                 time.sleep(self.sleep)
             context.response_parameters["batch_rows"] = int(x.shape[0])
@@ -471,22 +477,21 @@ dynamic_batching {
 
 
 def test_full_queue_rejects_at_once_with_queue_full_error() -> None:
+    gate = threading.Event()
     m = Recorder(
-        max_batch_size=1, sleep=0.2, max_queue_size=2, dynamic_batching={}
-    )  # 1 instance: one runs, two wait
+        max_batch_size=1, gate=gate, max_queue_size=2, dynamic_batching={}
+    )  # 1 instance: one runs (held by the gate), two wait
 
-    async def scenario(dp: DataPlane) -> tuple[list[Any], float]:
+    async def scenario(dp: DataPlane) -> list[Any]:
         tasks = [asyncio.ensure_future(dp.infer(req(rows(i)))) for i in range(3)]
-        await asyncio.sleep(0.05)
-        start = time.perf_counter()
-        with pytest.raises(QueueFullError) as info:
-            await dp.infer(req(rows(3)))
-        rejected_in = time.perf_counter() - start
+        await asyncio.sleep(0)  # all three reached the scheduler
+        with pytest.raises(QueueFullError) as info:  # at once: the queued ones cannot run yet
+            await asyncio.wait_for(dp.infer(req(rows(3))), 10)
+        gate.set()
         done = await asyncio.gather(*tasks)
-        return [info.value, *done], rejected_in
+        return [info.value, *done]
 
-    (error, *done), rejected_in = serve([m], scenario)
-    assert rejected_in < 0.15  # at once, not after the queued ones ran (0.4 s)
+    error, *done = serve([m], scenario)
     assert "queue of model 'rec' is full" in str(error)
     assert isinstance(error, ServerUnavailableError)
     assert status_of(error) == 503 and grpc_code_of(error) == "RESOURCE_EXHAUSTED"
@@ -519,21 +524,25 @@ def test_queue_limit_applies_to_unbatched_models_too() -> None:
 
 
 def test_a_request_still_queued_after_its_timeout_fails_and_others_proceed() -> None:
-    m = Recorder(max_batch_size=1, sleep=0.5, dynamic_batching={})
+    gate = threading.Event()
+    m = Recorder(max_batch_size=1, gate=gate, dynamic_batching={})
 
     async def scenario(dp: DataPlane) -> tuple[Any, float, InferResponse, dict[str, Any]]:
-        busy = asyncio.ensure_future(dp.infer(req(rows(0))))
-        await asyncio.sleep(0.02)
+        busy = asyncio.ensure_future(dp.infer(req(rows(0))))  # holds the instance
+        await asyncio.sleep(0)
         start = time.perf_counter()
-        with pytest.raises(ServerUnavailableError) as info:
-            await dp.infer(req(rows(1), timeout=50_000))
+        with pytest.raises(ServerUnavailableError) as info:  # while the instance is still held
+            await asyncio.wait_for(dp.infer(req(rows(1), timeout=50_000)), 10)
         failed_after = time.perf_counter() - start
-        ok = await dp.infer(req(rows(2), timeout=5_000_000))  # waits ~0.4 s < 5 s: fine
+        queued = asyncio.ensure_future(dp.infer(req(rows(2), timeout=5_000_000)))
+        await asyncio.sleep(0)
+        gate.set()  # the busy request ends; the one queued within its 5 s runs
+        ok = await queued
         await busy
         return info.value, failed_after, ok, dp.statistics("rec")["model_stats"][0]
 
     error, failed_after, ok, stats = serve([m], scenario)
-    assert 0.04 <= failed_after < 0.35  # not after the busy request finished (0.5 s)
+    assert failed_after >= 0.045  # its own 50 ms, no sooner
     assert not isinstance(error, QueueFullError)
     assert "'rec'" in str(error) and "50000" in str(error) and "timed out" in str(error)
     check(ok, rows(2))
@@ -591,20 +600,23 @@ def test_sequence_batching_strategies_batch_sequences_up_to_their_limits() -> No
 
 
 def test_priority_orders_the_queue_when_priority_levels_are_configured() -> None:
+    gate = threading.Event()
     m = Recorder(
         max_batch_size=1,
-        sleep=0.1,
+        gate=gate,
         dynamic_batching={"priority_levels": 2, "default_priority_level": 2},
     )
 
     async def scenario(dp: DataPlane) -> None:
         first = asyncio.ensure_future(dp.infer(req(rows(0))))
-        await asyncio.sleep(0.02)  # rows(0) is running; the rest queue behind it
+        await asyncio.sleep(0)  # rows(0) holds the instance; the rest queue behind it
         low = [asyncio.ensure_future(dp.infer(req(rows(i), priority=2))) for i in (1, 2)]
         await asyncio.sleep(0)
         default = asyncio.ensure_future(dp.infer(req(rows(3))))  # default level 2
         await asyncio.sleep(0)
         high = asyncio.ensure_future(dp.infer(req(rows(4), priority=1)))
+        await asyncio.sleep(0)
+        gate.set()
         for i, task in zip((0, 1, 2, 3, 4), [first, *low, default, high], strict=True):
             check(await task, rows(i))
 
