@@ -552,8 +552,12 @@ def run(options: ServerOptions, *, started_at: float | None = None) -> int:
 
     def _on_signal(signum: int) -> None:
         if stop.is_set():
-            # Second signal: do not wait for the graceful shutdown any longer.
+            # Second signal: do not wait for the graceful shutdown any longer (its files go).
             logger.warning("second signal %d: exiting now", signum)
+            from nbinfer.server.scratch import close_all
+
+            with contextlib.suppress(Exception):
+                close_all()
             os._exit(1)
         logger.info("signal %d received", signum)
         stop.set()

@@ -23,6 +23,7 @@ import stat
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 
 logger = logging.getLogger("nbinfer.server")
@@ -66,6 +67,7 @@ class Scratch:
                     shutil.rmtree(root, ignore_errors=True)
                     raise
                 self._root, self._owner = root, owner
+                _LIVE.add(self)
             return self._root
 
     def directory(self, prefix: str) -> Path:
@@ -77,10 +79,24 @@ class Scratch:
         with self._lock:
             root, owner = self._root, self._owner
             self._root = self._owner = None
+        _LIVE.discard(self)
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
         if owner is not None:
             os.close(owner)
+
+
+#: The process's scratch roots in use (for :func:`close_all`).
+_LIVE: weakref.WeakSet[Scratch] = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Delete every scratch root of this process now.
+
+    A server exiting at once (a second stop signal) skips its orderly shutdown, not its files.
+    """
+    for scratch in list(_LIVE):
+        scratch.close()
 
 
 def sweep_stale(base: str | Path | None = None, *, min_age: float = MIN_AGE) -> list[Path]:

@@ -5,12 +5,15 @@ server's files or another user's directories (``nbinfer/server/scratch.py``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -169,13 +172,6 @@ def _killed_with_an_upload(tmp_path: Path) -> tuple[LocalServer, Path]:
     return killed, root
 
 
-def ENV(tmp_path: Path) -> dict[str, str]:
-    return {"TMPDIR": str(tmp_path), "XDG_RUNTIME_DIR": ""}
-
-
-UPLOAD = {"1/model.onnx": swapped_add_sub_onnx()}
-
-
 def test_the_next_server_removes_what_a_killed_server_left(tmp_path: Path) -> None:
     """The kernel that started the killed server has not noticed yet: the next server sweeps."""
     killed, root = _killed_with_an_upload(tmp_path)
@@ -199,3 +195,66 @@ def test_stopping_a_killed_server_removes_what_it_left_at_once(tmp_path: Path) -
     killed, root = _killed_with_an_upload(tmp_path)
     killed.stop()
     assert not root.exists()
+
+
+HANGING = """
+import pathlib, time
+from nbinfer.server.model import Model
+
+class Hanging(Model):
+    def predict(self, inputs):
+        pathlib.Path(__file__).with_name("started").touch()  # the request is in flight
+        time.sleep(60)
+        return {"Y": inputs["X"]}
+"""
+
+
+def _send(url: str, body: bytes) -> None:
+    """POST ``body`` to ``url``; the answer, or the server going away, ends it."""
+    with contextlib.suppress(OSError):
+        urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=120)
+
+
+def test_a_server_told_twice_to_stop_exits_at_once_and_still_removes_its_root(
+    tmp_path: Path,
+) -> None:
+    """The second SIGTERM while the first waits for a stuck request: exit now, files gone."""
+    repo, base = tmp_path / "repo", tmp_path / "tmp"
+    (repo / "hanging" / "1").mkdir(parents=True)
+    base.mkdir()
+    (repo / "hanging" / "config.pbtxt").write_text(
+        'name: "hanging"\n'
+        'input [{ name: "X" data_type: TYPE_FP32 dims: [ -1 ] }]\n'
+        'output [{ name: "Y" data_type: TYPE_FP32 dims: [ -1 ] }]\n'
+    )
+    (repo / "hanging" / "1" / "model.py").write_text(HANGING)
+    started = repo / "hanging" / "1" / "started"
+    server = LocalServer(
+        model_repository=repo,
+        demo=False,
+        device="cpu",
+        env=_env(base),
+        auth_token=None,
+        log_level="info",
+    )
+    server.start()
+    try:
+        (root,) = _roots(base)  # the memfd socket's directory, made at start
+        body = b'{"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[1]}]}'
+        url = f"{server.http_url}/v2/models/hanging/infer"
+        threading.Thread(target=_send, args=(url, body), daemon=True).start()  # stuck
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert time.monotonic() < deadline, "the request never reached the model"
+            time.sleep(0.02)
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGTERM)  # waits for the stuck request (its grace period)
+        while "signal 15 received" not in server.logs():  # (a pending signal absorbs a second)
+            assert time.monotonic() < deadline, server.logs()
+            time.sleep(0.02)
+        os.kill(server.pid, signal.SIGTERM)  # ... no longer
+        _dead(server.pid)
+        assert "second signal 15: exiting now" in server.logs()
+        assert not root.exists(), sorted(p.name for p in root.iterdir())
+    finally:
+        server.stop()
