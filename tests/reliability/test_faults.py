@@ -34,6 +34,7 @@ from nbinfer.errors import (
     TransportError,
 )
 from nbinfer.server.launcher import LocalServer
+from tests.waiting import wait_until
 
 
 def _gone(pid: int) -> bool:
@@ -42,14 +43,6 @@ def _gone(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return True
     return state in ("Z", "X")
-
-
-def _wait(predicate: Callable[[], bool], seconds: float) -> float:
-    start = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - start < seconds, f"not within {seconds} s"
-        time.sleep(0.05)
-    return time.monotonic() - start
 
 
 class _InFlight:
@@ -153,7 +146,7 @@ def test_server_killed_mid_request_makes_the_client_raise_and_the_session_report
         os.kill(pid, signal.SIGKILL)
         pending.join(10)
         assert isinstance(pending.error, TransportError), repr(pending.error)
-        _wait(lambda: not session.server.running, 5)  # type: ignore[union-attr]
+        wait_until(lambda: not session.server.running, 5)  # type: ignore[union-attr]
         with pytest.raises(TransportError):
             session.infer("identity_fp32", {"INPUT0": np.ones(2, np.float32)})
     finally:
@@ -174,7 +167,7 @@ def test_unload_with_requests_in_flight_lets_them_finish_and_refuses_new_ones(
         calls = [_InFlight(lambda: client.infer("hanging", {"X": x})) for _ in range(8)]
         time.sleep(0.5)
         unload = _InFlight(lambda: client.unload_model("hanging"))
-        _wait(lambda: not client.is_model_ready("hanging"), 5)
+        wait_until(lambda: not client.is_model_ready("hanging"), 5)
         with pytest.raises(ModelNotReadyError, match="not ready"):
             client.infer("hanging", {"X": np.zeros(1, np.float32)})  # while the unload waits
         for call in calls:
@@ -218,7 +211,7 @@ def test_killed_parent_takes_the_server_with_it_within_5_seconds() -> None:
         assert not _gone(server_pid)
         parent.kill()
         parent.wait(5)
-        gone_in = _wait(lambda: _gone(server_pid), 5.0)
+        gone_in = wait_until(lambda: _gone(server_pid), 5.0)
         reliability_report.record("faults", _test_name(), f"gone in {gone_in:.1f} s")
     finally:
         parent.kill()
@@ -270,7 +263,7 @@ def test_shared_memory_of_a_killed_client_is_cleaned_and_released(
         child.kill()
         child.wait(5)
         # Python's resource tracker unlinks the dead client's object; the server keeps serving
-        _wait(lambda: not Path(f"/dev/shm/{key}").exists(), 5)
+        wait_until(lambda: not Path(f"/dev/shm/{key}").exists(), 5)
         assert_healthy()
         assert server.pid is not None and _server_fds_to(server.pid, key)  # held, unlinked
         with Client(server.http_url) as client:

@@ -39,6 +39,9 @@ from tests.server.repo_calls import (
     http_unload,
     swapped_add_sub_onnx,
 )
+from tests.waiting import wait_until
+
+APPLIED = "the repository change applied"
 
 _PLUS = """
 from nbinfer.server import Model
@@ -261,25 +264,16 @@ def test_poll_mode_follows_the_repository_directory_and_refuses_the_api(
         assert status == 403 and "polled" in text, text
         assert grpc_unload(srv, "first")[0] == grpc.StatusCode.PERMISSION_DENIED
         _write_plus(repo, "second", 10)  # a new directory is loaded
-        _wait(lambda: _state(srv, "second") == "READY")
+        wait_until(lambda: _state(srv, "second") == "READY", 15, APPLIED)
         assert _plus(srv, "second") == [11, 12]
         time.sleep(0.05)
         _write_plus(repo, "second", 100)  # a changed one is reloaded
-        _wait(lambda: _plus(srv, "second") == [101, 102])
+        wait_until(lambda: _plus(srv, "second") == [101, 102], 15, APPLIED)
         import shutil
 
         shutil.rmtree(repo / "first")  # a removed one is unloaded
-        _wait(lambda: _state(srv, "first") != "READY")
+        wait_until(lambda: _state(srv, "first") != "READY", 15, APPLIED)
         assert _plus(srv, "second") == [101, 102]
-
-
-def _wait(condition: object, seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise AssertionError("the repository change was not applied in time")
 
 
 def test_a_session_is_its_servers_operator_but_its_network_port_cannot_replace() -> None:

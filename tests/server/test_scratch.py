@@ -21,6 +21,7 @@ import pytest
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.scratch import OWNER, PREFIX, Scratch, sweep_stale
 from tests.server.repo_calls import ONNX_CONFIG, http_load, swapped_add_sub_onnx
+from tests.waiting import wait_until
 
 HOLDER = textwrap.dedent(
     """
@@ -243,15 +244,11 @@ def test_a_server_told_twice_to_stop_exits_at_once_and_still_removes_its_root(
         body = b'{"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[1]}]}'
         url = f"{server.http_url}/v2/models/hanging/infer"
         threading.Thread(target=_send, args=(url, body), daemon=True).start()  # stuck
-        deadline = time.monotonic() + 30
-        while not started.exists():
-            assert time.monotonic() < deadline, "the request never reached the model"
-            time.sleep(0.02)
+        wait_until(started.exists, 30, "the request reaching the model")
         assert server.pid is not None
         os.kill(server.pid, signal.SIGTERM)  # waits for the stuck request (its grace period)
-        while "signal 15 received" not in server.logs():  # (a pending signal absorbs a second)
-            assert time.monotonic() < deadline, server.logs()
-            time.sleep(0.02)
+        # (a signal still pending absorbs a second one: wait until this one was handled)
+        wait_until(lambda: "signal 15 received" in server.logs(), 30, "the first SIGTERM")
         os.kill(server.pid, signal.SIGTERM)  # ... no longer
         assert server.wait(10) == 1  # exited at once (a graceful stop ends with 0)
         assert not root.exists(), sorted(p.name for p in root.iterdir())
