@@ -154,7 +154,9 @@ def test_open_loop_latency_counts_from_the_schedule(session: Session) -> None:
     ).iloc[0]
     assert closed["latency_p50_ms"] < 4 * SERVICE_S * 1e3
     assert opened["throughput"] < 0.9 * 100
-    assert opened["latency_p99_ms"] > 10 * closed["latency_p99_ms"]
+    # against the closed loop's median: its p99 is one slow call of a short run on a shared
+    # machine (116 ms once beside a loaded suite, against ~650 ms for the queue)
+    assert opened["latency_p99_ms"] > 10 * closed["latency_p50_ms"]
     assert opened["server_queue_ms"] > closed["server_queue_ms"]
 
 
