@@ -19,8 +19,9 @@ time to its first token. The same server is read in the same run by:
 
 Prints medians (over rounds) of the per-token overhead (median over tokens) and the TTFT
 overhead, in ms, and nbinfer's ratios to the ``requests`` loop (HTTP) and to tritonclient
-(gRPC). Issue 27's targets: nbinfer client + server add < 0.2 ms per token and < 2 ms to the
-first token.
+(gRPC), then the server's own Python per token measured in this process without the wire
+(:func:`server_side`). Issue 27's targets: nbinfer client + server add < 0.2 ms per token
+and < 2 ms to the first token.
 
 ``--baseline DIR`` adds ``baseline http`` / ``baseline grpc``: the same sync clients and server
 from another nbinfer tree (e.g. a checkout of the previous commit), in a child process with
@@ -50,6 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import requests
 
 from nbinfer import AsyncClient, Client
@@ -237,6 +239,40 @@ def baseline(
     return {"baseline http": runner("http"), "baseline grpc": runner("grpc")}
 
 
+def server_side(tokens: int = 20_000) -> tuple[float, float]:
+    """The server's own Python per token, in this process: the model's dict -> a checked
+    response (the data plane, as both routes run it) and -> that response's gRPC bytes, in us
+    (the ticker model with no interval; the best of 3 runs). What the wire adds is grpcio's."""
+    from nbinfer.protocol import grpc as gcodec
+    from nbinfer.protocol.types import InferInput, InferRequest
+    from nbinfer.server.dataplane import DataPlane
+    from nbinfer.server.repository import ModelRepository
+
+    namespace: dict[str, Any] = {}
+    exec(compile(MODEL, "ticker/1/model.py", "exec"), namespace)  # the served model's source
+    request = InferRequest(
+        model_name="ticker",
+        inputs=[
+            InferInput("count", "INT32", [1], np.array([tokens], np.int32)),
+            InferInput("interval_us", "INT32", [1], np.array([0], np.int32)),
+        ],
+    )
+
+    async def once(encode: bool) -> float:
+        plane = DataPlane(ModelRepository(models=[namespace["Ticker"]()]))
+        start = time.perf_counter()
+        async for response in plane.infer_stream(request):
+            if encode:
+                gcodec.stream_response_to_bytes(response)
+        elapsed = time.perf_counter() - start
+        await plane.close()
+        return elapsed / tokens * 1e6
+
+    checked = min(asyncio.run(once(False)) for _ in range(3))
+    encoded = min(asyncio.run(once(True)) for _ in range(3))
+    return checked, encoded
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=200)
@@ -303,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
             f"targets, {name}: per token {r['per_token_ms']:.3f} ms (< 0.2), "
             f"TTFT overhead {r['ttft_overhead_ms']:.3f} ms (< 2)"
         )
+    checked, encoded = server_side()
+    print(
+        f"the server's own work per token (one process, no interval): {checked:.1f} us to a "
+        f"checked response, {encoded:.1f} us with its gRPC bytes"
+    )
+    results["server side"] = {"response_us": checked, "grpc_bytes_us": encoded}
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
     return 0
