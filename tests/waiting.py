@@ -1,9 +1,10 @@
-"""Waiting in tests for something another process or thread brings about."""
+"""Waiting in tests for something another process or thread brings about (Linux: ``/proc``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def wait_until(predicate: Callable[[], object], seconds: float, what: str = "") -> float:
@@ -18,3 +19,13 @@ def wait_until(predicate: Callable[[], object], seconds: float, what: str = "") 
             raise AssertionError(f"{what or 'the condition'}: not within {seconds} s")
         time.sleep(0.02)
     return time.monotonic() - start
+
+
+def exited(pid: int) -> bool:
+    """Whether process ``pid`` has ended: gone, or a zombie its parent has not reaped yet (its
+    descriptors, and so its locks and sockets, are released)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")

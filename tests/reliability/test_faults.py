@@ -34,15 +34,7 @@ from nbinfer.errors import (
     TransportError,
 )
 from nbinfer.server.launcher import LocalServer
-from tests.waiting import wait_until
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
+from tests.waiting import exited, wait_until
 
 
 class _InFlight:
@@ -208,10 +200,10 @@ def test_killed_parent_takes_the_server_with_it_within_5_seconds() -> None:
     try:
         assert parent.stdout is not None
         server_pid = int(parent.stdout.readline())
-        assert not _gone(server_pid)
+        assert not exited(server_pid)
         parent.kill()
         parent.wait(5)
-        gone_in = wait_until(lambda: _gone(server_pid), 5.0)
+        gone_in = wait_until(lambda: exited(server_pid), 5.0)
         reliability_report.record("faults", _test_name(), f"gone in {gone_in:.1f} s")
     finally:
         parent.kill()

@@ -17,28 +17,7 @@ import pytest
 import nbinfer
 from nbinfer.errors import ServerStartError
 from nbinfer.server.launcher import LocalServer, parse_ready_line
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (exited, not yet reaped) counts as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _wait_gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return not _alive(pid)
+from tests.waiting import exited, wait_until
 
 
 def test_parse_ready_line_extracts_urls() -> None:
@@ -83,7 +62,7 @@ def test_start_is_ready_stop_is_idempotent_and_logs_are_readable() -> None:
         server.stop()
         server.stop()  # idempotent
     assert not server.running
-    assert _wait_gone(pid, 5)
+    wait_until(lambda: exited(pid), 5, f"server {pid} exiting")
     with pytest.raises(ServerStartError):
         _ = server.http_url
     # The log survives stop() for post-mortems.
@@ -96,7 +75,7 @@ def test_context_manager_starts_and_stops() -> None:
         assert pid is not None
         assert httpx.get(server.http_url + "/v2/health/live").status_code == 200
     assert not server.running
-    assert _wait_gone(pid, 5)
+    wait_until(lambda: exited(pid), 5, f"server {pid} exiting")
 
 
 def test_restart_after_stop_gets_a_new_process() -> None:
@@ -155,7 +134,7 @@ def test_startup_timeout_raises_and_kills_the_process(tmp_path: Path) -> None:
         server.start()
     pid = server.pid
     assert pid is not None
-    assert _wait_gone(pid, 5)
+    wait_until(lambda: exited(pid), 5, f"server {pid} exiting")
 
 
 def test_sigterm_shuts_the_server_down_gracefully() -> None:
@@ -203,13 +182,11 @@ def test_server_exits_when_its_parent_is_killed(tmp_path: Path, from_thread: boo
         line = parent.stdout.readline()
         assert line.strip().isdigit(), parent.stderr.read() if parent.stderr else line
         child = int(line)
-        assert _alive(child)
+        assert not exited(child)
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        t0 = time.perf_counter()
-        gone = _wait_gone(child, 8)
-        print(f"\n[server {child} exited {time.perf_counter() - t0:.2f} s after its parent died]")
-        assert gone, f"server {child} survived its parent"
+        gone_in = wait_until(lambda: exited(child), 8, f"server {child} ending with its parent")
+        print(f"\n[server {child} exited {gone_in:.2f} s after its parent died]")
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -217,7 +194,7 @@ def test_server_exits_when_its_parent_is_killed(tmp_path: Path, from_thread: boo
         for pipe in (parent.stdout, parent.stderr):
             if pipe is not None:
                 pipe.close()
-        if "child" in locals() and _alive(child):
+        if "child" in locals() and not exited(child):
             os.kill(child, signal.SIGKILL)
 
 
@@ -253,7 +230,8 @@ def test_interpreter_exit_stops_a_server_that_was_never_stopped(tmp_path: Path) 
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     child = int(proc.stdout.strip())
-    assert _wait_gone(child, 5), f"server {child} outlived the interpreter that started it"
+    what = f"server {child} ending with the interpreter that started it"
+    wait_until(lambda: exited(child), 5, what)
 
 
 def test_at_exit_every_live_server_is_told_first_then_each_ends_gracefully(

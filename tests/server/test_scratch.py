@@ -21,7 +21,7 @@ import pytest
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.scratch import OWNER, PREFIX, Scratch, sweep_stale
 from tests.server.repo_calls import ONNX_CONFIG, http_load, swapped_add_sub_onnx
-from tests.waiting import wait_until
+from tests.waiting import exited, wait_until
 
 HOLDER = textwrap.dedent(
     """
@@ -132,20 +132,6 @@ def test_the_sweep_never_touches_another_users_root(tmp_path: Path) -> None:
     assert [p.name for p in theirs.glob("nbinfer-model-*/*")] == ["model.onnx"]
 
 
-def _dead(pid: int) -> None:
-    """Wait until ``pid`` has exited (a zombie: its descriptors, and so its lock, are gone)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return
-        if state in ("Z", "X"):
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"process {pid} is still alive")
-
-
 def _env(tmp_path: Path) -> dict[str, str]:
     """The server's temporary directory is ``tmp_path``, and no usable ``XDG_RUNTIME_DIR``."""
     return {"TMPDIR": str(tmp_path), "XDG_RUNTIME_DIR": ""}
@@ -168,7 +154,8 @@ def _killed_with_an_upload(tmp_path: Path) -> tuple[LocalServer, Path]:
     assert [p.name for p in tmp_path.glob("nbinfer-*")] == [root.name]  # no other directory
     assert killed.pid is not None
     os.kill(killed.pid, signal.SIGKILL)
-    _dead(killed.pid)
+    pid = killed.pid
+    wait_until(lambda: exited(pid), 10, f"the killed server {pid} exiting")
     assert root.is_dir()  # nothing ran to clean up
     return killed, root
 
