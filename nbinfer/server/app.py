@@ -245,13 +245,31 @@ def model_control(options: ServerOptions) -> ModelControl:
 # -- parent death ---------------------------------------------------------------------------
 
 
-def watch_parent_early(parent_pid: int, *, pdeathsig: bool = False) -> None:
+def watch_parent_early(parent_pid: int, *, pdeathsig: bool = False, pidfd: bool = False) -> None:
     """Exit when ``parent_pid`` dies: Linux PR_SET_PDEATHSIG (optional) + a polling thread.
 
     The polling thread catches what the prctl cannot (non-Linux, a parent that spawned us from a
     thread, a parent that died before the prctl). It first asks for a graceful shutdown (SIGTERM
-    to ourselves) and hard-exits if that has not finished a few seconds later.
+    to ourselves) and hard-exits if that has not finished a few seconds later. With ``pidfd``
+    (a server forked by :mod:`nbinfer.server.forkserver`, whose parent is the fork server) it
+    watches ``parent_pid`` through a pidfd instead, which wakes the moment that process ends.
     """
+    if pidfd:
+        try:
+            handle = os.pidfd_open(parent_pid)
+        except ProcessLookupError:
+            handle = -1
+        if handle < 0:
+            sys.stderr.write(f"nbinfer server: parent process {parent_pid} is gone; exiting\n")
+            sys.stderr.flush()
+            os._exit(3)
+        threading.Thread(
+            target=_on_parent_exit,
+            args=(parent_pid, handle),
+            name="nbinfer-parent-watch",
+            daemon=True,
+        ).start()
+        return
     if pdeathsig and sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -263,16 +281,27 @@ def watch_parent_early(parent_pid: int, *, pdeathsig: bool = False) -> None:
         os._exit(3)
 
     def _poll() -> None:
-        while True:
+        while os.getppid() == parent_pid:
             time.sleep(0.25)
-            if os.getppid() != parent_pid:
-                logger.warning("parent process %d is gone; shutting down", parent_pid)
-                with contextlib.suppress(Exception):
-                    os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(5.0)
-                os._exit(3)
+        _parent_gone(parent_pid)
 
     threading.Thread(target=_poll, name="nbinfer-parent-watch", daemon=True).start()
+
+
+def _on_parent_exit(parent_pid: int, handle: int) -> None:
+    import select
+
+    select.select([handle], [], [])
+    _parent_gone(parent_pid)
+
+
+def _parent_gone(parent_pid: int) -> None:
+    """Shut down gracefully (SIGTERM to ourselves); hard-exit if that takes over 5 s."""
+    logger.warning("parent process %d is gone; shutting down", parent_pid)
+    with contextlib.suppress(Exception):
+        os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5.0)
+    os._exit(3)
 
 
 # -- assembly -------------------------------------------------------------------------------

@@ -267,7 +267,7 @@ class LocalServer:
         self.model_limits = dict(model_limits or {})
         self._control: socket.socket | None = None
         self._control_lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Any = None  # subprocess.Popen, or a forkserver.ForkedProcess
         self._terminated_pid: int | None = None  # the child already sent SIGTERM
         self._lines: collections.deque[str] = collections.deque(maxlen=_LOG_LINES)
         self._lines_lock = threading.Lock()
@@ -324,6 +324,17 @@ class LocalServer:
     def running(self) -> bool:
         """Whether the child process is alive and was ready."""
         return self._proc is not None and self._proc.poll() is None and self._ready.is_set()
+
+    @property
+    def forked(self) -> bool:
+        """Whether the server was forked from this process's fork server, not spawned.
+
+        A process's second and later starts fork a process that has already imported
+        (:mod:`nbinfer.server.forkserver`): ready in ~40 ms instead of ~0.3 s.
+        """
+        from nbinfer.server.forkserver import ForkedProcess
+
+        return isinstance(self._proc, ForkedProcess)
 
     def logs(self, tail: int | None = None) -> str:
         """Return the captured server output (stdout and stderr), optionally only the last lines."""
@@ -489,7 +500,7 @@ class LocalServer:
                 self._control = parent_end
                 cmd += ["--control-fd", str(child_end.fileno())]
             try:
-                proc = subprocess.Popen(
+                proc = self._fork(cmd, env, child_end) or subprocess.Popen(
                     cmd,
                     pass_fds=() if child_end is None else (child_end.fileno(),),
                     stdin=subprocess.DEVNULL,
@@ -544,6 +555,27 @@ class LocalServer:
             )
             return self
 
+    @staticmethod
+    def _fork(cmd: list[str], env: dict[str, str], control: socket.socket | None) -> Any:
+        """The server forked from this process's fork server, or ``None``: spawn it instead.
+
+        ``None`` on the first start, on another platform, for a subclass's own ``command()``
+        (see :mod:`nbinfer.server.forkserver`).
+        """
+        if cmd[:3] != [sys.executable, "-m", "nbinfer.server"]:
+            return None
+        from nbinfer.server.forkserver import fork_server
+
+        server = fork_server(env)
+        if server is None:
+            return None
+        try:
+            return server.fork(cmd, env, control)
+        except OSError as exc:
+            logger.debug("fork server failed (%s): spawning the server", exc)
+            server.retire()
+            return None
+
     def _register_token(self) -> None:
         """Let nbinfer's clients in this process find the token by this server's addresses.
 
@@ -568,7 +600,7 @@ class LocalServer:
             shm_socket=self.shm_socket,
         )
 
-    def _drain(self, proc: subprocess.Popen[bytes]) -> None:
+    def _drain(self, proc: Any) -> None:
         stream = proc.stdout
         if stream is None:  # pragma: no cover
             return
@@ -695,7 +727,7 @@ class LocalServer:
         if proc is None:
             return None
         try:
-            return proc.wait(timeout=timeout)
+            return int(proc.wait(timeout=timeout))
         except subprocess.TimeoutExpired:
             return None
 

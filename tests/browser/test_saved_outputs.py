@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.browser.labkit import dark_theme, lab_page, menu, open_notebook, run_all, shoot
+from tests.waiting import wait_until
 
 HERE = Path(__file__).resolve().parent
 NOTEBOOK = "saved_outputs.ipynb"
@@ -37,12 +38,18 @@ SAVE_STATE = "Save Widget State Automatically"
 pytestmark = pytest.mark.timeout(240)
 
 
-def _save_widget_state(page: Any, on: bool) -> None:
-    """Set ipywidgets' "Save Widget State Automatically" (Settings menu) to ``on``."""
+def _save_state_checked(page: Any) -> tuple[Any, bool]:
+    """Open the Settings menu; its "Save Widget State Automatically" item and whether it is on
+    (the menu draws the widget manager's own flag, the one a save reads)."""
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Settings$")).click()
     item = page.locator(".lm-Menu-item", has_text=SAVE_STATE)
     item.wait_for(timeout=10_000)
-    checked = "lm-mod-toggled" in (item.get_attribute("class") or "")
+    return item, "lm-mod-toggled" in (item.get_attribute("class") or "")
+
+
+def _save_widget_state(page: Any, on: bool) -> None:
+    """Set ipywidgets' "Save Widget State Automatically" (Settings menu) to ``on``."""
+    item, checked = _save_state_checked(page)
     if checked == on:
         page.keyboard.press("Escape")
         return
@@ -50,6 +57,15 @@ def _save_widget_state(page: Any, on: bool) -> None:
         lambda r: "/lab/api/settings/" in r.url and r.request.method == "PUT"
     ):
         item.click()  # the setting is written by the server: wait until it has landed
+
+    # The widget manager learns it after the server stored it (JupyterLab reloads the setting,
+    # then signals the change): a save before then writes the old choice (a failure under load).
+    def applied() -> bool:
+        _item, now = _save_state_checked(page)
+        page.keyboard.press("Escape")
+        return now == on
+
+    wait_until(applied, 15, f"{SAVE_STATE!r} turned {'on' if on else 'off'} in the page")
 
 
 def _outputs(page: Any, cell: int | None = None) -> str:

@@ -159,9 +159,20 @@ _PARENT = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("forked", [False, True], ids=["spawned", "forked"])
 @pytest.mark.parametrize("from_thread", [False, True], ids=["main-thread", "worker-thread"])
-def test_server_exits_when_its_parent_is_killed(tmp_path: Path, from_thread: bool) -> None:
+def test_server_exits_when_its_parent_is_killed(
+    tmp_path: Path, from_thread: bool, forked: bool
+) -> None:
     script = _PARENT
+    if forked:  # the second start forks the fork server, which must end too
+        script = script.replace(
+            "print(server.pid, flush=True)",
+            "server.stop()\n"
+            "server = LocalServer(demo=False).start()\n"
+            "assert server.forked\n"
+            "print(server.pid, flush=True)",
+        )
     if from_thread:
         # Spawned from a thread: PR_SET_PDEATHSIG is not used, the getppid watchdog must act.
         script = script.replace(
@@ -183,10 +194,15 @@ def test_server_exits_when_its_parent_is_killed(tmp_path: Path, from_thread: boo
         assert line.strip().isdigit(), parent.stderr.read() if parent.stderr else line
         child = int(line)
         assert not exited(child)
+        stat = Path(f"/proc/{child}/stat").read_text()
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        assert (ppid != parent.pid) == forked
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
         gone_in = wait_until(lambda: exited(child), 8, f"server {child} ending with its parent")
         print(f"\n[server {child} exited {gone_in:.2f} s after its parent died]")
+        if forked:
+            wait_until(lambda: exited(ppid), 8, f"fork server {ppid} ending with its parent")
     finally:
         if parent.poll() is None:
             parent.kill()

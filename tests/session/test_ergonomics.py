@@ -19,15 +19,14 @@ from nbinfer.session import Session
 
 RERUN = textwrap.dedent(
     """
-    import psutil
     from IPython.core.interactiveshell import InteractiveShell
+    from tests.session.test_session_replace import server_children
 
     shell = InteractiveShell.instance()
     for _ in range(5):
         result = shell.run_cell(%r, store_history=True)
         result.raise_error()
-    servers = psutil.Process().children()
-    print(len(servers), len(shell.user_ns["nbinfer"].sessions()))
+    print(len(server_children()), len(shell.user_ns["nbinfer"].sessions()))
     """
 )
 

@@ -28,9 +28,11 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 
 
 def server_children(pid: int | None = None) -> list[int]:
-    """The live ``nbinfer.server`` child processes of ``pid`` (default: this one), by /proc."""
+    """The live nbinfer servers ``pid`` (default: this process) started, by /proc: its
+    ``python -m nbinfer.server`` children, and the children of its fork servers
+    (``nbinfer.server.forkserver``, which fork every server after the first)."""
     pid = os.getpid() if pid is None else pid
-    found = []
+    procs: dict[int, tuple[int, str, list[bytes]]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -40,10 +42,17 @@ def server_children(pid: int | None = None) -> list[int]:
         except OSError:  # gone in between
             continue
         fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
-        state, ppid = fields[0], int(fields[1])
-        if ppid == pid and state != "Z" and b"nbinfer.server" in cmdline:
-            found.append(int(entry.name))
-    return sorted(found)
+        procs[int(entry.name)] = (int(fields[1]), fields[0], cmdline)
+    forkservers = {
+        p
+        for p, (ppid, _, argv) in procs.items()
+        if ppid == pid and b"nbinfer.server.forkserver" in argv
+    }
+    return sorted(
+        p
+        for p, (ppid, state, argv) in procs.items()
+        if state != "Z" and (ppid in forkservers or (ppid == pid and b"nbinfer.server" in argv))
+    )
 
 
 # The README's cell ("In a notebook"), displayed: IPython's Out history keeps each session.

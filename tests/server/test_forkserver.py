@@ -1,0 +1,172 @@
+"""A process's second and later LocalServer starts fork its fork server (nbinfer.server.forkserver):
+each forked server is the server a spawn would have made (its own session, stdio, environment,
+working directory, descriptors, token), reports exit codes and takes signals like one, and a
+new environment retires the fork server, which ends once its children have. (Ending with the
+kernel: tests/server/test_launcher.py's parent-killed test, forked.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from nbinfer import Client
+from nbinfer.errors import ServerStartError
+from nbinfer.server.launcher import LocalServer
+from tests.waiting import exited, wait_until
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="Linux pidfds only")
+
+
+def _forked(**kwargs: object) -> LocalServer:
+    """A started server that was forked (a first start in this process spawns)."""
+    server = LocalServer(demo=True, device="cpu", **kwargs).start()  # type: ignore[arg-type]
+    if not server.forked:
+        server.stop()
+        server = LocalServer(demo=True, device="cpu", **kwargs).start()  # type: ignore[arg-type]
+    assert server.forked
+    return server
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _argv(pid: int) -> list[bytes]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+
+
+def _fd_targets(pid: int) -> set[str]:
+    out = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            out.add(os.readlink(fd))
+        except OSError:
+            continue
+    return out
+
+
+def _answers(server: LocalServer) -> None:
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    for url in (server.http_url, server.grpc_url):
+        with Client(url) as client:
+            result = client.infer("add_sub", {"INPUT0": a, "INPUT1": a})
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + a)
+
+
+def test_a_forked_server_is_the_server_a_spawn_makes_and_holds_nothing_of_its_siblings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _forked()
+    monkeypatch.chdir(tmp_path)
+    second = _forked()
+    try:
+        assert first.pid is not None and second.pid is not None
+        for server in (first, second):
+            _answers(server)
+        fork_server = _ppid(second.pid)
+        assert fork_server == _ppid(first.pid) != os.getpid()
+        assert _ppid(fork_server) == os.getpid()
+        assert b"nbinfer.server.forkserver" in _argv(fork_server)
+        # its own session (a kernel interrupt never reaches it), stdin on /dev/null, the
+        # launcher's working directory
+        assert os.getsid(second.pid) == second.pid
+        assert os.readlink(f"/proc/{second.pid}/fd/0") == os.devnull
+        assert Path(os.readlink(f"/proc/{second.pid}/cwd")) == tmp_path.resolve()
+        # no descriptor of its sibling (the sibling's log pipe ends when the sibling does)
+        assert first._proc is not None
+        first_pipe = os.readlink(f"/proc/self/fd/{first._proc.stdout.fileno()}")
+        assert first_pipe.startswith("pipe:")
+        assert first_pipe in _fd_targets(first.pid)
+        assert first_pipe not in _fd_targets(second.pid)
+        first.stop(grace=5.0)
+        assert first._proc.returncode == 0
+        assert first._reader is None  # its log reader saw the end of the pipe
+        _answers(second)
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_exit_codes_and_signals_reach_a_forked_server() -> None:
+    _forked().stop()
+    bad = LocalServer(demo=False, device="cpu", extra_args=["--no-such-option"])
+    with pytest.raises(ServerStartError, match="exited with code 2"):
+        bad.start()
+    assert bad.forked
+    server = _forked()
+    try:
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGKILL)
+        assert server.wait(timeout=10) == -signal.SIGKILL
+        assert not server.running
+    finally:
+        server.stop()
+    server = _forked()
+    server.stop(grace=5.0)
+    assert server.wait(timeout=0) == 0
+
+
+def test_the_token_reaches_a_forked_server_and_no_proc_file_shows_it() -> None:
+    server = _forked()
+    try:
+        assert server.pid is not None and server.auth_token is not None
+        url = f"{server.http_url}/v2/models/iris"
+        assert httpx.get(url).status_code == 401
+        bearer = {"Authorization": f"Bearer {server.auth_token}"}
+        assert httpx.get(url, headers=bearer).status_code == 200
+        token = server.auth_token.encode()
+        for pid in (server.pid, _ppid(server.pid)):
+            for name in ("cmdline", "environ"):
+                assert token not in Path(f"/proc/{pid}/{name}").read_bytes(), (pid, name)
+    finally:
+        server.stop()
+
+
+def test_another_environment_retires_the_fork_server_which_ends_after_its_children() -> None:
+    old = _forked()
+    new = None
+    try:
+        assert old.pid is not None
+        old_fork_server = _ppid(old.pid)
+        new = _forked(env={"NBINFER_TEST_FORK_ENV": "1"})
+        assert new.pid is not None
+        new_fork_server = _ppid(new.pid)
+        assert new_fork_server != old_fork_server
+        environ = Path(f"/proc/{new_fork_server}/environ").read_bytes().split(b"\0")
+        assert b"NBINFER_TEST_FORK_ENV=1" in environ
+        _answers(old)  # a retired fork server's children keep serving
+        assert not exited(old_fork_server)
+        old.stop(grace=5.0)
+        wait_until(lambda: exited(old_fork_server), 5, "the retired fork server ending")
+        _answers(new)
+    finally:
+        old.stop()
+        if new is not None:
+            new.stop()
+
+
+class _OwnCommand(LocalServer):
+    def command(self) -> list[str]:
+        cmd = super().command()
+        return [
+            cmd[0],
+            "-c",
+            "import sys; from nbinfer.server.__main__ import main; sys.exit(main(sys.argv[1:]))",
+            *cmd[3:],
+        ]
+
+
+def test_a_subclass_command_and_forkserver_off_spawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    _forked().stop()
+    with _OwnCommand(demo=False, device="cpu") as own:
+        assert not own.forked
+        assert own.pid is not None and _ppid(own.pid) == os.getpid()
+    monkeypatch.setenv("NBINFER_FORKSERVER", "0")
+    with LocalServer(demo=False, device="cpu") as off:
+        assert not off.forked
+        assert off.pid is not None and _ppid(off.pid) == os.getpid()
