@@ -187,6 +187,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if serial not in (None, "", "later", "only"):
         raise pytest.UsageError(f"NBINFER_SERIAL must be 'later' or 'only', not {serial!r}")
     if serial:
+        _check_serial_modules_are_found(items)
         keep = [
             i for i in items if (i.get_closest_marker("serial") is not None) == (serial == "only")
         ]
@@ -195,6 +196,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
+
+
+def _check_serial_modules_are_found(items: list[pytest.Item]) -> None:
+    """scripts/check's serial run collects only the modules whose source says ``mark.serial``:
+    a serial test marked any other way (a hook, a shared mark) would silently never run."""
+    for item in items:
+        if item.get_closest_marker("serial") is None:
+            continue
+        if "mark.serial" not in item.path.read_text(encoding="utf-8"):
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked serial, but its module never says 'mark.serial': "
+                "scripts/check's serial run finds serial tests by that text"
+            )
 
 
 #: Tests sharing session-scoped servers or kernels, kept on one xdist worker: a node id prefix ->
