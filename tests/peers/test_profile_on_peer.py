@@ -24,7 +24,6 @@ def _sane(row: Any) -> None:
     assert row["requests"] > 0 and row["throughput"] > 0 and row["errors"] == 0
 
 
-@pytest.mark.serial  # holds a 50/s request rate and window-aligned counts: run alone
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_profile_on_triton_splits_server_time_from_its_statistics(
     triton: Peer, protocol: str
@@ -32,14 +31,30 @@ def test_profile_on_triton_splits_server_time_from_its_statistics(
     url = triton.grpc_url if protocol == "grpc" else triton.http_url
     with Session(url) as session:
         frame = session.profile("add_sub", concurrency=[1, 2], **QUICK)
-        rate = session.profile("add_sub", request_rate=50, **QUICK).iloc[0]
     assert list(frame["concurrency"]) == [1, 2]
     for _, row in frame.iterrows():
         _sane(row)
         assert row["server_requests"] == pytest.approx(row["requests"], rel=0.05, abs=10)
         assert 0 < row["server_compute_infer_ms"] < row["client_network_ms"]
-    _sane(rate)
-    assert rate["throughput"] == pytest.approx(50, rel=0.1)
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
+@pytest.mark.serial  # holds a 50/s request rate within 10 %: run alone, not beside the parallel run
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_profile_on_triton_holds_a_fixed_rate_over_the_wire_and_through_shared_memory(
+    triton: Peer, protocol: str
+) -> None:
+    url = triton.grpc_url if protocol == "grpc" else triton.http_url
+    with Session(url) as session:
+        wire = session.profile("add_sub", request_rate=50, **QUICK).iloc[0]
+        shm = session.profile("add_sub", request_rate=50, shared_memory="system", **QUICK).iloc[0]
+        left = [r["name"] for r in session.client.get_system_shared_memory_status()]
+    assert not [name for name in left if name.startswith("nbinfer_profile_")]
+    for row in (wire, shm):
+        _sane(row)
+        assert row["throughput"] == pytest.approx(50, rel=0.1)
+        assert row["server_requests"] == pytest.approx(row["requests"], rel=0.05, abs=10)
+    assert (wire["shared_memory"], shm["shared_memory"]) == ("none", "system")
 
 
 @pytest.mark.parametrize("name", ["mlserver", "kserve"])
@@ -55,20 +70,17 @@ def test_profile_without_statistics_splits_client_time_only(
 
 
 @pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
-@pytest.mark.serial  # holds a 50/s request rate within 10 %: run alone, not beside the parallel run
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_profile_on_triton_through_system_shared_memory(triton: Peer, protocol: str) -> None:
     url = triton.grpc_url if protocol == "grpc" else triton.http_url
     before = set(os.listdir("/dev/shm"))
     with Session(url) as session:
         frame = session.profile("add_sub", concurrency=[1, 2], shared_memory="system", **QUICK)
-        rate = session.profile("add_sub", request_rate=50, shared_memory="system", **QUICK)
         text = session.profile("upper", concurrency=2, shared_memory="system", **QUICK)
         left = [r["name"] for r in session.client.get_system_shared_memory_status()]
     assert list(frame["shared_memory"]) == ["system", "system"]
-    for _, row in [*frame.iterrows(), *rate.iterrows(), *text.iterrows()]:
+    for _, row in [*frame.iterrows(), *text.iterrows()]:
         _sane(row)
-    assert rate.iloc[0]["throughput"] == pytest.approx(50, rel=0.1)
     assert not [name for name in left if name.startswith("nbinfer_profile_")]
     # this process's segments only: other pytest processes (xdist workers) profile meanwhile
     ours = f"nbinfer_profile_{os.getpid()}_"
