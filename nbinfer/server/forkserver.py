@@ -21,6 +21,8 @@ preload list and its environment are global, fixed when it starts), so the serve
   the kernel itself (a ``pidfd``: its parent is the fork server), so it never outlives it.
 * **Waiting, exit codes and signals** go through pidfds (no PID can be reused under us):
   the fork server reaps each child and reports its exit code on that child's own socket.
+* **Never older code than a spawn:** a fork server whose imported files changed on disk since (a
+  package upgraded, an edited source) refuses; that start spawns, the next gets a new one.
 * **It never outlives the kernel:** the end of its socket (the kernel's exit, however it dies) or
   a retirement ends it once its children are gone, and they end with the kernel.
 
@@ -95,8 +97,8 @@ class ForkedProcess:
 
     Args:
         pid: The child's PID.
-        pidfd: A pidfd of the child (owned: closed with this object, so that a signal can never
-            reach another process).
+        pidfd: A pidfd of the child (owned: closed once the exit code is read, so that a signal
+            can never reach another process).
         status: This child's socket; the fork server writes the exit code there once it reaped
             the child.
         stdout: The read end of the child's ``stdout`` / ``stderr`` pipe.
@@ -112,7 +114,8 @@ class ForkedProcess:
         self.returncode: int | None = None
         self._pidfd = pidfd
         self._status = status
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held by a waiting thread
+        self._fd_lock = threading.Lock()  # never held while blocking: signals vs closing the pidfd
 
     def _collect(self, timeout: float | None) -> bool:
         """With the lock: read the exit code if the child exits within ``timeout``."""
@@ -133,8 +136,10 @@ class ForkedProcess:
             if not _readable((self._pidfd,), left):
                 return False
             code = 1  # exited unreaped by its fork server: its exit code is lost
-        self.returncode = code
-        self._status.close()
+        with self._fd_lock:
+            self.returncode = code
+            self._status.close()
+            os.close(self._pidfd)  # after the exit code: no signal is sent through it any more
         return True
 
     def poll(self) -> int | None:
@@ -160,9 +165,10 @@ class ForkedProcess:
 
     def send_signal(self, sig: int) -> None:
         """Signal the child (nothing once it has exited)."""
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, sig)
+        with self._fd_lock:
+            if self.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(self._pidfd, sig)
 
     def terminate(self) -> None:
         """SIGTERM."""
@@ -171,11 +177,6 @@ class ForkedProcess:
     def kill(self) -> None:
         """SIGKILL."""
         self.send_signal(signal.SIGKILL)
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self._status.close()
-            os.close(self._pidfd)
 
 
 class ForkServer:
@@ -373,8 +374,35 @@ def _child(request: dict[str, Any], fds: list[int], keep: int | None) -> None:
     os._exit(code)
 
 
-def serve(sock: socket.socket) -> None:
-    """The fork server's loop: fork on request, reap and report, until the end (see module)."""
+def _module_files() -> dict[str, int]:
+    """The file of every module imported so far, with its modification time (ns)."""
+    files: dict[str, int] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            with contextlib.suppress(OSError):
+                files[path] = os.stat(path).st_mtime_ns
+    return files
+
+
+def _changed(files: Mapping[str, int]) -> str | None:
+    """The first of ``files`` changed on disk since (an upgrade, an edit), or ``None``."""
+    for path, mtime in files.items():
+        try:
+            if os.stat(path).st_mtime_ns != mtime:
+                return path
+        except OSError:
+            return path
+    return None
+
+
+def serve(sock: socket.socket, files: Mapping[str, int] | None = None) -> None:
+    """The fork server's loop: fork on request, reap and report, until the end (see module).
+
+    A request after a module it imported changed on disk (``files``: a package upgraded, an
+    edited source) is refused, so that the launcher spawns that server instead (and a new fork
+    server for the next): a forked child must not run older code than a spawned one would.
+    """
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, None)
     children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, status socket)
@@ -390,6 +418,12 @@ def serve(sock: socket.socket) -> None:
                     selector.unregister(sock)
                     sock.close()
                     open_for_requests = False
+                    continue
+                stale = _changed(files or {})
+                if stale is not None:
+                    for fd in fds:
+                        os.close(fd)
+                    _send(sock, {"error": f"{stale} changed since the fork server imported it"})
                     continue
                 _fork_one(request, fds, sock, selector, children)
             else:
@@ -448,8 +482,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sock = socket.socket(fileno=int(args[0]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # its own session; the kernel ends it
     _preload()
+    files = _module_files()
     _send(sock, {"ready": True, "pid": os.getpid()})
-    serve(sock)
+    serve(sock, files)
     return 0
 
 

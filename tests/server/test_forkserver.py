@@ -6,8 +6,12 @@ kernel: tests/server/test_launcher.py's parent-killed test, forked.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import httpx
@@ -17,7 +21,8 @@ import pytest
 from nbinfer import Client
 from nbinfer.errors import ServerStartError
 from nbinfer.server.launcher import LocalServer
-from tests.waiting import exited, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="Linux pidfds only")
 
@@ -127,27 +132,46 @@ def test_the_token_reaches_a_forked_server_and_no_proc_file_shows_it() -> None:
         server.stop()
 
 
+_RETIRE = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    from nbinfer.server.launcher import LocalServer
+    from tests.server.test_forkserver import _answers, _ppid
+    from tests.waiting import exited, wait_until
+
+    LocalServer(demo=False, device="cpu").start().stop()  # the first start spawns
+    old = LocalServer(demo=True, device="cpu").start()
+    new = LocalServer(demo=True, device="cpu", env={"NBINFER_TEST_FORK_ENV": "1"}).start()
+    assert old.forked and new.forked
+    report = {"old": _ppid(old.pid), "new": _ppid(new.pid)}
+    environ = Path(f"/proc/{report['new']}/environ").read_bytes().split(b"\\0")
+    report["new_env"] = b"NBINFER_TEST_FORK_ENV=1" in environ
+    _answers(old)  # a retired fork server's children keep serving
+    report["old_alive_with_child"] = not exited(report["old"])
+    old.stop(grace=5.0)
+    report["old_ended_in"] = wait_until(lambda: exited(report["old"]), 5, "the retired one ending")
+    _answers(new)
+    new.stop()
+    print(json.dumps(report))
+    """
+)
+
+
 def test_another_environment_retires_the_fork_server_which_ends_after_its_children() -> None:
-    old = _forked()
-    new = None
-    try:
-        assert old.pid is not None
-        old_fork_server = _ppid(old.pid)
-        new = _forked(env={"NBINFER_TEST_FORK_ENV": "1"})
-        assert new.pid is not None
-        new_fork_server = _ppid(new.pid)
-        assert new_fork_server != old_fork_server
-        environ = Path(f"/proc/{new_fork_server}/environ").read_bytes().split(b"\0")
-        assert b"NBINFER_TEST_FORK_ENV=1" in environ
-        _answers(old)  # a retired fork server's children keep serving
-        assert not exited(old_fork_server)
-        old.stop(grace=5.0)
-        wait_until(lambda: exited(old_fork_server), 5, "the retired fork server ending")
-        _answers(new)
-    finally:
-        old.stop()
-        if new is not None:
-            new.stop()
+    # In a process of its own: here, other tests' servers may be children of the same one.
+    out = subprocess.run(
+        [sys.executable, "-c", _RETIRE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert report["new"] != report["old"]
+    assert report["new_env"] and report["old_alive_with_child"]
 
 
 class _OwnCommand(LocalServer):
@@ -170,3 +194,51 @@ def test_a_subclass_command_and_forkserver_off_spawn(monkeypatch: pytest.MonkeyP
     with LocalServer(demo=False, device="cpu") as off:
         assert not off.forked
         assert off.pid is not None and _ppid(off.pid) == os.getpid()
+
+
+_STALE = textwrap.dedent(
+    """
+    import json, os
+    from pathlib import Path
+    import nbinfer.server.demo
+    from nbinfer.server.launcher import LocalServer
+    from tests.server.test_forkserver import _ppid
+
+    LocalServer(demo=False, device="cpu").start().stop()  # the first start spawns
+    first = LocalServer(demo=False, device="cpu").start()
+    old = _ppid(first.pid)
+    first.stop()
+    path = Path(nbinfer.server.demo.__file__)  # a module the fork server imported
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # as an upgrade would
+    try:
+        second = LocalServer(demo=True, device="cpu").start()
+        third = LocalServer(demo=True, device="cpu").start()
+    finally:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    report = {
+        "first": first.forked,
+        "second": second.forked,
+        "third": third.forked,
+        "third_from_another": _ppid(third.pid) != old,
+    }
+    second.stop()
+    third.stop()
+    print(json.dumps(report))
+    """
+)
+
+
+def test_a_fork_server_whose_imports_changed_on_disk_is_replaced() -> None:
+    # An upgraded package or an edited source: the start spawns, the next forks a fresh one.
+    out = subprocess.run(
+        [sys.executable, "-c", _STALE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert report == {"first": True, "second": False, "third": True, "third_from_another": True}
