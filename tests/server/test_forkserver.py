@@ -132,6 +132,22 @@ def test_the_token_reaches_a_forked_server_and_no_proc_file_shows_it() -> None:
         server.stop()
 
 
+def _alone(script: str) -> dict[str, object]:
+    """Run ``script`` in a process of its own (here, other tests' servers may be children of
+    the same fork server); the JSON object it printed last."""
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr
+    report: dict[str, object] = json.loads(out.stdout.splitlines()[-1])
+    return report
+
+
 _RETIRE = textwrap.dedent(
     """
     import json, os, sys
@@ -159,17 +175,7 @@ _RETIRE = textwrap.dedent(
 
 
 def test_another_environment_retires_the_fork_server_which_ends_after_its_children() -> None:
-    # In a process of its own: here, other tests' servers may be children of the same one.
-    out = subprocess.run(
-        [sys.executable, "-c", _RETIRE],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout.splitlines()[-1])
+    report = _alone(_RETIRE)
     assert report["new"] != report["old"]
     assert report["new_env"] and report["old_alive_with_child"]
 
@@ -231,14 +237,5 @@ _STALE = textwrap.dedent(
 
 def test_a_fork_server_whose_imports_changed_on_disk_is_replaced() -> None:
     # An upgraded package or an edited source: the start spawns, the next forks a fresh one.
-    out = subprocess.run(
-        [sys.executable, "-c", _STALE],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout.splitlines()[-1])
+    report = _alone(_STALE)
     assert report == {"first": True, "second": False, "third": True, "third_from_another": True}
