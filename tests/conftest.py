@@ -201,12 +201,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _check_serial_modules_are_found(items: list[pytest.Item]) -> None:
     """scripts/check's serial run collects only the modules whose source says ``mark.serial``:
     a serial test marked any other way (a hook, a shared mark) would silently never run."""
+    first = {}  # module path -> its first serial test
     for item in items:
-        if item.get_closest_marker("serial") is None:
-            continue
-        if "mark.serial" not in item.path.read_text(encoding="utf-8"):
+        if item.get_closest_marker("serial") is not None:
+            first.setdefault(item.path, item.nodeid)
+    for path, nodeid in first.items():
+        if "mark.serial" not in path.read_text(encoding="utf-8"):
             raise pytest.UsageError(
-                f"{item.nodeid} is marked serial, but its module never says 'mark.serial': "
+                f"{nodeid} is marked serial, but its module never says 'mark.serial': "
                 "scripts/check's serial run finds serial tests by that text"
             )
 

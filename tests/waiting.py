@@ -21,11 +21,21 @@ def wait_until(predicate: Callable[[], object], seconds: float, what: str = "") 
     return time.monotonic() - start
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after ``pid (comm)``: state, ppid, ..."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def exited(pid: int) -> bool:
     """Whether process ``pid`` has ended: gone, or a zombie its parent has not reaped yet (its
     descriptors, and so its locks and sockets, are released)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = _stat(pid)[0]
     except (FileNotFoundError, ProcessLookupError):
         return True
     return state in ("Z", "X")
+
+
+def parent_of(pid: int) -> int:
+    """The parent PID of live process ``pid``."""
+    return int(_stat(pid)[1])

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from nbinfer.config import (
     DEFAULT_MAX_MODELS,
@@ -258,11 +258,7 @@ def watch_parent_early(parent_pid: int, *, pdeathsig: bool = False, pidfd: bool 
         try:
             handle = os.pidfd_open(parent_pid)
         except ProcessLookupError:
-            handle = -1
-        if handle < 0:
-            sys.stderr.write(f"nbinfer server: parent process {parent_pid} is gone; exiting\n")
-            sys.stderr.flush()
-            os._exit(3)
+            _parent_gone_before(parent_pid)
         threading.Thread(
             target=_on_parent_exit,
             args=(parent_pid, handle),
@@ -274,11 +270,8 @@ def watch_parent_early(parent_pid: int, *, pdeathsig: bool = False, pidfd: bool 
         with contextlib.suppress(Exception):
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != parent_pid:
-        # The parent is already gone (re-parented to init / a subreaper).
-        sys.stderr.write(f"nbinfer server: parent process {parent_pid} is gone; exiting\n")
-        sys.stderr.flush()
-        os._exit(3)
+    if os.getppid() != parent_pid:  # re-parented to init / a subreaper
+        _parent_gone_before(parent_pid)
 
     def _poll() -> None:
         while os.getppid() == parent_pid:
@@ -286,6 +279,13 @@ def watch_parent_early(parent_pid: int, *, pdeathsig: bool = False, pidfd: bool 
         _parent_gone(parent_pid)
 
     threading.Thread(target=_poll, name="nbinfer-parent-watch", daemon=True).start()
+
+
+def _parent_gone_before(parent_pid: int) -> NoReturn:
+    """The parent died before the server could watch it: exit at once."""
+    sys.stderr.write(f"nbinfer server: parent process {parent_pid} is gone; exiting\n")
+    sys.stderr.flush()
+    os._exit(3)
 
 
 def _on_parent_exit(parent_pid: int, handle: int) -> None:

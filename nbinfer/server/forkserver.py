@@ -396,7 +396,7 @@ def _changed(files: Mapping[str, int]) -> str | None:
     return None
 
 
-def serve(sock: socket.socket, files: Mapping[str, int] | None = None) -> None:
+def serve(sock: socket.socket, files: Mapping[str, int]) -> None:
     """The fork server's loop: fork on request, reap and report, until the end (see module).
 
     A request after a module it imported changed on disk (``files``: a package upgraded, an
@@ -419,7 +419,7 @@ def serve(sock: socket.socket, files: Mapping[str, int] | None = None) -> None:
                     sock.close()
                     open_for_requests = False
                     continue
-                stale = _changed(files or {})
+                stale = _changed(files)
                 if stale is not None:
                     for fd in fds:
                         os.close(fd)

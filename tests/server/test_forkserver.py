@@ -21,6 +21,7 @@ import pytest
 from nbinfer import Client
 from nbinfer.errors import ServerStartError
 from nbinfer.server.launcher import LocalServer
+from tests.waiting import parent_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,10 +36,6 @@ def _forked(**kwargs: object) -> LocalServer:
         server = LocalServer(demo=True, device="cpu", **kwargs).start()  # type: ignore[arg-type]
     assert server.forked
     return server
-
-
-def _ppid(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _argv(pid: int) -> list[bytes]:
@@ -73,9 +70,9 @@ def test_a_forked_server_is_the_server_a_spawn_makes_and_holds_nothing_of_its_si
         assert first.pid is not None and second.pid is not None
         for server in (first, second):
             _answers(server)
-        fork_server = _ppid(second.pid)
-        assert fork_server == _ppid(first.pid) != os.getpid()
-        assert _ppid(fork_server) == os.getpid()
+        fork_server = parent_of(second.pid)
+        assert fork_server == parent_of(first.pid) != os.getpid()
+        assert parent_of(fork_server) == os.getpid()
         assert b"nbinfer.server.forkserver" in _argv(fork_server)
         # its own session (a kernel interrupt never reaches it), stdin on /dev/null, the
         # launcher's working directory
@@ -125,7 +122,7 @@ def test_the_token_reaches_a_forked_server_and_no_proc_file_shows_it() -> None:
         bearer = {"Authorization": f"Bearer {server.auth_token}"}
         assert httpx.get(url, headers=bearer).status_code == 200
         token = server.auth_token.encode()
-        for pid in (server.pid, _ppid(server.pid)):
+        for pid in (server.pid, parent_of(server.pid)):
             for name in ("cmdline", "environ"):
                 assert token not in Path(f"/proc/{pid}/{name}").read_bytes(), (pid, name)
     finally:
@@ -153,14 +150,14 @@ _RETIRE = textwrap.dedent(
     import json, os, sys
     from pathlib import Path
     from nbinfer.server.launcher import LocalServer
-    from tests.server.test_forkserver import _answers, _ppid
-    from tests.waiting import exited, wait_until
+    from tests.server.test_forkserver import _answers
+    from tests.waiting import exited, parent_of, wait_until
 
     LocalServer(demo=False, device="cpu").start().stop()  # the first start spawns
     old = LocalServer(demo=True, device="cpu").start()
     new = LocalServer(demo=True, device="cpu", env={"NBINFER_TEST_FORK_ENV": "1"}).start()
     assert old.forked and new.forked
-    report = {"old": _ppid(old.pid), "new": _ppid(new.pid)}
+    report = {"old": parent_of(old.pid), "new": parent_of(new.pid)}
     environ = Path(f"/proc/{report['new']}/environ").read_bytes().split(b"\\0")
     report["new_env"] = b"NBINFER_TEST_FORK_ENV=1" in environ
     _answers(old)  # a retired fork server's children keep serving
@@ -195,11 +192,11 @@ def test_a_subclass_command_and_forkserver_off_spawn(monkeypatch: pytest.MonkeyP
     _forked().stop()
     with _OwnCommand(demo=False, device="cpu") as own:
         assert not own.forked
-        assert own.pid is not None and _ppid(own.pid) == os.getpid()
+        assert own.pid is not None and parent_of(own.pid) == os.getpid()
     monkeypatch.setenv("NBINFER_FORKSERVER", "0")
     with LocalServer(demo=False, device="cpu") as off:
         assert not off.forked
-        assert off.pid is not None and _ppid(off.pid) == os.getpid()
+        assert off.pid is not None and parent_of(off.pid) == os.getpid()
 
 
 _STALE = textwrap.dedent(
@@ -208,11 +205,11 @@ _STALE = textwrap.dedent(
     from pathlib import Path
     import nbinfer.server.demo
     from nbinfer.server.launcher import LocalServer
-    from tests.server.test_forkserver import _ppid
+    from tests.waiting import parent_of
 
     LocalServer(demo=False, device="cpu").start().stop()  # the first start spawns
     first = LocalServer(demo=False, device="cpu").start()
-    old = _ppid(first.pid)
+    old = parent_of(first.pid)
     first.stop()
     path = Path(nbinfer.server.demo.__file__)  # a module the fork server imported
     st = path.stat()
@@ -226,7 +223,7 @@ _STALE = textwrap.dedent(
         "first": first.forked,
         "second": second.forked,
         "third": third.forked,
-        "third_from_another": _ppid(third.pid) != old,
+        "third_from_another": parent_of(third.pid) != old,
     }
     second.stop()
     third.stop()

@@ -17,7 +17,7 @@ import pytest
 import nbinfer
 from nbinfer.errors import ServerStartError
 from nbinfer.server.launcher import LocalServer, parse_ready_line
-from tests.waiting import exited, wait_until
+from tests.waiting import exited, parent_of, wait_until
 
 
 def test_parse_ready_line_extracts_urls() -> None:
@@ -194,8 +194,7 @@ def test_server_exits_when_its_parent_is_killed(
         assert line.strip().isdigit(), parent.stderr.read() if parent.stderr else line
         child = int(line)
         assert not exited(child)
-        stat = Path(f"/proc/{child}/stat").read_text()
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        ppid = parent_of(child)
         assert (ppid != parent.pid) == forked
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
