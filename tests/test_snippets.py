@@ -41,6 +41,8 @@ from typing import IO
 
 import pytest
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN = ("bash", "python", "ipython")
@@ -171,12 +173,6 @@ def _lock(path: Path) -> IO[str] | None:
     return handle
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Page:
     """The state of one page being run: scratch dir, environment, shell, background servers."""
 
@@ -187,9 +183,7 @@ class Page:
         if busy and self.ports_lock is not None:
             self.ports_lock.close()  # someone else's server: nothing to keep
             self.ports_lock = None
-        self.ports = (
-            {} if self.ports_lock else {"8000": str(_free_port()), "8001": str(_free_port())}
-        )
+        self.ports = {} if self.ports_lock else {"8000": str(free_port()), "8001": str(free_port())}
         self.env = dict(os.environ)
         self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env["PATH"]
         self.env["MPLBACKEND"] = "Agg"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from pathlib import Path
 
@@ -14,17 +13,12 @@ import pytest
 import nbinfer
 from nbinfer.server.launcher import LocalServer
 from tests.beyond.servers import kill, start_servers
+from tests.ports import free_port
 
 
 def _rows(n: int) -> pd.DataFrame:
     values = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
     return pd.DataFrame(values, columns=["a", "b", "c", "d"], index=np.arange(n) * 10 + 3)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _served(server: LocalServer, model: str) -> int:
@@ -95,7 +89,7 @@ def test_a_server_killed_mid_run_loses_and_duplicates_no_row(
 def test_a_dead_replica_is_skipped_then_probed_again_when_it_comes_back(
     repository: Path,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     late_url = f"http://127.0.0.1:{port}"
     (live,) = start_servers(1, repository)
     x = np.ones((1, 4), np.float32)
@@ -126,7 +120,7 @@ def test_without_reprobe_time_a_failed_replica_is_not_asked_again(
 ) -> None:
     (live,) = start_servers(1, repository)
     try:
-        urls = [f"http://127.0.0.1:{_free_port()}", live.http_url]
+        urls = [f"http://127.0.0.1:{free_port()}", live.http_url]
         with nbinfer.Client(urls, reprobe=3600.0) as client:
             for _ in range(5):
                 client.infer("double", {"X": np.ones((1, 4), np.float32)})
@@ -168,7 +162,7 @@ def test_a_sequence_stays_on_one_replica(two_servers: list[LocalServer]) -> None
 
 
 def test_when_no_replica_answers_the_error_names_each_one() -> None:
-    urls = [f"http://127.0.0.1:{_free_port()}" for _ in range(2)]
+    urls = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
     with nbinfer.Client(urls) as client, pytest.raises(nbinfer.ConnectError) as info:
         client.infer("double", {"X": np.ones((1, 4), np.float32)})
     assert all(url in str(info.value) for url in urls)

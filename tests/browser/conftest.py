@@ -20,7 +20,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM_ARGS = [
@@ -50,12 +51,6 @@ def _chromium() -> str:
     if path is None:
         pytest.skip("no Chromium on PATH (Debian: apt-get install -y chromium; .ci/run does it)")
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _settings(root: Path) -> Path:
@@ -78,7 +73,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root.mkdir()
     for notebook in HERE.glob("*.ipynb"):
         shutil.copy(notebook, root / notebook.name)
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     env = dict(
         os.environ,
         JUPYTERLAB_SETTINGS_DIR=str(_settings(base)),

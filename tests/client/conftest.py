@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from nbinfer.server.launcher import LocalServer
+from tests.ports import free_port
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +42,7 @@ def url(request: pytest.FixtureRequest, server: LocalServer) -> str:
 @pytest.fixture
 def closed_port() -> int:
     """A port on 127.0.0.1 that nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import ssl
 import threading
 from collections.abc import AsyncIterator
@@ -22,19 +21,13 @@ import nbinfer.compat.tritonclient.http.aio as httpaio
 from nbinfer.compat.tritonclient.utils import InferenceServerException
 from nbinfer.errors import ConnectError
 from nbinfer.server.launcher import LocalServer
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # nothing listens there once closed
-
+from tests.ports import free_port
 
 # -- the hints nbinfer's errors carry ------------------------------------------------------
 
 
 def test_exception_keeps_tritonclients_shape_and_says_what_to_try() -> None:
-    client = httpclient.InferenceServerClient(f"127.0.0.1:{_free_port()}", connection_timeout=2)
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{free_port()}", connection_timeout=2)
     with pytest.raises(InferenceServerException) as info:
         client.get_server_metadata()
     client.close()

@@ -11,7 +11,6 @@ import asyncio
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from nbinfer.compat.kserve import (
 from nbinfer.errors import InvalidInputError, RemoteInvalidInputError
 from nbinfer.protocol.grpc import pb
 from nbinfer.server.launcher import LocalServer
+from tests.ports import free_port
 
 HAS_KSERVE = importlib.util.find_spec("kserve") is not None
 KSERVE_SCRIPT = Path(__file__).parents[1] / "client" / "kserve_server.py"
@@ -170,18 +170,12 @@ def test_v1_scalar_instances_feed_a_batching_model_declared_minus_one(server: Lo
         assert client.predict("doubler", [3.0]) == [6.0]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def kserve_url() -> Iterator[str]:
     """KServe's own ModelServer (tests/client/kserve_server.py) in a subprocess, on loopback."""
     if not HAS_KSERVE:
         pytest.skip("the KServe SDK is not installed")
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     cmd = [sys.executable, str(KSERVE_SCRIPT), "--http-port", str(http_port)]
     proc = subprocess.Popen(
         [*cmd, "--grpc-port", str(grpc_port)],

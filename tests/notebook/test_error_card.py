@@ -8,7 +8,6 @@ the engine's error. The shell and kernel tests use an embedded server.
 from __future__ import annotations
 
 import re
-import socket
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,20 +21,15 @@ import nbinfer
 import nbinfer.notebook as notebook
 from nbinfer.errors import NbinferError
 from nbinfer.render import error_card
+from tests.ports import free_port
 
 PACKAGE = str(Path(nbinfer.__file__).resolve().parent)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def user_code_calling_nbinfer() -> None:
     """A user's function: the frame that must stay visible."""
-    with nbinfer.Client(f"http://127.0.0.1:{_closed_port()}", retries=0) as client:
+    with nbinfer.Client(f"http://127.0.0.1:{free_port()}", retries=0) as client:
         client.is_server_live()
 
 

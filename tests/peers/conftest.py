@@ -46,6 +46,8 @@ from typing import IO
 
 import pytest
 
+from tests.ports import free_port
+
 sys.path.insert(0, str(Path(__file__).parent))
 from venvs import PeerUnavailable, ensure_venv, python_of
 
@@ -122,12 +124,6 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if nextitem is None or not nextitem.nodeid.startswith("tests/peers/"):
         for peer in _STARTED:
             peer.terminate()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_ready(peer: Peer, what: str) -> Peer:

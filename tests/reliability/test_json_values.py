@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from nbinfer.errors import InvalidInputError
 from nbinfer.protocol import rest
 from nbinfer.protocol.types import InferOutput, InferResponse
 from nbinfer.server.launcher import LocalServer
+from tests.ports import free_port
 
 SPECIAL = [np.nan, np.inf, -np.inf, 1.5, -0.0, 3.0e38]
 KSERVE_SCRIPT = Path(__file__).parents[1] / "client" / "kserve_server.py"
@@ -85,18 +85,12 @@ def test_out_of_range_json_is_a_400_naming_input_and_element(server: LocalServer
 # ------------------------------------------------------------------------------------- KServe
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def kserve_url() -> Iterator[str]:
     # Never import kserve here: its protobuf module clashes with tritonclient's in one process.
     if importlib.util.find_spec("kserve") is None:
         pytest.skip("kserve is not installed")
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     cmd = [sys.executable, str(KSERVE_SCRIPT), "--http-port", str(http_port)]
     cmd += ["--grpc-port", str(grpc_port)]
     proc = subprocess.Popen(

@@ -11,7 +11,6 @@ import importlib.util
 import json
 import queue
 import re
-import socket
 import struct
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from nbinfer.client import Client
 from nbinfer.errors import ServerError
 from nbinfer.protocol.rest import decode_response
 from nbinfer.protocol.types import InferInput
+from tests.ports import free_port
 from tests.server.conftest import write_model, write_test_repository
 
 _HEADERS_MODEL = """
@@ -424,15 +424,9 @@ def test_kserve_inference_rest_client_v1_and_v2_work_against_nbinfer(http_url: s
     assert got["v1_explain"] == {"contributions": [[0.25, 0.75]]}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def kserve_explainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     log = tmp_path_factory.mktemp("kserve") / "kserve.log"
     with open(log, "w+b") as out:
         process = subprocess.Popen(

@@ -16,6 +16,7 @@ import pytest
 import nbinfer
 from nbinfer.errors import InvalidInputError
 from nbinfer.session import Session
+from tests.ports import free_port
 
 RERUN = textwrap.dedent(
     """
@@ -135,16 +136,10 @@ def test_ainfer_follows_the_same_one_sample_rule(session: Session) -> None:
     assert result["probabilities"].shape == (3,)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_serve_takes_the_conventional_ports_when_free_and_says_when_it_falls_back() -> None:
     from nbinfer.server.__main__ import choose_ports
 
-    http, grpc = _free_port(), _free_port()
+    http, grpc = free_port(), free_port()
     args = argparse.Namespace(host="127.0.0.1", http_port=None, grpc_port=None)
     assert choose_ports(args, (http, grpc)) == []
     assert (args.http_port, args.grpc_port) == (http, grpc)
