@@ -29,8 +29,10 @@ run of the notebooks for tests/test_notebooks.py and the docs site), except in t
 (:data:`LONGEST`) start first. Tests marked ``serial`` (latency bounds under load) run after the
 parallel run, alone (``scripts/check``).
 
-And one guard: no test starts with an asyncio loop left running in the main thread by an earlier
-one (Playwright's sync API runs one while a browser is open; see tests/browser/conftest.py).
+SIGINT raises ``KeyboardInterrupt`` in every process of the run, as in a kernel
+(:func:`pytest_configure`). And one guard: no test starts with an asyncio loop left running in
+the main thread by an earlier one (Playwright's sync API runs one while a browser is open; see
+tests/browser/conftest.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import asyncio
 import inspect
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Generator
 from typing import Any
@@ -174,6 +177,22 @@ def _kind(item: pytest.Item) -> str:
     if fixtures - CHEAP_FIXTURES or _module_starts(item):
         return "integration"
     return "unit"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give SIGINT back to Python when the run inherited it ignored.
+
+    The stop-button tests interrupt this process (``_thread.interrupt_main``, which does nothing
+    while SIGINT is ignored) or a child they start (which inherits the disposition), as the
+    kernel's stop button does; a kernel always handles SIGINT. A non-interactive shell starts a
+    background job (``bash .ci/run &``, a CI runner's step) with SIGINT ignored, and the run passed
+    that on to every worker and child: those tests then failed or passed depending on which
+    earlier test of the same worker happened to install a handler. With Python's handler here
+    (pytest-xdist's workers run this too), every process the run starts gets SIGINT's default
+    back at exec, which Python turns into ``KeyboardInterrupt``.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by them

@@ -97,6 +97,15 @@ def session() -> Iterator[Session]:
         yield s
 
 
+def test_sigint_is_a_keyboard_interrupt_here_and_in_the_children_the_tests_start() -> None:
+    # The precondition of every stop-button test, whatever the shell that started the run did
+    # with SIGINT (tests/conftest.py pytest_configure).
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "True"
+
+
 @pytest.mark.parametrize(
     ("protocol", "code"),
     [("http", CHILD), ("grpc", CHILD), ("http", FRAME_CHILD), ("grpc", FRAME_CHILD)],
