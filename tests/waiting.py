@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,13 +28,18 @@ def _stat(pid: int) -> list[str]:
 
 
 def exited(pid: int) -> bool:
-    """Whether process ``pid`` has ended: gone, or a zombie its parent has not reaped yet (its
-    descriptors, and so its locks and sockets, are released)."""
+    """Whether process ``pid`` has ended: gone, or a zombie its parent has not reaped yet whose
+    threads have all exited (its descriptors, and so its locks and sockets, are released).
+
+    A killed process's main thread turns zombie first; its other threads may still be exiting
+    (a loaded machine shows it for milliseconds), and they hold the descriptors until the last
+    one is gone: a lock taken at once could still be refused.
+    """
     try:
         state = _stat(pid)[0]
+        return state in ("Z", "X") and os.listdir(f"/proc/{pid}/task") == [str(pid)]
     except (FileNotFoundError, ProcessLookupError):
         return True
-    return state in ("Z", "X")
 
 
 def parent_of(pid: int) -> int:
