@@ -6,11 +6,8 @@ kernel: tests/server/test_launcher.py's parent-killed test, forked.)"""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -21,6 +18,7 @@ import pytest
 from nbinfer import Client
 from nbinfer.errors import ServerStartError
 from nbinfer.server.launcher import LocalServer
+from tests.children import python_json
 from tests.waiting import parent_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,17 +130,7 @@ def test_the_token_reaches_a_forked_server_and_no_proc_file_shows_it() -> None:
 def _alone(script: str) -> dict[str, object]:
     """Run ``script`` in a process of its own (here, other tests' servers may be children of
     the same fork server); the JSON object it printed last."""
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert out.returncode == 0, out.stderr
-    report: dict[str, object] = json.loads(out.stdout.splitlines()[-1])
-    return report
+    return python_json(["-c", script], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 _RETIRE = textwrap.dedent(

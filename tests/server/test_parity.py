@@ -27,6 +27,7 @@ from nbinfer.client import Client
 from nbinfer.errors import ServerError
 from nbinfer.protocol.rest import decode_response
 from nbinfer.protocol.types import InferInput
+from tests.children import python_json
 from tests.ports import free_port
 from tests.server.conftest import write_model, write_test_repository
 
@@ -406,14 +407,7 @@ needs_kserve = pytest.mark.skipif(
 
 @needs_kserve
 def test_kserve_inference_rest_client_v1_and_v2_work_against_nbinfer(http_url: str) -> None:
-    done = subprocess.run(
-        [sys.executable, str(KSERVE_SCRIPT), "clients", "--url", http_url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = python_json([str(KSERVE_SCRIPT), "clients", "--url", http_url])
     assert got["v2_live"] is True and got["v2_ready"] is True and got["v2_model_ready"] is True
     x = np.arange(16, dtype=np.float32)
     assert got["v2_infer"] == {"OUTPUT0": [(x + x).tolist()], "OUTPUT1": [[0.0] * 16]}

@@ -44,6 +44,7 @@ from nbinfer.errors import InvalidInputError, LimitExceededError
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.peers import IN_PROCESS, REMOTE
 from nbinfer.server.shm import SharedMemoryManager
+from tests.children import python_json
 from tests.server.repo_calls import ONNX_CONFIG, swapped_add_sub_onnx
 
 SIZE = 64  # one [1, 16] FP32 tensor
@@ -92,15 +93,9 @@ def _http(server: LocalServer) -> Any:
 
 def _run_as_nobody(script: str, args: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
     """Run ``script`` (imports done as root, then it drops to nobody); its last stdout line."""
-    done = subprocess.run(
-        [sys.executable, "-c", _PRELUDE + textwrap.dedent(script), json.dumps(args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
+    report = python_json(
+        ["-c", _PRELUDE + textwrap.dedent(script), json.dumps(args)], timeout=timeout
     )
-    assert done.returncode == 0, done.stderr
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["uid"] == NOBODY, report
     return report
 

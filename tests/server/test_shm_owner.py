@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ import tritonclient.utils.shared_memory as shm
 
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.peers import REMOTE, PeerIdentities, socket_uid
+from tests.children import python_json
 from tests.server import test_shm
 
 SIZE = 64  # one [1, 16] FP32 tensor
@@ -180,15 +180,7 @@ def _run_as_other_user(server: LocalServer, in_region: str, out_region: str) -> 
         "in": in_region,
         "out": out_region,
     }
-    done = subprocess.run(
-        [sys.executable, "-c", _OTHER_USER, json.dumps(args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    report = python_json(["-c", _OTHER_USER, json.dumps(args)])
     assert report["uid"] == NOBODY
     return report
 

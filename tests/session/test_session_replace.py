@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import os
-import subprocess
 import sys
 import textwrap
 import weakref
@@ -23,6 +22,7 @@ from IPython.core.interactiveshell import InteractiveShell
 import nbinfer
 from nbinfer.errors import ConnectError, InvalidInputError
 from nbinfer.session import Session
+from tests.children import python_json
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
@@ -93,19 +93,13 @@ RERUN = textwrap.dedent(
 
 
 def test_readme_cell_displayed_five_times_leaves_one_server() -> None:
-    import json
-
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-c", RERUN],
-        capture_output=True,
-        text=True,
+    report = python_json(
+        ["-c", RERUN],
         timeout=110,
         cwd=root,
         env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), *sys.path])),
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout.splitlines()[-1])
     assert report["shown"] == [True] * 5  # each run displayed its session: Out holds all five
     assert report["out"] == 5
     assert report["counts"] == [1, 1, 1, 1, 1], report
