@@ -30,9 +30,10 @@ run of the notebooks for tests/test_notebooks.py and the docs site), except in t
 parallel run, alone (``scripts/check``).
 
 SIGINT raises ``KeyboardInterrupt`` in every process of the run, as in a kernel
-(:func:`pytest_configure`). And one guard: no test starts with an asyncio loop left running in
-the main thread by an earlier one (Playwright's sync API runs one while a browser is open; see
-tests/browser/conftest.py).
+(:func:`pytest_configure`), and a module that changes its handler gives Python's back before the
+next module runs (:func:`pytest_runtest_teardown`). And one guard: no test starts with an asyncio
+loop left running in the main thread by an earlier one (Playwright's sync API runs one while a
+browser is open; see tests/browser/conftest.py).
 """
 
 from __future__ import annotations
@@ -309,6 +310,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             "an asyncio loop is running in the main thread before this test: an earlier test "
             "(or fixture: a Playwright sync browser outliving its module?) left it running",
             pytrace=False,
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+    """Error on a module's last test when the module left another SIGINT handler behind.
+
+    The stop-button tests (tests/test_interrupt.py, the profiling ones) need Python's own handler,
+    as a kernel has; a library that installs its own and keeps it (pyspark's SparkContext does)
+    would make them pass or fail by which worker ran what before. Checked once the module's
+    fixtures are torn down; the handler is put back so the next module starts clean.
+    """
+    yield
+    if nextitem is not None and getattr(nextitem, "module", None) is getattr(item, "module", None):
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        raise AssertionError(
+            f"{item.location[0]} left SIGINT handled by {handler!r}, not Python's "
+            "default_int_handler: restore it in the fixture or test that changed it"
         )
 
 

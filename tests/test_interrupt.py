@@ -15,6 +15,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -104,6 +105,38 @@ def test_sigint_is_a_keyboard_interrupt_here_and_in_the_children_the_tests_start
     code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert child.stdout.strip() == "True"
+
+
+def test_a_module_that_leaves_its_own_sigint_handler_fails_and_the_next_starts_clean(
+    tmp_path: Path,
+) -> None:
+    # What pyspark's SparkContext did: a handler installed and kept, so the test above passed or
+    # failed by which modules its worker had run before (tests/conftest.py now names the module).
+    (tmp_path / "test_leaks.py").write_text(
+        "import signal\n"
+        "def test_installs():\n    signal.signal(signal.SIGINT, lambda *_: None)\n"
+        "def test_last():\n    pass\n"
+    )
+    (tmp_path / "test_next.py").write_text(
+        "import signal\n"
+        "def test_clean():\n"
+        "    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    pytest_args = ["-p", "no:cacheprovider", "-p", "tests.conftest", "-q", "-rA"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *pytest_args, "--rootdir", str(tmp_path), str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])},
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    error = "ERROR test_leaks.py::test_last - AssertionError: test_leaks.py left SIGINT"
+    assert error in run.stdout, run.stdout
+    for passed in ("test_leaks.py::test_installs", "test_leaks.py::test_last", "test_next.py"):
+        assert f"PASSED {passed}" in run.stdout, run.stdout
 
 
 @pytest.mark.parametrize(

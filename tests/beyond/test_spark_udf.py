@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -35,6 +36,7 @@ def spark() -> Iterator[object]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    stop_button = signal.getsignal(signal.SIGINT)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("nbinfer-tests")
@@ -53,6 +55,9 @@ def spark() -> Iterator[object]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    # SparkContext makes SIGINT cancel its jobs and never gives Python's handler back; the tests
+    # that run next in this worker expect the one a kernel has (tests/conftest.py checks this)
+    signal.signal(signal.SIGINT, stop_button)
 
 
 ROWS = 10_000_000
