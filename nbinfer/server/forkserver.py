@@ -17,7 +17,9 @@ preload list and its environment are global, fixed when it starts), so the serve
   (it exits once its children have) and starts a new one.
 * **The child is the server a spawn would have made:** a session of its own, ``stdin`` on
   ``/dev/null``, ``stdout`` / ``stderr`` on the launcher's pipe, its own environment (the token
-  too), working directory and ``sys.path[0]``, no descriptor but the control socket; it watches
+  too), working directory and ``sys.path[0]``, no descriptor but the control socket, freshly
+  seeded random generators (Python's, NumPy's global one; the hash seed stays the fork
+  server's: it is fixed at interpreter start); it watches
   the kernel itself (a ``pidfd``: its parent is the fork server), so it never outlives it.
 * **Waiting, exit codes and signals** go through pidfds (no PID can be reused under us):
   the fork server reaps each child and reports its exit code on that child's own socket.
@@ -341,6 +343,13 @@ def _child(request: dict[str, Any], fds: list[int], keep: int | None) -> None:
                     os.close(fd)
         os.environ.clear()
         os.environ.update(request["env"])
+        # a spawned server seeds its generators from the OS, a fork inherits the fork server's
+        # state: Python's random reseeds itself at fork, NumPy's global generator does not (once
+        # imported before the fork, by a sitecustomize or a later preload, siblings would draw
+        # the same numbers)
+        numpy_random = sys.modules.get("numpy.random")
+        if numpy_random is not None:
+            numpy_random.seed()
         os.chdir(request["cwd"])
         sys.path[0] = request["cwd"]
         argv = list(request["argv"])

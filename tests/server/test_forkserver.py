@@ -92,6 +92,52 @@ def test_a_forked_server_is_the_server_a_spawn_makes_and_holds_nothing_of_its_si
         second.stop()
 
 
+_DRAWS = """
+import random
+
+import numpy as np
+
+from nbinfer.server.model import Model
+
+
+class Draws(Model):
+    name = "draws"
+    inputs = [("N", "INT32", [1])]
+    outputs = [("Y", "FP64", [8])]
+
+    def predict(self, inputs):
+        # the generators a model reaches for without seeding: NumPy's global one and Python's
+        return {"Y": np.concatenate([np.random.random(4), [random.random() for _ in range(4)]])}
+"""
+
+
+def test_forked_servers_draw_different_random_numbers_as_spawned_ones_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Forked from one process, two servers hold the fork server's generator states and would draw
+    # the same "random" numbers (spawned servers never do) unless the child reseeds. The fork
+    # server has NumPy's global generator once anything imports numpy.random before the fork: a
+    # sitecustomize here (a new environment, so a new fork server that runs it).
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text("import numpy.random\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    (tmp_path / "draws" / "1").mkdir(parents=True)
+    (tmp_path / "draws" / "1" / "model.py").write_text(_DRAWS)
+    first = _forked(model_repository=tmp_path)
+    second = _forked(model_repository=tmp_path)
+    try:
+        draws = []
+        for server in (first, second):
+            with Client(server.http_url) as client:
+                draws.append(client.infer("draws", {"N": np.zeros(1, np.int32)}).as_numpy("Y"))
+        assert parent_of(first.pid) == parent_of(second.pid)  # one fork server forked both
+        assert not np.isin(draws[0][:4], draws[1][:4]).any(), draws  # NumPy's global generator
+        assert not np.isin(draws[0][4:], draws[1][4:]).any(), draws  # Python's random
+    finally:
+        first.stop()
+        second.stop()
+
+
 def test_exit_codes_and_signals_reach_a_forked_server() -> None:
     _forked().stop()
     bad = LocalServer(demo=False, device="cpu", extra_args=["--no-such-option"])
