@@ -396,29 +396,49 @@ def test_async_hooks_run_on_the_loop(dp: DataPlane) -> None:
     assert run(dp.infer(req)).outputs[0].data.tolist() == [21, 31]
 
 
-def test_blocking_sync_predict_does_not_block_the_event_loop(dp: DataPlane) -> None:
-    async def scenario() -> tuple[float, int]:
-        ticks = 0
-        stop = False
+def test_blocking_sync_predict_does_not_block_the_event_loop() -> None:
+    """Two sync predicts block their threads at once while the loop keeps ticking.
 
+    Each predict waits for the other (they meet only when both run at once, each on a thread),
+    then until the loop's ticker has ticked 10 times with both inside: a predict run on the loop
+    blocks the ticker and the other call, so neither ever comes (guards, not timings).
+    """
+    met = threading.Barrier(2)
+    inside: list[int] = []
+    ticked = threading.Event()
+
+    class Blocking(Sleepy):
+        name = "blocking"
+
+        def predict(self, inputs: dict[str, Any], context: InferContext) -> Any:
+            met.wait(timeout=60)
+            inside.append(1)
+            if not ticked.wait(timeout=60):
+                raise RuntimeError("the event loop never ticked while predict blocked its thread")
+            return inputs["X"]
+
+    plane = DataPlane(ModelRepository(models=[Blocking()]))
+    req = InferRequest(inputs=[InferInput("X", "FP32", [1], f32(1))], model_name="blocking")
+
+    async def scenario() -> list[InferResponse]:
         async def ticker() -> None:
-            nonlocal ticks
-            while not stop:
-                ticks += 1
+            ticks = 0
+            while ticks < 10:
                 await asyncio.sleep(0.01)
+                ticks += len(inside) == 2
+            ticked.set()
 
         tick_task = asyncio.create_task(ticker())
-        req = InferRequest(inputs=[InferInput("X", "FP32", [1], f32(1))], model_name="sleepy")
-        start = time.perf_counter()
-        await asyncio.gather(dp.infer(req), dp.infer(req))
-        elapsed = time.perf_counter() - start
-        stop = True
+        responses = await asyncio.gather(plane.infer(req), plane.infer(req))
         await tick_task
-        return elapsed, ticks
+        return list(responses)
 
-    elapsed, ticks = run(scenario())
-    assert elapsed < 0.55, f"two 0.3 s predicts took {elapsed:.2f} s: they did not overlap"
-    assert ticks >= 10, f"the loop ticked only {ticks} times while the models ran"
+    try:
+        responses = run(scenario())
+    finally:
+        run(plane.close())
+    assert [r.outputs[0].data.tolist() for r in responses] == [[1.0], [1.0]]
+    assert len(inside) == 2
 
 
 # -- statistics --------------------------------------------------------------------------------
