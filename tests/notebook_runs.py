@@ -93,8 +93,11 @@ def _apply_recipe(env_dir: Path, tree: Path, env: dict[str, str]) -> None:
 
 
 def _copy_tree(to: Path) -> Path:
-    """This checkout without its VCS and build artefacts (postBuild must leave none here)."""
-    ignore = shutil.ignore_patterns(".git", ".venv*", "*.egg-info", "__pycache__", "build", "site")
+    """This checkout without its VCS, build artefacts and tool caches (mypy's is ~40 MB after
+    `.ci/run`'s lint); postBuild must leave none here."""
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv*", "*.egg-info", "__pycache__", "build", "site", ".*_cache", ".hypothesis"
+    )
     shutil.copytree(ROOT, to, ignore=ignore)
     return to
 
