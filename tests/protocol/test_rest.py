@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import time
+from typing import Any
 
 import numpy as np
 import orjson
@@ -229,6 +231,24 @@ def test_json_bool_fp16_bf16_and_nan_conventions() -> None:
     assert back[0].data.dtype == np.bool_
     assert back[1].data.dtype == np.float16 and np.isnan(back[1].data[1])
     assert back[2].data.dtype == bfloat16
+
+
+@pytest.mark.parametrize("kind", [bytes, memoryview, str])
+def test_non_finite_tokens_parse_wherever_they_stand_and_nothing_else_is_forgiven(
+    kind: type,
+) -> None:
+    def as_kind(text: str) -> Any:
+        return text if kind is str else kind(text.encode())
+
+    doc = '{"é": "ü", "data": [1.5, NaN, -Infinity, Infinity]}'  # non-ASCII before the tokens
+    values = jsonvalues.loads(as_kind(doc))["data"]
+    assert values[0] == 1.5 and math.isnan(values[1]) and values[2:] == [-math.inf, math.inf]
+    # malformed where orjson stops, whatever tokens stand elsewhere: orjson's own message
+    for bad in ('{"a": Nab, "b": NaN}', '{"a": [NaN, }', "x" * 1000 + "NaN"):
+        with pytest.raises(InvalidInputError, match="malformed request JSON"):
+            jsonvalues.loads(as_kind(bad), what="request JSON")
+    with pytest.raises(InvalidInputError, match="does not fit a 64-bit float"):
+        jsonvalues.loads(as_kind('{"a": [NaN, 1e999]}'))
 
 
 def test_raw_single_input_body_with_header_length_zero() -> None:
