@@ -6,10 +6,13 @@ stopping at 401; ``LocalServer()`` itself has a token by default) and ``explicit
 control (loads of new models allowed, so the replace rule and the caps are what stops harm).
 ``attackers.py`` runs every attack from a process of its own, each in a loop, for the whole
 window: replacing ``add_sub`` with an upload, unloading ``iris``, a web page (foreign Host,
-Origin, ``Sec-Fetch-Site``), another uid registering the user's shared memory, a shared-memory
-flood, gzip bombs, a 500k-parameter gRPC message, uploads of new models up to the cap, sequence
-floods and a 5 MB sequence id, KServe v1 values v2 refuses. Meanwhile one HTTP and one gRPC
-client call ``add_sub`` and ``iris`` back to back and check every answer.
+Origin, ``Sec-Fetch-Site``), another uid registering the user's shared memory, another uid
+calling a second server (with its token, as ``Session()`` starts it) without the token, a
+shared-memory flood, gzip bombs, a 500k-parameter gRPC message, uploads of new models up to the
+cap, a load of 30,000 tiny files, an upload over the operator's model through its link,
+sequence floods and a 5 MB sequence id, KServe v1 values v2 refuses (not the 200 MB bodies:
+``attackers.HEAVY`` says why). Meanwhile one HTTP and one gRPC client call ``add_sub`` and
+``iris`` back to back and check every answer.
 
 Done when (issue 25): 0 wrong answers, 0 errors, the honest clients' p99 latency under 250 ms,
 and every attack refused.
@@ -30,6 +33,7 @@ import pytest
 
 from nbinfer import Client
 from nbinfer.server.launcher import LocalServer
+from tests.server.repo_calls import linked_repository
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds every attack runs (the honest clients run the same window).
@@ -68,8 +72,12 @@ def _honest(
 @as_root
 @pytest.mark.serial  # the p99 bound needs the machine to itself: scripts/check runs it alone
 @pytest.mark.timeout(300)
-def test_every_attack_at_once_does_no_harm_and_honest_clients_stay_fast() -> None:
-    with LocalServer(demo=True, device="cpu", auth_token=None) as server:
+def test_every_attack_at_once_does_no_harm_and_honest_clients_stay_fast(tmp_path: Path) -> None:
+    repo, _ = linked_repository(tmp_path)  # an operator's model that links out of its directory
+    with (
+        LocalServer(demo=True, device="cpu", auth_token=None, model_repository=repo) as server,
+        LocalServer(demo=True, device="cpu") as guarded,  # a token, as Session() starts it
+    ):
         stop = threading.Event()
         results = {proto: {"latency": [], "wrong": [], "right": []} for proto in ("http", "grpc")}
         errors: list[str] = []
@@ -81,6 +89,8 @@ def test_every_attack_at_once_does_no_harm_and_honest_clients_stay_fast() -> Non
                 str(Path(__file__).with_name("attackers.py")),
                 server.http_url,
                 server.grpc_address,
+                guarded.http_url,
+                guarded.grpc_address,
                 str(WINDOW),
                 *([os.environ["NBINFER_ATTACKS"]] if "NBINFER_ATTACKS" in os.environ else []),
             ],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -115,6 +116,25 @@ def swapped_add_sub_onnx() -> bytes:
 
 
 ONNX_CONFIG = {"platform": "onnxruntime_onnx", "max_batch_size": 0}
+#: The line of the file outside the repository that an operator's link points to.
+SECRET = "outside-secret-line"
+
+
+def linked_repository(root: Path) -> tuple[Path, Path]:
+    """``root/repo`` whose model ``labeled`` (the swapped ``add_sub``) holds the operator's link
+    ``ext`` to ``root/outside``, a directory with ``secret.txt`` (:data:`SECRET`): issue 25
+    item 7. Returns (repo, outside)."""
+    outside = root / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text(SECRET + "\n")
+    repo = root / "repo"
+    (repo / "labeled" / "1").mkdir(parents=True)
+    (repo / "labeled" / "1" / "model.onnx").write_bytes(swapped_add_sub_onnx())
+    (repo / "labeled" / "config.pbtxt").write_text(
+        'platform: "onnxruntime_onnx"\nmax_batch_size: 0\n'
+    )
+    (repo / "labeled" / "ext").symlink_to(outside, target_is_directory=True)  # the operator's
+    return repo, outside
 
 
 def _inputs() -> tuple[np.ndarray, np.ndarray]:

@@ -22,13 +22,12 @@ import pytest
 from nbinfer.server.launcher import LocalServer
 from tests.server.repo_calls import (
     ONNX_CONFIG,
+    SECRET,
     grpc_load,
     http,
     http_load,
-    swapped_add_sub_onnx,
+    linked_repository,
 )
-
-SECRET = "outside-secret-line"
 
 
 @dataclass
@@ -55,16 +54,7 @@ def _override(label_file: str) -> str:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     root = tmp_path_factory.mktemp("uploads")
-    outside = root / "outside"
-    outside.mkdir()
-    (outside / "secret.txt").write_text(SECRET + "\n")
-    repo = root / "repo"
-    (repo / "labeled" / "1").mkdir(parents=True)
-    (repo / "labeled" / "1" / "model.onnx").write_bytes(swapped_add_sub_onnx())
-    (repo / "labeled" / "config.pbtxt").write_text(
-        'platform: "onnxruntime_onnx"\nmax_batch_size: 0\n'
-    )
-    (repo / "labeled" / "ext").symlink_to(outside, target_is_directory=True)  # the operator's
+    repo, outside = linked_repository(root)
     (repo / "broken" / "1").mkdir(parents=True)
     (repo / "broken" / "1" / "model.onnx").write_bytes(b"this is not an onnx file")
     (repo / "broken" / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\n')
