@@ -161,6 +161,38 @@ def test_a_sequence_stays_on_one_replica(two_servers: list[LocalServer]) -> None
     assert sorted(s["requests"] for s in stats) == [0, 6]
 
 
+def test_a_stream_stays_on_one_replica(two_servers: list[LocalServer]) -> None:
+    # a gRPC stream is one call: every request sent on it goes to the replica it opened on,
+    # and a second one opens only once the first is stopped
+    replies: list[np.ndarray] = []
+    errors: list[BaseException] = []
+    all_back = threading.Event()
+
+    def callback(result: nbinfer.InferResult | None, error: BaseException | None) -> None:
+        if error is not None:
+            errors.append(error)
+        else:
+            assert result is not None
+            replies.append(result.as_numpy("Y"))
+        if len(replies) + len(errors) == 12:
+            all_back.set()
+
+    before = [_served(s, "double") for s in two_servers]
+    x = np.ones((1, 4), np.float32)
+    with nbinfer.Client([s.grpc_url for s in two_servers]) as client:
+        client.start_stream(callback)
+        with pytest.raises(nbinfer.NbinferError, match="already open"):
+            client.start_stream(callback)
+        for i in range(12):
+            client.stream_infer("double", {"X": x * i})
+        assert all_back.wait(60), (len(replies), errors)
+        client.stop_stream()
+    assert not errors, errors
+    assert sorted(float(r[0, 0]) for r in replies) == [2.0 * i for i in range(12)]
+    ran = [_served(s, "double") - b for s, b in zip(two_servers, before, strict=True)]
+    assert sorted(ran) == [0, 12], ran
+
+
 def test_when_no_replica_answers_the_error_names_each_one() -> None:
     urls = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
     with nbinfer.Client(urls) as client, pytest.raises(nbinfer.ConnectError) as info:

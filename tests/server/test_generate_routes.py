@@ -7,6 +7,7 @@ by the model) is pinned against nbinfer and tritonserver alike in
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import socket
@@ -126,6 +127,28 @@ def test_a_client_disconnect_counts_as_cancelled_and_the_model_sees_it(
     while _cancelled(server) == before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _cancelled(server) == before + 1
+
+
+def test_the_generate_routes_are_bounded_like_every_route(tmp_path: Path) -> None:
+    """--max-request-bytes, and the inflate limit for a gzip bomb, hold on both generate routes
+    (413 naming the option, before anything runs); the server then answers as before."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    limit = 64 * 1024
+    with LocalServer(
+        model_repository=repo, demo=False, device="cpu", auth_token=None, max_request_bytes=limit
+    ) as small:
+        big = json.dumps({"text_input": "w " * limit, "max_tokens": 1}).encode()
+        bomb = gzip.compress(json.dumps({"text_input": "w", "pad": "0" * (4 * limit)}).encode())
+        assert len(bomb) < limit  # small on the wire, four times the limit inflated
+        for route in ("generate", "generate_stream"):
+            url = f"{small.http_url}/v2/models/gen_words/{route}"
+            for body, headers in ((big, {}), (bomb, {"content-encoding": "gzip"})):
+                reply = httpx.post(url, content=body, headers=headers)
+                assert reply.status_code == 413, reply.text
+                assert "--max-request-bytes" in reply.json()["error"]
+            reply = httpx.post(url, json={"text_input": "a", "max_tokens": 1})  # one response
+            assert reply.status_code == 200 and '"text_output":"a "' in reply.text, reply.text
 
 
 def test_the_openapi_document_lists_the_generate_routes(server: LocalServer) -> None:
