@@ -135,6 +135,37 @@ def test_stub_model_infer_with_explicit_int_contents_and_model_config(stub: Any)
     assert streamed[1].infer_response.raw_output_contents == response.raw_output_contents
 
 
+# grpc's own warning, as for tritonclient's one-off calls
+@pytest.mark.filterwarnings("ignore::grpc.experimental.ExperimentalApiWarning")
+def test_one_off_calls_without_a_channel_name_every_rpc_tritonclient_does(
+    server: LocalServer,
+) -> None:
+    tc_grpc = pytest.importorskip("tritonclient.grpc.service_pb2_grpc")
+    theirs = [n for n in vars(tc_grpc.GRPCInferenceService) if not n.startswith("_")]
+    assert theirs and all(hasattr(service_pb2_grpc.GRPCInferenceService, n) for n in theirs)
+    service = service_pb2_grpc.GRPCInferenceService
+    address = server.grpc_address
+    live = service.ServerLive(service_pb2.ServerLiveRequest(), address, insecure=True, timeout=10)
+    assert isinstance(live, service_pb2.ServerLiveResponse) and live.live is True
+    request = service_pb2.ModelInferRequest(model_name="simple")
+    for name in ("INPUT0", "INPUT1"):
+        tensor = service_pb2.ModelInferRequest().InferInputTensor(name=name, datatype="INT32")
+        tensor.shape.extend([1, 16])
+        tensor.contents.int_contents.extend(range(16))
+        request.inputs.extend([tensor])
+    reply = service.ModelInfer(request, address, insecure=True, timeout=10)
+    assert np.frombuffer(reply.raw_output_contents[0], np.int32).tolist() == [
+        2 * i for i in range(16)
+    ]
+    streamed = list(service.ModelStreamInfer(iter([request]), address, insecure=True, timeout=10))
+    assert streamed[0].infer_response.raw_output_contents == reply.raw_output_contents
+    with pytest.raises(grpc.RpcError) as info:
+        service.ModelMetadata(
+            service_pb2.ModelMetadataRequest(name="nope"), address, insecure=True, timeout=10
+        )
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
 def test_a_servicer_on_a_grpc_server_answers_a_stub() -> None:
     from concurrent import futures
 
