@@ -69,6 +69,13 @@ def _cancelled_at(record: Path) -> int:
 def test_sigint_in_a_token_loop_cancels_the_generation_on_the_server(
     url: str, record: Path
 ) -> None:
+    stop_button_cancels_the_generation(url, record)
+
+
+def stop_button_cancels_the_generation(url: str, record: Path) -> None:
+    """A child streams ``gen_words`` from ``url``; SIGINT after its third token must raise
+    KeyboardInterrupt there and reach the model (``record``) within ~1 s of its tokens. Also run
+    against tritonserver (tests/peers/test_triton_generate.py)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, url, str(record)],

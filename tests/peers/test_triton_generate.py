@@ -158,6 +158,18 @@ def test_closing_the_stream_early_cancels_the_generation(client: Client, tmp_pat
 
 
 @pytest.mark.parametrize("wire", ["http", "grpc"])
+def test_the_stop_button_cancels_the_generation_on_the_server(
+    server: Peer, wire: str, tmp_path: Path
+) -> None:
+    # SIGINT in a notebook's token loop (a child process here): KeyboardInterrupt there, and the
+    # model (Triton's Python backend too) sees the cancellation within ~1 s of its tokens
+    from tests.client.test_generate_stop import stop_button_cancels_the_generation
+
+    url = server.http_url if wire == "http" else server.grpc_url
+    stop_button_cancels_the_generation(url, tmp_path / "cancelled.txt")
+
+
+@pytest.mark.parametrize("wire", ["http", "grpc"])
 def test_async_client_streams_and_aclose_cancels(server: Peer, wire: str, tmp_path: Path) -> None:
     url = server.http_url if wire == "http" else server.grpc_url
     record = tmp_path / "cancelled.txt"
