@@ -18,6 +18,11 @@ first to take a lock file keeps Triton's ports until it ends), both are replaced
 throughout the page (the same change in every block; a background ``nbinfer serve`` without
 port options gets them), so a busy port does not fail a page. Blocks in other
 languages (``text``, ``json``, ...) are not code to run; an unlabelled block fails the test.
+
+A page's processes (its shell, bash blocks, servers, and what they start) run at a lower CPU
+priority (:data:`NICE`): nothing here times them, and a page's load sweep (profiling.md runs
+about twenty settings, each as fast as the machine allows for a fixed time) otherwise takes the
+cores the suite's other tests are waiting for.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ NOT_CODE = ("text", "json", "yaml", "toml", "console", "output", "protobuf", "pb
 MARKER = re.compile(r"^<!--\s*(not-run|background)\s*(?::\s*(.*?))?\s*-->\s*$")
 FENCE = re.compile(r"^```(\S*)\s*$")
 BLOCK_TIMEOUT = 180.0
+#: ``nice`` for every process a page starts (see the module docstring).
+NICE = ["nice", "-n", "10"]
 
 
 @dataclass
@@ -213,7 +220,7 @@ class Page:
             read, write = os.pipe()
             self.log_file = self.log.open("w")
             self.shell = subprocess.Popen(
-                [sys.executable, "-c", SHELL, str(write)],
+                [*NICE, sys.executable, "-c", SHELL, str(write)],
                 stdin=subprocess.PIPE,
                 stdout=self.log_file,
                 stderr=subprocess.STDOUT,
@@ -238,7 +245,7 @@ class Page:
             self._start(block, code)
             return
         done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", code],
+            [*NICE, "bash", "-euo", "pipefail", "-c", code],
             cwd=self.tmp,
             env=self.env,
             capture_output=True,
@@ -251,7 +258,7 @@ class Page:
 
     def _start(self, block: Block, code: str) -> None:
         proc = subprocess.Popen(
-            ["bash", "-c", code],
+            [*NICE, "bash", "-c", code],
             cwd=self.tmp,
             env=self.env,
             stdout=subprocess.PIPE,
