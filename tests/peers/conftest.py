@@ -40,15 +40,14 @@ import sysconfig
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import pytest
 
 from tests.ports import free_port
 
 sys.path.insert(0, str(Path(__file__).parent))
+from peer import MATRIX_MODELS, Peer
 from venvs import PeerUnavailable, ensure_venv, python_of
 
 HERE = Path(__file__).parent
@@ -56,60 +55,9 @@ PEER_MODELS = HERE / "models"
 #: Hand-written Triton Python models (copied into the Triton repository beside the exports).
 TRITON_MODELS = HERE / "triton_models"
 KSERVE_SCRIPT = HERE.parent / "client" / "kserve_server.py"
-MATRIX_MODELS = ("add_sub", "times_two", "upper")
 START_TIMEOUT = 90.0
 
 
-@dataclass
-class Peer:
-    """A running v2 server."""
-
-    name: str
-    http_port: int
-    grpc_port: int
-    models: tuple[str, ...] = MATRIX_MODELS
-    binary_http: bool = True
-    #: ``(header, value)`` a restricted server expects on its restricted APIs (HTTP spelling).
-    access: tuple[str, str] | None = None
-    process: subprocess.Popen[bytes] | None = None
-    log: IO[bytes] | None = None
-    stop_fn: Callable[[], None] | None = field(default=None, repr=False)
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"grpc://127.0.0.1:{self.grpc_port}"
-
-    def output(self) -> str:
-        if self.log is None:
-            return ""
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-6000:]
-
-    def terminate(self) -> None:
-        """Ask the process to exit (SIGTERM) without waiting: :meth:`stop` reaps it."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-
-    def stop(self) -> None:
-        if self.stop_fn is not None:
-            self.stop_fn()
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        if self.log is not None:
-            self.log.close()
-
-
-#: The peer processes this worker started, in order.
 _STARTED: list[Peer] = []
 
 

@@ -28,7 +28,7 @@ from nbinfer.errors import (
 from nbinfer.protocol.types import InferInput
 
 if TYPE_CHECKING:
-    from conftest import Peer
+    from peer import Peer
 
 # Kept in sync with tests/client/kserve_server.py (which cannot be imported here).
 MAGIC_ERROR = "broken model exploded on purpose"

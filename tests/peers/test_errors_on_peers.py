@@ -20,7 +20,7 @@ from nbinfer import Client
 from nbinfer.errors import ModelLoadError, ModelNotFoundError, ModelNotReadyError
 
 if TYPE_CHECKING:
-    from conftest import Peer
+    from peer import Peer
 
 PROTOCOLS = ("http", "grpc")
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Peer
+    from peer import Peer
 
 SCRIPT = Path(__file__).with_name("kserve_clients.py")
 RNG = np.random.default_rng(17)

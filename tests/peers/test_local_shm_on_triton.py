@@ -17,7 +17,7 @@ import pytest
 from nbinfer.client import Client
 
 if TYPE_CHECKING:
-    from conftest import Peer
+    from peer import Peer
 
 pytestmark = pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
 

@@ -13,7 +13,7 @@ import pytest
 from nbinfer import Session
 
 if TYPE_CHECKING:
-    from conftest import Peer
+    from peer import Peer
 
 QUICK: dict[str, Any] = {"window": 0.4, "max_windows": 3, "warmup": 0.2, "progress": False}
 

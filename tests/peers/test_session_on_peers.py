@@ -28,7 +28,7 @@ from nbinfer import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Peer
+    from peer import Peer
 
 RNG = np.random.default_rng(15)
 A = RNG.standard_normal((3, 16)).astype(np.float32)

@@ -51,7 +51,7 @@ from tests.server.triton_calls import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Peer
+    from peer import Peer
 
 PROTOCOLS = ["http", "grpc"]
 

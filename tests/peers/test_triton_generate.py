@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Peer
+from peer import Peer
 
 import nbinfer
 from nbinfer import AsyncClient, Client
