@@ -102,6 +102,17 @@ def _cancelled(server: LocalServer) -> int:
     return int(stats["response_stats"].get("0", {}).get("cancel", {}).get("count", 0))
 
 
+def _assert_cancelled_once(server: LocalServer, record: Path, before: int) -> None:
+    """The model recorded a cancel long before its last token, and the server counted one."""
+    deadline = time.monotonic() + 20
+    while not (record.exists() and record.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert int(record.read_text()) < 100000
+    while _cancelled(server) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _cancelled(server) == before + 1
+
+
 def test_a_client_disconnect_counts_as_cancelled_and_the_model_sees_it(
     server: LocalServer, tmp_path: Path
 ) -> None:
@@ -120,13 +131,21 @@ def test_a_client_disconnect_counts_as_cancelled_and_the_model_sees_it(
         while received.count(b"data: ") < 2:
             received += sock.recv(65536)
         assert b"200 OK" in received
-    deadline = time.monotonic() + 20
-    while not (record.exists() and record.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert int(record.read_text()) < 100000
-    while _cancelled(server) == before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _cancelled(server) == before + 1
+    _assert_cancelled_once(server, record, before)
+
+
+def test_a_grpc_generation_closed_early_counts_as_cancelled_too(
+    server: LocalServer, tmp_path: Path
+) -> None:
+    before = _cancelled(server)
+    record = tmp_path / "cancelled.txt"
+    with Client(server.grpc_url) as client:
+        stream = client.generate_stream(
+            "gen_words", text_input="w", max_tokens=100000, delay_ms=20, cancel_file=str(record)
+        )
+        assert [next(stream)["index"], next(stream)["index"]] == [0, 1]
+        stream.close()  # type: ignore[attr-defined]
+    _assert_cancelled_once(server, record, before)
 
 
 def test_the_generate_routes_are_bounded_like_every_route(tmp_path: Path) -> None:
