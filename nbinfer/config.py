@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # annotations only: ssl costs ~7 ms to import, and the server
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_MAX_JSON_BYTES",
     "DEFAULT_MAX_REQUEST_BYTES",
     "GENERATE_TOKEN",
     "Auth",
@@ -59,6 +60,9 @@ __all__ = [
 
 #: Default bound on a request body accepted by the embedded server (bytes).
 DEFAULT_MAX_REQUEST_BYTES = 256 * 1024 * 1024
+#: Default bound on a JSON request body (no binary tensor data), parsed whole by the embedded
+#: server: 64 MiB, tritonserver's default ``--http-max-input-size``.
+DEFAULT_MAX_JSON_BYTES = 64 * 1024 * 1024
 
 #: Embedded server: most models known before a network load of a new name is refused.
 DEFAULT_MAX_MODELS = 100

@@ -61,6 +61,12 @@ _LIMIT_ARGUMENTS: tuple[tuple[str, type, str], ...] = (
         "request bytes all HTTP and gRPC requests may hold at once, 503 / RESOURCE_EXHAUSTED "
         "beyond (0: twice --max-request-bytes)",
     ),
+    (
+        "--max-json-bytes",
+        int,
+        "largest HTTP JSON body (no binary tensor data; a load's uploads count on top), 413 "
+        "beyond (0: --max-request-bytes; default 64 MiB)",
+    ),
     ("--max-parameters", int, "most parameters per inference request (400 beyond; 0: any)"),
     ("--max-sequences", int, "open sequences of stateful models at once (503 beyond; 0: any)"),
     ("--max-sequence-id-bytes", int, "longest string sequence_id in bytes (400 beyond)"),

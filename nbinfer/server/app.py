@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from nbinfer.config import (
+    DEFAULT_MAX_JSON_BYTES,
     DEFAULT_MAX_MODELS,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_UPLOAD_BYTES,
@@ -123,6 +124,9 @@ class ServerOptions:
     #: Request body bytes all HTTP and gRPC requests may hold at once (0: twice
     #: ``max_request_bytes``); beyond, 503 / RESOURCE_EXHAUSTED naming the limit.
     max_inflight_bytes: int = 0
+    #: Largest HTTP JSON body (no binary tensor data; a load's uploads count on top), 413 beyond
+    #: (0: ``max_request_bytes``): a JSON body is parsed whole, holding the GIL.
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES
     #: Most parameters one inference request may carry (400 / INVALID_ARGUMENT beyond; 0: any).
     max_parameters: int = DEFAULT_MAX_PARAMETERS
     #: Open sequences of stateful models at once (503 / RESOURCE_EXHAUSTED beyond; 0: any).
@@ -205,6 +209,7 @@ LIMIT_OPTIONS = (
     "model_workers",
     "max_abandoned",
     "max_inflight_bytes",
+    "max_json_bytes",
     "max_parameters",
     "max_sequences",
     "max_sequence_id_bytes",
@@ -416,7 +421,12 @@ async def serve_async(
     sock = _bind(options.host, options.http_port)
     http_port = sock.getsockname()[1]
     app: Any = RestApp(
-        dp, max_request_bytes=options.max_request_bytes, auth_token=options.auth_token, guard=guard
+        dp,
+        max_request_bytes=options.max_request_bytes,
+        max_json_bytes=options.max_json_bytes,
+        max_upload_bytes=options.max_upload_bytes,
+        auth_token=options.auth_token,
+        guard=guard,
     )
     if options.access_log:
         app = AccessLog(app, options.access_log_format)

@@ -130,13 +130,17 @@ class Reservation:
 
 
 def inflate(
-    body: bytes, encoding: bytes, limit: int, reservation: Reservation | None = None
+    body: bytes,
+    encoding: bytes,
+    limit: int,
+    reservation: Reservation | None = None,
+    flag: str = "--max-request-bytes",
 ) -> bytes:
     """Inflate a gzip / deflate body step by step, stopping as soon as it passes ``limit``.
 
     A compression bomb never grows past ``limit`` (+ one step): each step inflates at most
     1 MiB, and ``reservation`` (when given) holds the inflated bytes against the in-flight
-    budget as they appear.
+    budget as they appear. ``flag`` is the option that sets ``limit``, named in the refusal.
 
     Raises:
         InvalidInputError: an unknown encoding, or data that is not valid ``encoding`` data.
@@ -152,19 +156,19 @@ def inflate(
         )
     try:
         try:  # 32 + 15: auto-detect gzip or zlib framing; raw deflate as a fallback
-            return _inflate(zlib.decompressobj(47), body, limit, reservation)
+            return _inflate(zlib.decompressobj(47), body, limit, reservation, flag)
         except zlib.error:
             if enc != b"deflate":
                 raise
-            return _inflate(zlib.decompressobj(-15), body, limit, reservation)
+            return _inflate(zlib.decompressobj(-15), body, limit, reservation, flag)
     except zlib.error as exc:
         raise InvalidInputError(f"request body is not valid {enc.decode()} data: {exc}") from exc
 
 
-def _inflate(d: Any, body: bytes, limit: int, reservation: Reservation | None) -> bytes:
+def _inflate(d: Any, body: bytes, limit: int, reservation: Reservation | None, flag: str) -> bytes:
     parts: list[bytes] = []
     try:
-        return _steps(d, body, limit, reservation, parts)
+        return _steps(d, body, limit, reservation, flag, parts)
     except BaseException:
         if reservation is not None:
             reservation.give(sum(len(p) for p in parts))  # what this attempt held
@@ -172,7 +176,12 @@ def _inflate(d: Any, body: bytes, limit: int, reservation: Reservation | None) -
 
 
 def _steps(
-    d: Any, data: bytes, limit: int, reservation: Reservation | None, parts: list[bytes]
+    d: Any,
+    data: bytes,
+    limit: int,
+    reservation: Reservation | None,
+    flag: str,
+    parts: list[bytes],
 ) -> bytes:
     total = 0
     while True:
@@ -183,7 +192,7 @@ def _steps(
             if total > limit:
                 raise PayloadTooLargeError(
                     f"decompressed request body exceeds the server limit of {limit} bytes "
-                    "(--max-request-bytes); the rest was not inflated"
+                    f"({flag}); the rest was not inflated"
                 )
             if reservation is not None:
                 reservation.take(len(chunk))

@@ -71,6 +71,11 @@ Send = Callable[[Message], Awaitable[None]]
 _JSON = b"application/json"
 _OCTET = b"application/octet-stream"
 _IHCL = b"inference-header-content-length"
+#: The refusal of a JSON body past ``--max-json-bytes`` says how to send a large tensor.
+_JSON_HINT = (
+    "--max-json-bytes: a JSON body is parsed whole; send large tensors as binary data, the "
+    "binary tensor extension nbinfer's and tritonclient's clients use by default"
+)
 #: The ASGI scope of the request this task serves (uvicorn runs each request in its own task):
 #: shared-memory calls read the connection's addresses from it (see :meth:`App._caller`).
 _SCOPE: ContextVar[Scope] = ContextVar("nbinfer_http_scope")
@@ -195,6 +200,10 @@ class RestApp:
     Args:
         dataplane: The transport-neutral server core.
         max_request_bytes: Larger request bodies are rejected with 413.
+        max_json_bytes: Larger JSON bodies (no binary tensor data: parsed whole, holding the
+            GIL every other request waits for) are rejected with 413; 0: ``max_request_bytes``.
+            A repository load may be larger by what ``max_upload_bytes`` of base64 takes.
+        max_upload_bytes: The uploaded bytes one load may carry (see above; 0: no allowance).
         auth_token: When set, every request but liveness needs ``Authorization: Bearer <token>``
             (401 otherwise).
         guard: The Host / Origin screen of every request (default: loopback Hosts, no
@@ -206,6 +215,8 @@ class RestApp:
         dataplane: DataPlane,
         *,
         max_request_bytes: int,
+        max_json_bytes: int = 0,
+        max_upload_bytes: int = 0,
         auth_token: str | None = None,
         guard: WebGuard | None = None,
     ) -> None:
@@ -213,6 +224,10 @@ class RestApp:
         self.guard = guard if guard is not None else WebGuard()
         self.v1 = KServeV1(dataplane)
         self.max_request_bytes = max_request_bytes
+        json_bytes = min(max_json_bytes or max_request_bytes, max_request_bytes)
+        self.max_json_bytes = json_bytes
+        # a load's JSON: its config and fields, plus its files as base64 (4 bytes per 3)
+        self.max_load_bytes = min(json_bytes + -(-max_upload_bytes // 3) * 4, max_request_bytes)
         self.auth_token = auth_token or None
         self._docs_cache: tuple[bytes, bytes] | None = None
 
@@ -328,11 +343,26 @@ class RestApp:
     ) -> _Reply:
         """Read a POST body, held against the in-flight budget until its handler is done."""
         reservation = self.dp.inflight.reservation()
+        limit, flag = self._body_limit(handler, headers)
         try:
-            payload = await read_body(receive, headers, reservation, self.max_request_bytes)
+            payload = await read_body(receive, headers, reservation, limit, flag)
             return await handler(self, model, version, payload, headers)
         finally:
             reservation.release()
+
+    def _body_limit(self, handler: _Handler, headers: _Headers) -> tuple[int, str]:
+        """The largest body this request may send, and the option that sets it.
+
+        A body with binary tensor data (``Inference-Header-Content-Length``) is read as views;
+        any other is parsed whole as JSON, holding the GIL: ``--max-json-bytes`` bounds that
+        (a repository load, by what its uploads may take on top).
+        """
+        json_limit, flag = self.max_json_bytes, _JSON_HINT
+        if handler is RestApp._load:
+            json_limit, flag = self.max_load_bytes, "--max-json-bytes + 4/3 of --max-upload-bytes"
+        if _IHCL in headers or json_limit >= self.max_request_bytes:
+            return self.max_request_bytes, "--max-request-bytes"
+        return json_limit, flag
 
     @staticmethod
     async def _send_parts(

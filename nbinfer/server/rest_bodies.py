@@ -68,14 +68,20 @@ async def parse_off_loop(parse: Callable[[bytes], _T], body: bytes) -> _T:
 
 
 async def read_body(
-    receive: Receive, headers: dict[bytes, bytes], reservation: Reservation, limit: int
+    receive: Receive,
+    headers: dict[bytes, bytes],
+    reservation: Reservation,
+    limit: int,
+    flag: str = "--max-request-bytes",
 ) -> bytes:
     """The request body, held against the in-flight budget (inflated when compressed).
 
     A declared ``Content-Length`` is reserved before a byte is read (a busy server refuses
     at once); a chunked body is reserved as it arrives. Bodies smaller than
     :data:`~nbinfer.server.offload.OFFLOAD_BYTES` are never refused (the connection cap
-    bounds them), so large uploads cannot lock small requests out.
+    bounds them), so large uploads cannot lock small requests out. A body (or its inflated
+    form) larger than ``limit`` is refused with 413 naming ``flag``, the option that sets it;
+    a declared one before a byte is read.
     """
     declared = headers.get(b"content-length")
     if declared is not None:
@@ -85,15 +91,14 @@ async def read_body(
             raise InvalidInputError("invalid Content-Length header") from exc
         if n > limit:
             raise PayloadTooLargeError(
-                f"request body of {n} bytes exceeds the server limit of {limit} bytes "
-                "(--max-request-bytes)"
+                f"request body of {n} bytes exceeds the server limit of {limit} bytes ({flag})"
             )
         if n >= OFFLOAD_BYTES:
             reservation.take(n)
     if declared is not None and n >= _PREALLOCATE:
         body = await _read_into(receive, n)
     else:
-        body = await _read_chunks(receive, declared is None, reservation, limit)
+        body = await _read_chunks(receive, declared is None, reservation, limit, flag)
     total = len(body)
     if declared is not None and total != n:
         raise InvalidInputError(f"truncated request body: Content-Length is {n} bytes, got {total}")
@@ -101,16 +106,16 @@ async def read_body(
     if encoding:
         packed, packed_held = body, reservation.held
         if len(packed) < _INFLATE_OFFLOAD:
-            body = inflate(packed, encoding, limit, reservation)
+            body = inflate(packed, encoding, limit, reservation, flag)
         else:  # a bomb inflates step by step on a thread, never past the limit
-            body = await off_loop(inflate, packed, encoding, limit, reservation)
+            body = await off_loop(inflate, packed, encoding, limit, reservation, flag)
         if body is not packed:
             reservation.give(packed_held)  # the compressed bytes are dropped
     return body
 
 
 async def _read_chunks(
-    receive: Receive, count: bool, reservation: Reservation, limit: int
+    receive: Receive, count: bool, reservation: Reservation, limit: int, flag: str
 ) -> bytes:
     """The body as it comes (``count``: no length was declared, reserve it as it arrives)."""
     chunks: list[bytes] = []
@@ -124,7 +129,7 @@ async def _read_chunks(
             total += len(chunk)
             if total > limit:
                 raise PayloadTooLargeError(
-                    f"request body exceeds the server limit of {limit} bytes (--max-request-bytes)"
+                    f"request body exceeds the server limit of {limit} bytes ({flag})"
                 )
             if count and total >= OFFLOAD_BYTES:
                 reservation.take(total - reservation.held)

@@ -10,9 +10,9 @@ Origin, ``Sec-Fetch-Site``), another uid registering the user's shared memory, a
 calling a second server (with its token, as ``Session()`` starts it) without the token, a
 shared-memory flood, gzip bombs, a 500k-parameter gRPC message, uploads of new models up to the
 cap, a load of 30,000 tiny files, an upload over the operator's model through its link,
-sequence floods and a 5 MB sequence id, KServe v1 values v2 refuses (not the 200 MB bodies:
-``attackers.HEAVY`` says why). Meanwhile one HTTP and one gRPC client call ``add_sub`` and
-``iris`` back to back and check every answer.
+sequence floods and a 5 MB sequence id, KServe v1 values v2 refuses, a 240 MB upload and four
+200 MB bodies at once. Meanwhile one HTTP and one gRPC client call ``add_sub`` and ``iris``
+back to back and check every answer.
 
 Done when (issue 25): 0 wrong answers, 0 errors, the honest clients' p99 latency under 250 ms,
 and every attack refused.

@@ -8,6 +8,7 @@ before the heavy request completes), never with a tight timing.
 
 from __future__ import annotations
 
+import base64
 import socket
 import threading
 import time
@@ -22,6 +23,7 @@ import pytest
 import tritonclient.grpc as tg
 from tritonclient.utils import InferenceServerException
 
+from nbinfer import Client
 from nbinfer.errors import InvalidInputError, QueueFullError
 from nbinfer.protocol.grpc import SERVICE_NAME, pb
 from nbinfer.server.launcher import LocalServer
@@ -140,15 +142,59 @@ def test_gzip_bomb_is_refused_with_413_and_never_inflates_past_the_limit() -> No
         _add_sub_ok(srv)
 
 
+def test_a_json_body_past_max_json_bytes_is_refused_unread_and_binary_data_is_not() -> None:
+    """A JSON body is parsed whole, holding the GIL every other request waits for (~1 ms per
+    MB, valid or not): it is capped by --max-json-bytes (64 MiB by default, tritonserver's
+    --http-max-input-size), refused from its Content-Length before a byte is read; binary
+    tensor data of the same size is read; a load's uploads count on top, as base64."""
+    with LocalServer(
+        demo=True,
+        device="cpu",
+        auth_token=None,
+        limits={"max_json_bytes": MiB},
+        model_limits={"max_upload_bytes": 3 * MiB},
+    ) as srv:
+        for path, size, named in (
+            ("/v2/models/add_sub/infer", 2 * MiB, b"--max-json-bytes: a JSON body is parsed"),
+            ("/v1/models/iris:predict", 2 * MiB, b"--max-json-bytes"),
+            ("/v2/repository/models/x/load", MiB + 4 * MiB + 1, b"4/3 of --max-upload-bytes"),
+        ):
+            with socket.create_connection(_address(srv)) as sock:
+                sock.sendall(_post_head(path, size))  # announced, never sent
+                status, body = _read_response(sock, timeout=10)
+            assert status == 413 and named in body, (path, body)
+        # the same size as binary tensor data is read (and decoded: its shape is refused)
+        x = np.ones((1, MiB // 2), np.float32)
+        with Client(srv.http_url) as client, pytest.raises(InvalidInputError, match="shape"):
+            client.infer("add_sub", {"INPUT0": x, "INPUT1": x})
+        # a compressed JSON body stops where it inflates past the cap
+        r = httpx.post(
+            f"{srv.http_url}/v2/models/add_sub/infer",
+            content=_gzip(4 * MiB),
+            headers={"content-encoding": "gzip", "content-type": "application/json"},
+        )
+        assert r.status_code == 413 and "--max-json-bytes" in r.json()["error"]
+        # a load within its allowance is read and decoded (not an ONNX file: 400)
+        files = {"file:1/model.onnx": base64.b64encode(bytes(2 * MiB)).decode()}
+        r = httpx.post(f"{srv.http_url}/v2/repository/models/x/load", json={"parameters": files})
+        assert r.status_code == 400 and "x" in r.json()["error"], r.text
+        _add_sub_ok(srv)
+
+
 def test_other_clients_are_answered_while_a_large_legal_body_inflates() -> None:
-    """A legal compressed body inflating to 240 MiB does not hold the event loop."""
+    """A legal compressed body inflating to 240 MiB does not hold the event loop (binary
+    tensor data: a JSON body stops at --max-json-bytes, 64 MiB)."""
     packed = _gzip(240 * MiB)
     with LocalServer(demo=True, device="cpu", auth_token=None) as srv:  # the default 256 MiB limit
         big = socket.create_connection(_address(srv))
         probes: list[float] = []
         try:
             big.sendall(
-                _post_head("/v2/models/add_sub/infer", len(packed), "Content-Encoding: gzip\r\n")
+                _post_head(
+                    "/v2/models/add_sub/infer",
+                    len(packed),
+                    "Content-Encoding: gzip\r\nInference-Header-Content-Length: 0\r\n",
+                )
                 + packed
             )
             done = threading.Event()
@@ -170,10 +216,10 @@ def test_other_clients_are_answered_while_a_large_legal_body_inflates() -> None:
             waiter.join()
         finally:
             big.close()
-        # it was decoded (the inflated zeros are not JSON: 400), after the probes were answered
+        # it was decoded (raw binary data for a model of two inputs: 400), after the probes
         status, body = result[0]
         assert status == 400, body
-        assert b"malformed" in body
+        assert b"exactly one input" in body
         assert probes, "no other request was answered while the body inflated"
         _add_sub_ok(srv)
 
