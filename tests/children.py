@@ -4,11 +4,37 @@ their own (another uid, a clean interpreter, a peer's client library)."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+
+def unused_uid(start: int = 50_000) -> int:
+    """The first uid from ``start`` that no account has and no process runs as: another local
+    user who owns nothing on this machine (the tests that become it run as root, as CI does)."""
+    running = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                running.add(entry.stat().st_uid)
+            except OSError:
+                continue
+    uid = start
+    while True:
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            if uid not in running:
+                return uid
+        uid += 1
+
+
+#: Another local user, the same for every test of a run (the uid and gid its children drop to).
+OTHER_UID = unused_uid()
 
 
 def python_json(

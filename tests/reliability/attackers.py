@@ -29,11 +29,10 @@ import httpx
 from nbinfer.protocol.grpc import SERVICE_NAME, pb
 
 MiB = 1 << 20
-#: The other local user: ``nobody``, which owns none of the server's or the victim's files.
-OTHER_UID = 65534
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from tests.children import OTHER_UID  # noqa: E402
 from tests.server.repo_calls import SECRET, swapped_add_sub_onnx  # noqa: E402
 
 

@@ -9,7 +9,7 @@ empties when it stops. Anyone else (a same-uid process, another uid) is refused 
 :attr:`LocalServer.auth_token`. ``auth_token=None`` is the explicit opt-out.
 
 The attackers are the real processes of ``tests/session/test_session_token.py`` (a child that
-imports its clients, optionally drops to ``nobody``, and calls over HTTP and gRPC).
+imports its clients, optionally drops to an unused uid, and calls over HTTP and gRPC).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from nbinfer.compat.tritonclient import http as thttp
 from nbinfer.config import GENERATE_TOKEN, local_server_token
 from nbinfer.errors import UnauthenticatedError
 from nbinfer.server.launcher import LocalServer
-from tests.session.test_session_token import NOBODY, ROWS, _attack, _refused, needs_root
+from tests.session.test_session_token import OTHER_UID, ROWS, _attack, _refused, needs_root
 
 ONES = np.ones((1, 16), np.float32)
 
@@ -72,8 +72,8 @@ def test_a_same_uid_process_without_the_token_is_refused(server: LocalServer) ->
 
 @needs_root
 def test_another_uid_is_refused_and_cannot_read_the_token(server: LocalServer) -> None:
-    report = _attack(server, uid=NOBODY)
-    assert report["uid"] == NOBODY
+    report = _attack(server, uid=OTHER_UID)
+    assert report["uid"] == OTHER_UID
     _refused(report)
     assert server.auth_token is not None and server.auth_token not in report["cmdline"]["text"]
     assert "denied" in report["environ"], report["environ"]

@@ -13,7 +13,7 @@
    status lists them and unregistering frees their descriptors.
 
 The other user is a real second process: a child that imports its clients as root, then drops
-to ``nobody`` (65534) before it connects (as in ``test_shm_owner.py``).
+to an unused uid (``tests.children.OTHER_UID``) before it connects (as in ``test_shm_owner.py``).
 """
 
 from __future__ import annotations
@@ -44,11 +44,10 @@ from nbinfer.errors import InvalidInputError, LimitExceededError
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.peers import IN_PROCESS, REMOTE
 from nbinfer.server.shm import SharedMemoryManager
-from tests.children import python_json
+from tests.children import OTHER_UID, python_json
 from tests.server.repo_calls import ONNX_CONFIG, swapped_add_sub_onnx
 
 SIZE = 64  # one [1, 16] FP32 tensor
-NOBODY = 65534
 SHM = Path("/dev/shm")
 
 pytestmark = pytest.mark.skipif(
@@ -96,7 +95,7 @@ def _run_as_nobody(script: str, args: dict[str, Any], timeout: float = 120) -> d
     report = python_json(
         ["-c", _PRELUDE + textwrap.dedent(script), json.dumps(args)], timeout=timeout
     )
-    assert report["uid"] == NOBODY, report
+    assert report["uid"] == OTHER_UID, report
     return report
 
 
@@ -207,7 +206,7 @@ def test_another_user_cannot_read_or_overwrite_a_victims_object_through_the_serv
     handle, key = regions(2 * SIZE)
     shm.set_shared_memory_region(handle, [a, b])
     before = (SHM / key[1:]).read_bytes()
-    args = {"uid": NOBODY, "http": server.http_url.removeprefix("http://")}
+    args = {"uid": OTHER_UID, "http": server.http_url.removeprefix("http://")}
     report = _run_as_nobody(_DEPUTY, {**args, "grpc": server.grpc_address, "key": key})
     assert report["direct"] == "EACCES", report  # the object is the victim's alone
     for proto in ("http", "grpc"):
@@ -215,7 +214,7 @@ def test_another_user_cannot_read_or_overwrite_a_victims_object_through_the_serv
         refused = r["register"]
         assert refused["status"] in ("400", "StatusCode.INVALID_ARGUMENT"), report
         assert "belongs to another user" in refused["error"], report
-        assert "uid 65534" in refused["error"], report
+        assert f"uid {OTHER_UID}" in refused["error"], report
         assert "error" in r["read"] and "error" in r["write"], report
         assert r["status"] == {"ok": True, "value": 0}, report
     # nothing was read (the secret never reached the other user), nothing was written
@@ -266,7 +265,7 @@ print(json.dumps(report))
 
 @as_root
 def test_another_user_registers_and_uses_objects_it_owns(server: LocalServer) -> None:
-    args = {"uid": NOBODY, "http": server.http_url.removeprefix("http://")}
+    args = {"uid": OTHER_UID, "http": server.http_url.removeprefix("http://")}
     report = _run_as_nobody(_OWN_OBJECT, {**args, "grpc": server.grpc_address})
     a = np.arange(16, dtype=np.float32)
     for proto in ("http", "grpc"):
@@ -397,7 +396,7 @@ def test_another_user_scanning_dev_shm_cannot_open_or_register_a_pools_objects(
     server: LocalServer,
 ) -> None:
     args = {
-        "uid": NOBODY,
+        "uid": OTHER_UID,
         "http": server.http_url.removeprefix("http://"),
         "grpc": server.grpc_address,
     }
@@ -427,7 +426,7 @@ def test_another_user_scanning_dev_shm_cannot_open_or_register_a_pools_objects(
             child.wait()
     assert child.returncode == 0, stderr
     report = json.loads(stdout.strip().splitlines()[-1])
-    assert report["uid"] == NOBODY
+    assert report["uid"] == OTHER_UID
     assert report["seen"], f"the scanner saw no pool object in {rounds} rounds"
     assert report["opened"] == [], report  # 0600: EACCES (or already unlinked)
     assert report["registered"] == [], report  # the server refuses to be the deputy
@@ -498,7 +497,7 @@ def test_regions_are_capped_per_caller_and_in_all_with_429_naming_the_flag(
             # the caller sees what it holds, from either transport
             assert len(http.get_system_shared_memory_status()) == 4
             # another user has its own share, within the server's total of 6
-            args = {"uid": NOBODY, "http": srv.http_url.removeprefix("http://")}
+            args = {"uid": OTHER_UID, "http": srv.http_url.removeprefix("http://")}
             report = _run_as_nobody(_CAPPED, {**args, "grpc": srv.grpc_address})
             first, second, third = report["answers"]
             assert first.get("ok") and second.get("ok"), report

@@ -31,12 +31,12 @@ from nbinfer.errors import InferenceError as InferenceServerError
 from nbinfer.server import fdpass, malloc
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.model import Model
+from tests.children import OTHER_UID
 from tests.server import memfd_peer
 from tests.server.memfd_peer import ask, connect, memfd
 
 pytestmark = pytest.mark.skipif(not fdpass.supported(), reason="memfd sealing is Linux-only")
 
-NOBODY = 65534
 REPO = str(Path(__file__).resolve().parents[2])
 
 
@@ -367,7 +367,7 @@ def _other_user(srv: LocalServer, region: str) -> Iterator[dict[str, Any]]:
     """Run the other user's child; its report, its connection open until the block ends."""
     args = {
         "mode": "other_user",
-        "uid": NOBODY,
+        "uid": OTHER_UID,
         "socket": srv.shm_socket,
         "http": srv.http_url.removeprefix("http://"),
         "region": region,
@@ -386,7 +386,7 @@ def _other_user(srv: LocalServer, region: str) -> Iterator[dict[str, Any]]:
         line = child.stdout.readline()
         assert line, "the other user's child printed no report"
         report: dict[str, Any] = json.loads(line)
-        assert report["uid"] == NOBODY
+        assert report["uid"] == OTHER_UID
         yield report
     finally:
         child.stdin.close()

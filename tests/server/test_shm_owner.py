@@ -4,8 +4,8 @@ A region is usable from any connection of the user that registered it (the clien
 registers on one connection and infers on another), and from no other user's: a request,
 status call or unregister naming it from another uid answers exactly as for an unknown name.
 The other user is a real second process: a child that imports its clients as root, then
-``setuid``-s to ``nobody`` (65534) before it connects over HTTP and gRPC; the server finds
-each connection's uid in ``/proc/net/tcp``.
+``setuid``-s to an unused uid (``tests.children.OTHER_UID``) before it connects over HTTP and
+gRPC; the server finds each connection's uid in ``/proc/net/tcp``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import tritonclient.utils.shared_memory as shm
 
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.peers import REMOTE, PeerIdentities, socket_uid
-from tests.children import python_json
+from tests.children import OTHER_UID, python_json
 from tests.server import test_shm
 
 SIZE = 64  # one [1, 16] FP32 tensor
@@ -41,14 +41,12 @@ def server() -> Iterator[LocalServer]:
         yield srv
 
 
-NOBODY = 65534
-
 pytestmark = pytest.mark.skipif(
     not Path("/dev/shm").is_dir() or not Path("/proc/net/tcp").exists(),
     reason="needs POSIX shared memory and /proc/net/tcp (Linux)",
 )
 
-#: The other user: imports as root, drops to ``nobody``, then tries the owner's regions.
+#: The other user: imports as root, drops to an unused uid, then tries the owner's regions.
 _OTHER_USER = r"""
 import json, os, sys
 import numpy as np
@@ -174,14 +172,14 @@ def test_a_region_is_usable_from_every_connection_of_the_same_user(
 
 def _run_as_other_user(server: LocalServer, in_region: str, out_region: str) -> dict[str, Any]:
     args = {
-        "uid": NOBODY,
+        "uid": OTHER_UID,
         "http": server.http_url.removeprefix("http://"),
         "grpc": server.grpc_address,
         "in": in_region,
         "out": out_region,
     }
     report = python_json(["-c", _OTHER_USER, json.dumps(args)])
-    assert report["uid"] == NOBODY
+    assert report["uid"] == OTHER_UID
     return report
 
 

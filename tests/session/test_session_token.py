@@ -3,9 +3,10 @@
 The attack: another process on the host (another local user, or the same user's other
 programs) finds the session's ports in ``/proc/net/tcp`` and calls a model served from the
 notebook. The attacker is a real second process: a child that imports its clients as root,
-then drops to ``nobody`` (65534) before it looks for the ports and connects over HTTP and gRPC;
-the same script without the drop is the same-uid process without the token. Against a session
-started with ``auth_token=None`` the same attacker succeeds: the attack is real.
+then drops to an unused uid (``tests.children.OTHER_UID``) before it looks for the ports and
+connects over HTTP and gRPC; the same script without the drop is the same-uid process without
+the token. Against a session started with ``auth_token=None`` the same attacker succeeds: the
+attack is real.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from nbinfer.config import GENERATE_TOKEN
 from nbinfer.errors import InvalidInputError, UnauthenticatedError
 from nbinfer.server.app import NO_TOKEN_WARNING
 from nbinfer.server.launcher import LocalServer, parse_ready_line
+from tests.children import OTHER_UID
 
-NOBODY = 65534
 ROWS = {"INPUT0": np.ones((1, 16), np.float32), "INPUT1": np.ones((1, 16), np.float32)}
 IRIS = pd.DataFrame(
     [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]],
@@ -187,8 +188,8 @@ def test_session_generates_a_token_and_its_own_client_sends_it(session: Session)
 
 @needs_root
 def test_another_uid_finds_the_port_and_is_refused_over_http_and_grpc(session: Session) -> None:
-    report = _attack(session, uid=NOBODY)
-    assert report["uid"] == NOBODY
+    report = _attack(session, uid=OTHER_UID)
+    assert report["uid"] == OTHER_UID
     _refused(report)
     # it cannot read the token from the server process either: not in the command line it
     # can read, and the environment (where the token travels) is not readable to it
@@ -201,8 +202,8 @@ def test_without_a_token_the_same_attack_succeeds() -> None:
     """The control: ``auth_token=None`` (the documented opt-out) lets another uid in."""
     with Session(keep_previous=True, device="cpu", auth_token=None) as open_session:
         assert open_session.token is None
-        report = _attack(open_session, uid=NOBODY)
-    assert report["uid"] == NOBODY and report["found"] == [True, True]
+        report = _attack(open_session, uid=OTHER_UID)
+    assert report["uid"] == OTHER_UID and report["found"] == [True, True]
     assert report["infer"]["status"] == 200
     assert report["infer"]["body"]["outputs"][0]["data"][:2] == [3.0, 3.0]
     assert report["grpc"] == {"ok": [3.0, 3.0]}
