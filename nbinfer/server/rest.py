@@ -224,10 +224,14 @@ class RestApp:
         self.guard = guard if guard is not None else WebGuard()
         self.v1 = KServeV1(dataplane)
         self.max_request_bytes = max_request_bytes
-        json_bytes = min(max_json_bytes or max_request_bytes, max_request_bytes)
-        self.max_json_bytes = json_bytes
-        # a load's JSON: its config and fields, plus its files as base64 (4 bytes per 3)
-        self.max_load_bytes = min(json_bytes + -(-max_upload_bytes // 3) * 4, max_request_bytes)
+        # The body limits, each with the option it names in a 413: any body; a JSON one (parsed
+        # whole); a load's JSON (its files as base64 on top, 4 bytes per 3). A JSON cap at or
+        # above the body limit is the body limit.
+        self._any_body = (max_request_bytes, "--max-request-bytes")
+        json_bytes = max_json_bytes or max_request_bytes
+        load_bytes = json_bytes + -(-max_upload_bytes // 3) * 4
+        self._json_body = self._capped(json_bytes, _JSON_HINT)
+        self._load_body = self._capped(load_bytes, "--max-json-bytes + 4/3 of --max-upload-bytes")
         self.auth_token = auth_token or None
         self._docs_cache: tuple[bytes, bytes] | None = None
 
@@ -357,12 +361,12 @@ class RestApp:
         any other is parsed whole as JSON, holding the GIL: ``--max-json-bytes`` bounds that
         (a repository load, by what its uploads may take on top).
         """
-        json_limit, flag = self.max_json_bytes, _JSON_HINT
-        if handler is RestApp._load:
-            json_limit, flag = self.max_load_bytes, "--max-json-bytes + 4/3 of --max-upload-bytes"
-        if _IHCL in headers or json_limit >= self.max_request_bytes:
-            return self.max_request_bytes, "--max-request-bytes"
-        return json_limit, flag
+        if _IHCL in headers:
+            return self._any_body
+        return self._load_body if handler is RestApp._load else self._json_body
+
+    def _capped(self, limit: int, flag: str) -> tuple[int, str]:
+        return (limit, flag) if limit < self._any_body[0] else self._any_body
 
     @staticmethod
     async def _send_parts(
