@@ -33,7 +33,7 @@ def unused_uid(start: int = 50_000) -> int:
         uid += 1
 
 
-#: Another local user, the same for every test of a run (the uid and gid its children drop to).
+#: Another local user (the uid and gid the tests' children drop to), chosen once per process.
 OTHER_UID = unused_uid()
 
 

@@ -42,12 +42,6 @@ def _gzip_bomb(size: int) -> bytes:
     return b"".join([*(c.compress(block) for _ in range(size // MiB)), c.flush()])
 
 
-def _busy(text: str) -> bool:
-    """A refusal for the bytes in flight (the big bodies may hold that budget at the moment a
-    large attack arrives: refused all the same, and requests under 64 KiB never count)."""
-    return "--max-inflight-bytes" in text
-
-
 class Attacks:
     """The attacks; each method makes one attempt and returns a harm description or None."""
 
@@ -62,7 +56,7 @@ class Attacks:
         self._clients_lock = threading.Lock()
         self.channel = grpc.insecure_channel(grpc_address)
         self.swapped = base64.b64encode(swapped_add_sub_onnx()).decode()
-        self.bomb = _gzip_bomb(320 * MiB)  # past the 256 MiB body limit
+        self.bomb = _gzip_bomb(320 * MiB)  # past the body limits (JSON: 64 MiB, any: 256 MiB)
         self.models = 0
         self.sequences = 0
         key = f"/nbinfer_victim_{secrets.token_hex(8)}"
@@ -213,8 +207,7 @@ class Attacks:
             content=self.bomb,
             headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
         )
-        # 413 past the limit; 503 when the big bodies hold the in-flight budget at that moment
-        return None if r.status_code in (413, 503) else f"bomb: {r.status_code}"
+        return None if r.status_code == 413 else f"bomb: {r.status_code}"
 
     def parameter_bomb(self) -> str | None:
         call = self.channel.unary_unary(
@@ -225,7 +218,7 @@ class Attacks:
         try:
             call(self.param_bomb, timeout=60)
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT or _busy(exc.details() or ""):
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 return None
             return f"{exc.code()}: {exc.details()}"
         return "500k parameters accepted"
@@ -256,8 +249,7 @@ class Attacks:
                 "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1], "data": [1]}],
             },
         )
-        refused = r.status_code == 400 or (r.status_code == 503 and _busy(r.text))
-        return None if refused else f"5 MB sequence id: {r.status_code}"
+        return None if r.status_code == 400 else f"5 MB sequence id: {r.status_code}"
 
     def tiny_files(self) -> str | None:
         # item 6: one 1.5 MB load of 30,000 tiny files (it froze the server for 17 s)
@@ -267,8 +259,6 @@ class Attacks:
             headers={"Content-Type": "application/json"},
         )
         if r.status_code == 413 and "--max-upload-files" in r.text:
-            return None
-        if r.status_code == 503 and _busy(r.text):
             return None
         return f"30,000 files: {r.status_code} {r.text[:200]}"
 
