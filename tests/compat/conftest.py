@@ -87,3 +87,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def addresses(server: LocalServer) -> dict[str, str]:
+    """The server's ``host:port`` by protocol (``"http"``, ``"grpc"``), as tritonclient's
+    clients and programs take it."""
+    return {"http": server.http_url.split("://", 1)[-1], "grpc": server.grpc_address}

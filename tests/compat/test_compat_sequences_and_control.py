@@ -18,7 +18,10 @@ from nbinfer.compat.tritonclient import grpc as compat_grpc
 from nbinfer.compat.tritonclient import http as compat_http
 from nbinfer.compat.tritonclient.grpc import model_config_pb2
 from nbinfer.compat.tritonclient.utils import InferenceServerException
-from nbinfer.server.launcher import LocalServer
+
+
+def _protocol(module: Any) -> str:
+    return "http" if module is compat_http else "grpc"
 
 
 def _value(module: Any, v: int) -> list[Any]:
@@ -28,10 +31,10 @@ def _value(module: Any, v: int) -> list[Any]:
 
 
 @pytest.mark.parametrize("module", [compat_http, compat_grpc], ids=["http", "grpc"])
-def test_two_interleaved_sequences_keep_their_own_totals(server: LocalServer, module: Any) -> None:
-    url = server.http_url if module is compat_http else server.grpc_address
-    url = url.split("//")[-1]
-    with module.InferenceServerClient(url) as client:
+def test_two_interleaved_sequences_keep_their_own_totals(
+    addresses: dict[str, str], module: Any
+) -> None:
+    with module.InferenceServerClient(addresses[_protocol(module)]) as client:
         totals: dict[int, list[int]] = {1001: [], 1002: []}
         steps = [(1001, 1), (1002, 10), (1001, 2), (1002, 20), (1001, 3), (1002, 30)]
         for i, (seq, v) in enumerate(steps):
@@ -46,9 +49,9 @@ def test_two_interleaved_sequences_keep_their_own_totals(server: LocalServer, mo
     assert totals == {1001: [1, 3, 6], 1002: [10, 30, 60]}
 
 
-def test_sequences_over_the_grpc_stream_with_string_ids(server: LocalServer) -> None:
+def test_sequences_over_the_grpc_stream_with_string_ids(addresses: dict[str, str]) -> None:
     replies: queue.Queue[tuple[Any, Any]] = queue.Queue()
-    with compat_grpc.InferenceServerClient(server.grpc_address) as client:
+    with compat_grpc.InferenceServerClient(addresses["grpc"]) as client:
         client.start_stream(callback=lambda result, error: replies.put((result, error)))
         for i, (seq, v) in enumerate([("a", 5), ("b", 7), ("a", 5), ("b", 7)]):
             client.async_stream_infer(
@@ -65,9 +68,8 @@ def test_sequences_over_the_grpc_stream_with_string_ids(server: LocalServer) -> 
 
 
 @pytest.mark.parametrize("module", [compat_http, compat_grpc], ids=["http", "grpc"])
-def test_a_repository_model_unloads_and_loads_again(server: LocalServer, module: Any) -> None:
-    url = (server.http_url if module is compat_http else server.grpc_address).split("//")[-1]
-    with module.InferenceServerClient(url) as client:
+def test_a_repository_model_unloads_and_loads_again(addresses: dict[str, str], module: Any) -> None:
+    with module.InferenceServerClient(addresses[_protocol(module)]) as client:
         assert client.is_model_ready("doubler")
         try:
             client.unload_model("doubler")
@@ -92,10 +94,10 @@ def _index(client: Any) -> list[Any]:
     return list(index.models) if hasattr(index, "models") else list(index)
 
 
-def test_the_config_as_json_and_as_model_config_pb2(server: LocalServer) -> None:
-    with compat_http.InferenceServerClient(server.http_url.split("//")[-1]) as client:
+def test_the_config_as_json_and_as_model_config_pb2(addresses: dict[str, str]) -> None:
+    with compat_http.InferenceServerClient(addresses["http"]) as client:
         as_json = client.get_model_config("simple")
-    with compat_grpc.InferenceServerClient(server.grpc_address) as client:
+    with compat_grpc.InferenceServerClient(addresses["grpc"]) as client:
         reply = client.get_model_config("simple")
         as_dict = client.get_model_config("simple", as_json=True)
     config = reply.config

@@ -29,7 +29,6 @@ from nbinfer.compat.tritonclient.utils import (
     triton_to_np_dtype,
 )
 from nbinfer.errors import ConnectError, ModelNotFoundError, NbinferError
-from nbinfer.server.launcher import LocalServer
 
 EXAMPLES = Path(__file__).parent / "examples"
 _IMPORT = re.compile(r"^(\s*)(import|from)\s+tritonclient\b")
@@ -69,14 +68,9 @@ PROGRAMS = {
 }
 
 
-def _url(server: LocalServer, kind: str) -> str:
-    url = server.http_url if kind == "http" else server.grpc_address
-    return url.split("://", 1)[-1]  # tritonclient programs take host:port
-
-
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_tritonclient_program_runs_with_only_its_imports_changed(
-    name: str, server: LocalServer, tmp_path: Path
+    name: str, addresses: dict[str, str], tmp_path: Path
 ) -> None:
     source = (EXAMPLES / name).read_text()
     ported = port(source)
@@ -86,15 +80,17 @@ def test_tritonclient_program_runs_with_only_its_imports_changed(
     assert not any(_IMPORT.match(line) for line in ported.splitlines())
     program = tmp_path / name
     program.write_text(ported)
-    done = run(program, _url(server, PROGRAMS[name]))
+    done = run(program, addresses[PROGRAMS[name]])
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "PASS" in done.stdout
 
 
 @pytest.mark.skipif(not HAS_TRITONCLIENT, reason="tritonclient is not installed")
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_the_same_program_passes_under_real_tritonclient(name: str, server: LocalServer) -> None:
-    done = run(EXAMPLES / name, _url(server, PROGRAMS[name]))
+def test_the_same_program_passes_under_real_tritonclient(
+    name: str, addresses: dict[str, str]
+) -> None:
+    done = run(EXAMPLES / name, addresses[PROGRAMS[name]])
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "PASS" in done.stdout
 
@@ -109,8 +105,10 @@ def test_infer_input_keeps_tritonclients_argument_order() -> None:
     assert out.name() == "y"
 
 
-def test_exception_is_an_nbinfer_error_caused_by_the_specific_one(server: LocalServer) -> None:
-    client = grpcclient.InferenceServerClient(_url(server, "grpc"))
+def test_exception_is_an_nbinfer_error_caused_by_the_specific_one(
+    addresses: dict[str, str],
+) -> None:
+    client = grpcclient.InferenceServerClient(addresses["grpc"])
     with pytest.raises(InferenceServerException) as info:
         client.get_model_metadata("missing_model")
     assert isinstance(info.value, NbinferError)
@@ -121,8 +119,8 @@ def test_exception_is_an_nbinfer_error_caused_by_the_specific_one(server: LocalS
     client.close()
 
 
-def test_classification_through_requested_output(server: LocalServer) -> None:
-    client = httpclient.InferenceServerClient(_url(server, "http"))
+def test_classification_through_requested_output(addresses: dict[str, str]) -> None:
+    client = httpclient.InferenceServerClient(addresses["http"])
     inputs = [httpclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
     inputs[0].set_data_from_numpy(np.arange(16, dtype=np.int32).reshape(1, 16))
     inputs[1].set_data_from_numpy(np.zeros((1, 16), np.int32))
@@ -146,8 +144,8 @@ def test_grpc_requested_output_takes_class_count_second_as_tritonclient() -> Non
     assert out._to_nbinfer().class_count == 3 and out._to_nbinfer().binary_data is None
 
 
-def test_grpc_as_json_answers_are_the_messages_as_dicts(server: LocalServer) -> None:
-    client = grpcclient.InferenceServerClient(_url(server, "grpc"))
+def test_grpc_as_json_answers_are_the_messages_as_dicts(addresses: dict[str, str]) -> None:
+    client = grpcclient.InferenceServerClient(addresses["grpc"])
     inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
     for item in inputs:
         item.set_data_from_numpy(np.ones((1, 16), np.int32))
@@ -160,9 +158,9 @@ def test_grpc_as_json_answers_are_the_messages_as_dicts(server: LocalServer) -> 
 
 
 def test_is_model_ready_is_false_for_an_unknown_model_and_raises_when_unreachable(
-    server: LocalServer,
+    addresses: dict[str, str],
 ) -> None:
-    client = httpclient.InferenceServerClient(_url(server, "http"))
+    client = httpclient.InferenceServerClient(addresses["http"])
     assert client.is_model_ready("simple") and not client.is_model_ready("no_such_model")
     client.close()
     with socket.socket() as sock:
