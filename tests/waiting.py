@@ -22,6 +22,16 @@ def wait_until(predicate: Callable[[], object], seconds: float, what: str = "") 
     return time.monotonic() - start
 
 
+def wait_for_text(path: Path, seconds: float = 20.0, what: str = "") -> str:
+    """The text of ``path`` once it exists and is not empty (another process writes it).
+
+    Raises:
+        AssertionError: not within ``seconds``.
+    """
+    wait_until(lambda: path.exists() and path.read_text(), seconds, what or f"text in {path}")
+    return path.read_text()
+
+
 def _stat(pid: int) -> list[str]:
     """The fields of ``/proc/PID/stat`` after ``pid (comm)``: state, ppid, ..."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from nbinfer.server.launcher import LocalServer
+from tests.waiting import wait_for_text
 
 REPO = (Path(__file__).parents[1] / "peers" / "generate_repo").resolve()
 
@@ -60,10 +61,7 @@ def record(tmp_path: Path) -> Path:
 
 def _cancelled_at(record: Path) -> int:
     """The token at which the model saw the cancellation (it writes it to ``record``)."""
-    deadline = time.monotonic() + 20
-    while not (record.exists() and record.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return int(record.read_text())
+    return int(wait_for_text(record, 20, "the model's record of the cancellation"))
 
 
 def test_sigint_in_a_token_loop_cancels_the_generation_on_the_server(

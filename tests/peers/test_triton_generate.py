@@ -8,7 +8,6 @@ both are driven by nbinfer's clients over HTTP (SSE) and gRPC (the decoupled str
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from peer import Peer
 import nbinfer
 from nbinfer import AsyncClient, Client
 from nbinfer.errors import InferenceError, InvalidInputError, ModelNotFoundError
+from tests.waiting import wait_for_text
 
 REPO = (Path(__file__).parent / "generate_repo").resolve()
 MODELS = ("gen_words", "gen_echo")
@@ -132,15 +132,6 @@ def test_an_unknown_model_is_model_not_found(client: Client) -> None:
         list(client.generate_stream("no_such_model", text_input="a"))
 
 
-def _wait_for(path: Path, seconds: float = 20.0) -> str:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text():
-            return path.read_text()
-        time.sleep(0.05)
-    raise AssertionError(f"the model never recorded a cancellation in {path}")
-
-
 def test_closing_the_stream_early_cancels_the_generation(client: Client, tmp_path: Path) -> None:
     record = tmp_path / "cancelled.txt"
     stream = client.generate_stream(
@@ -153,7 +144,7 @@ def test_closing_the_stream_early_cancels_the_generation(client: Client, tmp_pat
     first = [next(stream), next(stream)]
     assert [c["index"] for c in first] == [0, 1]
     stream.close()  # type: ignore[attr-defined]
-    at = int(_wait_for(record))
+    at = int(wait_for_text(record, 20, "the model's record of the cancellation"))
     assert 2 <= at < 10_000  # the model saw the cancel long before its 10 000 words
 
 
@@ -195,7 +186,7 @@ def test_async_client_streams_and_aclose_cancels(server: Peer, wire: str, tmp_pa
     words, one = asyncio.run(main())
     assert words == ["p ", "q ", "p "]
     assert one["out_int64"] == ECHO["in_int64"]
-    assert int(_wait_for(record)) < 10_000
+    assert int(wait_for_text(record, 20, "the model's record of the cancellation")) < 10_000
 
 
 def test_generate_stream_of_an_ordinary_model_is_one_event(client: Client) -> None:

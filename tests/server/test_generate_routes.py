@@ -11,7 +11,6 @@ import gzip
 import json
 import shutil
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from nbinfer import Client
 from nbinfer.errors import UnauthenticatedError
 from nbinfer.server.launcher import LocalServer
+from tests.waiting import wait_for_text, wait_until
 
 REPO = (Path(__file__).parents[1] / "peers" / "generate_repo").resolve()
 TOKEN = "generate-test-token"
@@ -104,12 +104,8 @@ def _cancelled(server: LocalServer) -> int:
 
 def _assert_cancelled_once(server: LocalServer, record: Path, before: int) -> None:
     """The model recorded a cancel long before its last token, and the server counted one."""
-    deadline = time.monotonic() + 20
-    while not (record.exists() and record.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert int(record.read_text()) < 100000
-    while _cancelled(server) == before and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert int(wait_for_text(record, 20, "the model's record of the cancellation")) < 100000
+    wait_until(lambda: _cancelled(server) != before, 20, "the server's cancel count")
     assert _cancelled(server) == before + 1
 
 
