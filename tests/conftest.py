@@ -239,17 +239,9 @@ GROUPS = {
     "tests/peers/": "tests/peers/",
     "tests/test_notebooks.py": "notebooks",
     "tests/test_docs_site.py::test_site_builds": "notebooks",
-    # The browser modules in two groups of about two minutes each: at most two workers start a
-    # JupyterLab (15-20 s each) and neither group ends last.
-    "tests/browser/test_saved_outputs.py": "browser-a",
-    "tests/browser/test_rerun.py": "browser-a",
-    "tests/browser/test_first_array.py": "browser-a",
-    "tests/browser/test_classify_digits.py": "browser-a",
-    "tests/browser/test_generate_browser.py": "browser-b",
-    "tests/browser/test_browser_image.py": "browser-b",
-    "tests/browser/test_profile_card.py": "browser-b",
-    "tests/browser/test_jupyterlab.py": "browser-b",
-    "tests/browser/test_lab_error_card.py": "browser-b",
+    # The browser modules in one group: one JupyterLab (~8 s of CPU to start) and one Chromium
+    # (tests/browser/conftest.py) serve them all, about three minutes on one worker.
+    "tests/browser/": "browser",
 }
 #: Modules whose tests each start what they need and share no server, kernel or process-wide
 #: state: every test is a group of its own, so a module of minutes spreads over the workers (the
@@ -258,15 +250,16 @@ SPLIT = ("tests/test_snippets.py",)
 #: The longest groups (measured with ``--durations=0``), handed out first in this order so that
 #: none starts last. A group matches the first entry it starts with.
 LONGEST = (
+    "browser",
     "notebooks",
-    "tests/reliability/test_fuzz.py",
     "tests/test_snippets.py::test_page_runs_as_written[docs/profiling.md]",
-    "tests/interop/test_dataframe_scale.py",
     "tests/peers/",
-    "browser-",
     "tests/beyond/test_spark_udf.py",
-    "tests/test_snippets.py::test_page_runs_as_written[docs/session.md]",
+    "tests/reliability/test_fuzz.py",
+    "tests/test_profiling.py",
     "tests/reliability/test_soak.py",
+    "tests/interop/test_dataframe_scale.py",
+    "tests/test_snippets.py::test_page_runs_as_written[docs/session.md]",
 )
 
 

@@ -1,13 +1,14 @@
-"""Fixtures for the real-browser tests: one JupyterLab and one headless Chromium per session.
+"""Fixtures for the real-browser tests: one JupyterLab and one headless Chromium per worker.
 
 JupyterLab runs from this interpreter with a token, a temporary root holding every ``*.ipynb`` of
 this folder, temporary settings (no news pop-up); tests open a notebook in a fresh workspace URL
 (:func:`open_notebook`), so nothing from earlier sessions is restored. The kernels a test started
 are shut down when it ends (in the background: the next test does not wait for them), so none
 piles up for the lab's exit to wait on. Playwright (sync API) drives Debian's ``chromium``, one
-per module, all of a session on one profile: JupyterLab's scripts come from its disk cache,
-already compiled, after the first module. Screenshots go to the test's tmp dir, and to
-``docs/img/`` when ``NBINFER_SAVE_SCREENSHOTS=1`` (:func:`save_shot`).
+for the whole run of browser tests on a worker (:class:`Chromium`), on one profile:
+JupyterLab's scripts come from its disk cache, already compiled, after the first page.
+Screenshots go to the test's tmp dir, and to ``docs/img/`` when ``NBINFER_SAVE_SCREENSHOTS=1``
+(:func:`save_shot`).
 
 Skips (with the reason) only when no Chromium, Playwright or JupyterLab is available.
 """
@@ -168,26 +169,74 @@ def _kernels_end_with_their_test(request: pytest.FixtureRequest) -> Iterator[Non
         lab["shutdowns"].append(thread)
 
 
-@pytest.fixture(scope="session")
-def chromium_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The user data directory every module's Chromium of this session shares (its caches)."""
-    return tmp_path_factory.mktemp("chromium")
+class Chromium:
+    """One headless Chromium (a persistent Playwright context) for a run of browser tests.
 
+    Launched at the first :meth:`new_page`, closed by :func:`pytest_runtest_teardown` when the
+    run leaves this folder: Playwright's sync API keeps an asyncio loop running in the main
+    thread while it is open, which must end before any other folder's tests run. The browser
+    modules run one after another on one worker (tests/conftest.py groups them), so a worker
+    launches it once instead of once per module (about 3.5 s of CPU each: the browser, its GPU
+    and network processes, Playwright's driver).
+    """
 
-@pytest.fixture(scope="module")
-def chromium(chromium_profile: Path) -> Iterator[Any]:
-    """Headless Chromium, per module (a persistent context on :func:`chromium_profile`; pages
-    from ``new_page()``): Playwright's sync API keeps an asyncio loop running in the main thread
-    while it is open, which must end before any other module's tests run."""
-    executable = _chromium()
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
-    )
-    with sync_api.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(chromium_profile), executable_path=executable, args=CHROMIUM_ARGS, headless=True
-        )
+    def __init__(self, profile: Path) -> None:
+        self._profile = profile
+        self._playwright: Any = None
+        self._context: Any = None
+
+    def new_page(self) -> Any:
+        """A new page in the browser, launching it first if it is not running."""
+        if self._context is None:
+            executable = _chromium()
+            sync_api = pytest.importorskip(
+                "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
+            )
+            self._playwright = sync_api.sync_playwright().start()
+            try:
+                self._context = self._playwright.chromium.launch_persistent_context(
+                    str(self._profile),
+                    executable_path=executable,
+                    args=CHROMIUM_ARGS,
+                    headless=True,
+                )
+            except BaseException:
+                self.close()
+                raise
+        return self._context.new_page()
+
+    def close(self) -> None:
+        """Close the browser and stop Playwright's loop (nothing if it is not running)."""
+        context, playwright = self._context, self._playwright
+        self._context = self._playwright = None
         try:
-            yield context
+            if context is not None:
+                context.close()
         finally:
-            context.close()
+            if playwright is not None:
+                playwright.stop()
+
+
+_BROWSER: list[Chromium] = []  # the session's Chromium, once a test asked for it
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
+    """The session's :class:`Chromium` (its profile keeps JupyterLab's compiled scripts)."""
+    _chromium()  # skip at once, naming what is missing
+    browser = Chromium(tmp_path_factory.mktemp("chromium"))
+    _BROWSER.append(browser)
+    try:
+        yield browser
+    finally:
+        _BROWSER.remove(browser)
+        browser.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Close the browser once the next test is not a browser test (after this one's fixtures)."""
+    yield
+    if nextitem is None or HERE not in Path(nextitem.path).parents:
+        for browser in _BROWSER:
+            browser.close()
