@@ -152,13 +152,27 @@ def _shut_down(lab: dict[str, Any], sessions: list[str], kernels: list[str]) -> 
             _api(lab, "DELETE", path)
 
 
+#: JupyterLab's theme setting (user settings: it outlives a page, and every browser test of a
+#: worker shares the lab).
+THEMES = "settings/@jupyterlab/apputils-extension:themes"
+
+
 @pytest.fixture(autouse=True)
 def _kernels_end_with_their_test(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After a test that used the lab, shut down every kernel it left running, in a thread."""
+    """After a test that used the lab, shut down every kernel it left running, in a thread, and
+    put the theme back to JupyterLab's default (light), so the next test starts as a new user's
+    lab does whichever test switched it to dark before."""
     yield
     if "lab" not in request.fixturenames:
         return
     lab = request.getfixturevalue("lab")
+    headers = {"Authorization": f"token {lab['token']}", "Content-Type": "application/json"}
+    body = json.dumps({"raw": json.dumps({"theme": "JupyterLab Light"})}).encode()
+    reset = urllib.request.Request(
+        f"{lab['url']}/lab/api/{THEMES}", data=body, method="PUT", headers=headers
+    )
+    with urllib.request.urlopen(reset, timeout=60):
+        pass
     listed = _api(lab, "GET", "sessions")
     sessions = [s["id"] for s in listed]
     owned = {s["kernel"]["id"] for s in listed if s.get("kernel")}  # ends with its session
