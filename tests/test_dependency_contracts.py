@@ -3,7 +3,8 @@
 A silent upgrade (cloudpickle 3.1.3 dropping ``co_filename``) once broke a promise with no test
 pointing at the cause. Each behaviour below is one nbinfer feature relies on; a contract test
 fails with ``<dependency> <version> no longer ...: <detail>`` so the failure says which release
-changed what. ``test_every_leaned_on_dependency_has_a_contract`` keeps the list complete.
+changed what. ``test_every_leaned_on_dependency_has_a_contract`` keeps the list complete, and
+``test_every_declared_dependency_is_either_leaned_on_or_exercised`` notices a new dependency.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import functools
 import io
 import linecache
+import re
 import sys
 import traceback
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, requires, version
 from typing import Any
 
 import pytest
@@ -30,6 +32,35 @@ LEANED_ON = {
     "ipywidgets": "the model browser",
     "anywidget": "the model browser's sketch pad",
 }
+
+#: The other runtime dependencies: what nbinfer uses them for is its own behaviour, which the
+#: suites exercise end to end (a broken release fails those tests, not a contract here).
+EXERCISED = {
+    "numpy": "every tensor (the whole suite)",
+    "ml-dtypes": "BF16 tensors (tests/protocol, tests/server)",
+    "protobuf": "the gRPC messages (tests/protocol/test_proto_compat.py, the gRPC suites)",
+    "grpcio": "the gRPC client and server (tests/client, tests/server, tests/peers)",
+    "uvicorn": "the HTTP server (tests/server)",
+    "httptools": "the HTTP server's parser (tests/server/test_loop_and_caps.py)",
+    "uvloop": "the server's event loop (tests/server)",
+    "orjson": "JSON bodies (tests/protocol, tests/server/test_rest_conformance.py)",
+    "pycurl": "the sync HTTP engine (tests/test_pycurl_range.py: oldest and newest allowed)",
+    "aiohttp": "the async HTTP engine (tests/client, tests/transports)",
+    "pandas": "DataFrames in and out (tests/interop, tests/session)",
+    "pillow": "image preprocessing (tests/interop/test_images.py)",
+    "matplotlib": "plots and the profile PNG (tests/notebook, tests/test_profiling.py)",
+}
+
+
+def _declared() -> set[str]:
+    """The runtime dependencies nbinfer declares (pyproject.toml, as installed), normalised."""
+    names = set()
+    for requirement in requires("nbinfer") or []:
+        if "extra ==" in requirement:
+            continue  # an optional extra's
+        name = re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0]
+        names.add(re.sub(r"[-_.]+", "-", name).lower())
+    return names
 
 
 def _version_of(dependency: str) -> str:
@@ -191,6 +222,15 @@ def test_anywidget_sends_our_module_and_syncs_traits() -> None:
 def test_every_leaned_on_dependency_has_a_contract() -> None:
     missing = {dep: why for dep, why in LEANED_ON.items() if not CONTRACTS.get(dep)}
     assert not missing, f"features leaning on these dependencies have no contract: {missing}"
+
+
+def test_every_declared_dependency_is_either_leaned_on_or_exercised() -> None:
+    # a dependency added to pyproject.toml fails here until it is classified: a contract on the
+    # behaviour we lean on (LEANED_ON), or what of ours exercises it (EXERCISED)
+    known = set(EXERCISED) | (set(LEANED_ON) - {"linecache"})  # linecache: the stdlib
+    declared = _declared()
+    assert declared - known == set(), f"declared but not classified: {sorted(declared - known)}"
+    assert known - declared == set(), f"classified but not declared: {sorted(known - declared)}"
 
 
 def test_a_broken_contract_names_the_dependency_and_its_version() -> None:
