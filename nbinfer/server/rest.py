@@ -223,7 +223,6 @@ class RestApp:
         self.dp = dataplane
         self.guard = guard if guard is not None else WebGuard()
         self.v1 = KServeV1(dataplane)
-        self.max_request_bytes = max_request_bytes
         # The body limits, each with the option it names in a 413: any body; a JSON one (parsed
         # whole); a load's JSON (its files as base64 on top, 4 bytes per 3). A JSON cap at or
         # above the body limit is the body limit.

@@ -1,7 +1,7 @@
 """A running v2 peer server, as the fixtures of tests/peers/conftest.py yield it.
 
 Its own module (not the conftest) so that test modules import it by a name no other directory
-shares: ``from peer import Peer`` (``from peer import Peer`` found whichever conftest was
+shares: ``from peer import Peer`` (``from conftest import Peer`` found whichever conftest was
 imported first when tests of several directories ran in one invocation).
 """
 

@@ -90,8 +90,8 @@ def _http(server: LocalServer) -> Any:
     return th.InferenceServerClient(server.http_url.removeprefix("http://"))
 
 
-def _run_as_nobody(script: str, args: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
-    """Run ``script`` (imports done as root, then it drops to nobody); its last stdout line."""
+def _run_as_other_user(script: str, args: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+    """Run ``script`` (imports as root, then it drops to ``OTHER_UID``); its last stdout line."""
     report = python_json(
         ["-c", _PRELUDE + textwrap.dedent(script), json.dumps(args)], timeout=timeout
     )
@@ -207,7 +207,7 @@ def test_another_user_cannot_read_or_overwrite_a_victims_object_through_the_serv
     shm.set_shared_memory_region(handle, [a, b])
     before = (SHM / key[1:]).read_bytes()
     args = {"uid": OTHER_UID, "http": server.http_url.removeprefix("http://")}
-    report = _run_as_nobody(_DEPUTY, {**args, "grpc": server.grpc_address, "key": key})
+    report = _run_as_other_user(_DEPUTY, {**args, "grpc": server.grpc_address, "key": key})
     assert report["direct"] == "EACCES", report  # the object is the victim's alone
     for proto in ("http", "grpc"):
         r = report[proto]
@@ -266,7 +266,7 @@ print(json.dumps(report))
 @as_root
 def test_another_user_registers_and_uses_objects_it_owns(server: LocalServer) -> None:
     args = {"uid": OTHER_UID, "http": server.http_url.removeprefix("http://")}
-    report = _run_as_nobody(_OWN_OBJECT, {**args, "grpc": server.grpc_address})
+    report = _run_as_other_user(_OWN_OBJECT, {**args, "grpc": server.grpc_address})
     a = np.arange(16, dtype=np.float32)
     for proto in ("http", "grpc"):
         np.testing.assert_array_equal(report[proto][0][0], a * 4)
@@ -498,7 +498,7 @@ def test_regions_are_capped_per_caller_and_in_all_with_429_naming_the_flag(
             assert len(http.get_system_shared_memory_status()) == 4
             # another user has its own share, within the server's total of 6
             args = {"uid": OTHER_UID, "http": srv.http_url.removeprefix("http://")}
-            report = _run_as_nobody(_CAPPED, {**args, "grpc": srv.grpc_address})
+            report = _run_as_other_user(_CAPPED, {**args, "grpc": srv.grpc_address})
             first, second, third = report["answers"]
             assert first.get("ok") and second.get("ok"), report
             assert third["status"] == "429" and "--max-shm-regions)" in third["error"], report
