@@ -35,7 +35,8 @@ from nbinfer.compat.tritonclient import http as thttp
 from nbinfer.config import GENERATE_TOKEN, local_server_token
 from nbinfer.errors import UnauthenticatedError
 from nbinfer.server.launcher import LocalServer
-from tests.session.test_session_token import OTHER_UID, ROWS, _attack, _refused, needs_root
+from tests.children import OTHER_UID
+from tests.session.test_session_token import ROWS, _attack, _refused, needs_root
 
 ONES = np.ones((1, 16), np.float32)
 
