@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -28,7 +29,7 @@ import numpy as np
 
 from nbinfer.capabilities import Capabilities
 from nbinfer.client import AsyncClient, InferResult
-from nbinfer.errors import InvalidInputError, NbinferError, UnsupportedError
+from nbinfer.errors import InvalidInputError, NbinferError, ServerError, UnsupportedError
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.tensors import element_count, tensor_from_bytes, tensor_to_bytes
 from nbinfer.protocol.types import InferInput, InferRequest, Parameters, RequestedOutput
@@ -51,6 +52,8 @@ SHARED_MEMORY = ("none", "system")
 RATE_SLOTS = 8
 #: Tensors start at multiples of this in a region (cache lines; numpy views stay aligned).
 ALIGN = 64
+#: How long :meth:`Regions.release` retries regions the server still holds after the load.
+RELEASE_WAIT_S = 5.0
 
 _REGION = "shared_memory_region"
 _BYTE_SIZE = "shared_memory_byte_size"
@@ -209,21 +212,47 @@ class Regions:
         return slot
 
     async def release(self) -> None:
-        """Unregister every region from the server, then unmap and unlink each (never raises)."""
-        for name in self.registered:
-            try:
-                await self.client.unregister_system_shared_memory(name)
-            except (NbinferError, asyncio.CancelledError) as exc:
-                logger.warning("profile: could not unregister shm region %s: %s", name, exc)
-        self.registered.clear()
-        for memory in self.memories:
-            try:
-                memory.close()
-            except BufferError as exc:  # a view still alive: unlinking is what frees /dev/shm
-                logger.warning("profile: shm region %s still in use: %s", memory.name, exc)
-            with contextlib.suppress(FileNotFoundError):
-                memory.unlink()
-        self.memories.clear()
+        """Unregister every region from the server, then unmap and unlink each (never raises).
+
+        A server may still hold a region just after the load's last answer (Triton lets go of
+        a request's regions after sending its response, and of cancelled requests when their
+        model call ends) and refuses to unregister it meanwhile: such regions are retried
+        until :data:`RELEASE_WAIT_S` has passed. An unreachable server is not waited for.
+        """
+        try:
+            await self._unregister()
+        finally:
+            for memory in self.memories:
+                try:
+                    memory.close()
+                except BufferError as exc:  # a view still alive: unlinking frees /dev/shm
+                    logger.warning("profile: shm region %s still in use: %s", memory.name, exc)
+                with contextlib.suppress(FileNotFoundError):
+                    memory.unlink()
+            self.memories.clear()
+
+    async def _unregister(self) -> None:
+        """Unregister :attr:`registered`, retrying those the server still holds (bounded)."""
+        pending, self.registered = self.registered, []
+        deadline = time.monotonic() + RELEASE_WAIT_S
+        delay = 0.005
+        while pending:
+            held: list[tuple[str, ServerError]] = []
+            for name in pending:
+                try:
+                    await self.client.unregister_system_shared_memory(name)
+                except ServerError as exc:  # answered: refused for now (a region in use)
+                    held.append((name, exc))
+                except (NbinferError, asyncio.CancelledError) as exc:  # unreachable, or cut
+                    logger.warning("profile: could not unregister shm region %s: %s", name, exc)
+            if held and time.monotonic() + delay > deadline:
+                for name, refusal in held:
+                    logger.warning("profile: could not unregister shm region %s: %s", name, refusal)
+                return
+            pending = [name for name, _ in held]
+            if pending:
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 0.1)
 
 
 async def _probe(client: AsyncClient, model: str, request: InferRequest) -> InferResult:

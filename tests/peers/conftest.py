@@ -228,7 +228,7 @@ def triton_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def triton(triton_launcher: Callable[..., Peer], triton_repository: Path) -> Peer:
-    models = (*MATRIX_MODELS, "negate", "echo", "identity_bf16")
+    models = (*MATRIX_MODELS, "negate", "echo", "identity_bf16", "held")
     return triton_launcher(triton_repository, models=models)
 
 

@@ -3,14 +3,18 @@ and through system shared memory), MLServer and KServe (without it: the client-s
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
 
-from nbinfer import Session
+from nbinfer import AsyncClient, Session
+from nbinfer.profiling.shm import RELEASE_WAIT_S, shared_memory_slots
 
 if TYPE_CHECKING:
     from peer import Peer
@@ -85,3 +89,40 @@ def test_profile_on_triton_through_system_shared_memory(triton: Peer, protocol: 
     # this process's segments only: other pytest processes (xdist workers) profile meanwhile
     ours = f"nbinfer_profile_{os.getpid()}_"
     assert not [n for n in set(os.listdir("/dev/shm")) - before if n.startswith(ours)]
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_profile_regions_are_released_once_triton_lets_go_of_them(
+    triton: Peer, protocol: str, tmp_path: Path
+) -> None:
+    """Triton refuses to unregister a region a request still holds ("currently in use"), as
+    it can for a moment after the load's last answer: the release waits for it, then succeeds."""
+    url = triton.grpc_url if protocol == "grpc" else triton.http_url
+    started = tmp_path / "started"
+
+    async def main() -> tuple[list[str], Any, float]:
+        async with AsyncClient(url) as client:
+            params = {"started": str(started), "hold_s": 0.5}
+            request = await client.build_request(
+                "held", {"INPUT0": np.arange(4, dtype=np.float32)}, parameters=params
+            )
+            regions = await shared_memory_slots(client, "held", request, 1)
+            started.unlink()  # touched by the probe that sized the output region
+            in_flight = asyncio.create_task(client.infer("held", regions.slots[0].request))
+            while not started.exists():  # the model holds the request (and its regions) now
+                assert not in_flight.done(), in_flight
+                await asyncio.sleep(0.01)
+            begun = time.perf_counter()
+            await regions.release()
+            waited = time.perf_counter() - begun
+            result = await in_flight
+            left = [r["name"] for r in await client.get_system_shared_memory_status()]
+            return left, result, waited
+
+    left, result, waited = asyncio.run(main())
+    assert not [name for name in left if name.startswith("nbinfer_profile_")]
+    # answered into its output region: the wait did not cut the request off its regions
+    [output] = result.outputs
+    assert (output.name, output.datatype, output.shape) == ("OUTPUT0", "FP32", [4])
+    assert waited < RELEASE_WAIT_S
