@@ -30,7 +30,7 @@ from nbinfer.client.generate import GeneratePlan, async_events, collect_one, htt
 from nbinfer.client.results import InferResult
 from nbinfer.errors import ConnectError, InferenceError, NbinferError, ServerUnavailableError
 from nbinfer.protocol.types import InferRequest
-from nbinfer.transports import GrpcCall, HttpCall, Op
+from nbinfer.transports import GrpcCall, HttpCall, Op, Pause
 from nbinfer.transports.base import AsyncEngine, AsyncGrpcEngine, AsyncHttpEngine, Transport
 
 __all__ = ["AsyncClient"]
@@ -132,6 +132,10 @@ class AsyncClient(_Core):
         try:
             call = next(op)
             while True:
+                if isinstance(call, Pause):
+                    await asyncio.sleep(call.seconds)
+                    call = op.send(None)
+                    continue
                 try:
                     reply = await self._execute(call)
                 except NbinferError as exc:

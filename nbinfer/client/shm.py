@@ -45,6 +45,7 @@ import secrets
 import socket
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,6 +60,7 @@ from nbinfer.errors import (
     LimitExceededError,
     NbinferError,
     RemoteInvalidInputError,
+    ServerError,
     UnsupportedError,
 )
 from nbinfer.protocol.dtypes import datatype_of, numpy_dtype
@@ -71,7 +73,7 @@ from nbinfer.protocol.types import (
     Parameters,
     RequestedOutput,
 )
-from nbinfer.transports import CallOptions, Headers, Op
+from nbinfer.transports import CallOptions, Headers, Op, Pause
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -81,7 +83,13 @@ if TYPE_CHECKING:
 
     Binding: TypeAlias = HttpBinding | GrpcBinding
 
-__all__ = ["SHM_THRESHOLD", "SharedMemoryMode", "SharedMemoryPool", "is_loopback"]
+__all__ = [
+    "HELD_WAIT_S",
+    "SHM_THRESHOLD",
+    "SharedMemoryMode",
+    "SharedMemoryPool",
+    "is_loopback",
+]
 
 logger = logging.getLogger("nbinfer")
 
@@ -106,6 +114,10 @@ _BYTE_SIZE = "shared_memory_byte_size"
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 #: Seconds one request on the server's memfd socket may take.
 _SOCKET_TIMEOUT = 10.0
+#: How long closing retries a region the server refuses to unregister because a request still
+#: holds it (Triton: "currently in use", for a moment after it answered, or while a request
+#: cut off by the client still runs its model).
+HELD_WAIT_S = 5.0
 
 
 def memfd_supported() -> bool:
@@ -703,17 +715,48 @@ class SharedMemoryPool:
             self._regions.clear()
             self._free.clear()
             channel, self._channel = self._channel, None
+        posix: list[_Region] = []
         for region in regions:
             if region.memfd:
                 if channel is not None:  # before this returns, as over HTTP
                     channel.unregister(region.name)
                 region.close()
                 continue
-            try:
-                yield from binding.shm_unregister("system", region.name, opts)
-            except NbinferError as exc:
-                logger.debug("could not unregister shared memory region %s: %s", region.name, exc)
-            region.close()
+            posix.append(region)
+        yield from _unregister(binding, posix, opts)
         if channel is not None:  # the server drops whatever was registered over it
             channel.close()
         return None
+
+
+def _unregister(binding: Binding, regions: list[_Region], opts: CallOptions) -> Op[None]:
+    """Unregister and unmap ``regions``; those the server still holds are retried a while.
+
+    A refusal is an answer (a :class:`~nbinfer.errors.ServerError`): asked again after a
+    growing pause until :data:`HELD_WAIT_S` has passed. An unreachable server is not waited for.
+    """
+    deadline = time.monotonic() + HELD_WAIT_S
+    delay = 0.005
+    while regions:
+        held: list[tuple[_Region, ServerError]] = []
+        for region in regions:
+            try:
+                yield from binding.shm_unregister("system", region.name, opts)
+            except ServerError as exc:  # refused for now: a request holds it
+                held.append((region, exc))
+                continue
+            except NbinferError as exc:
+                logger.debug("could not unregister shared memory region %s: %s", region.name, exc)
+            region.close()
+        if held and time.monotonic() + delay > deadline:
+            for region, refusal in held:
+                logger.warning(
+                    "could not unregister shared memory region %s: %s", region.name, refusal
+                )
+                region.close()
+            return None
+        regions = [region for region, _ in held]
+        if regions:
+            yield Pause(delay)
+            delay = min(2 * delay, 0.1)
+    return None

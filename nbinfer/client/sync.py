@@ -31,7 +31,7 @@ from nbinfer.errors import (
     TransportError,
 )
 from nbinfer.protocol.types import InferRequest
-from nbinfer.transports import GrpcCall, HttpCall, Op
+from nbinfer.transports import GrpcCall, HttpCall, Op, Pause
 from nbinfer.transports.base import SyncEngine, SyncGrpcEngine, SyncHttpEngine, Transport
 
 __all__ = ["Client"]
@@ -158,6 +158,10 @@ class Client(_Core):
         try:
             call = next(op)
             while True:
+                if isinstance(call, Pause):
+                    time.sleep(call.seconds)
+                    call = op.send(None)
+                    continue
                 try:
                     reply = self._execute(call)
                 except NbinferError as exc:

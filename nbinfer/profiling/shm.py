@@ -29,6 +29,7 @@ import numpy as np
 
 from nbinfer.capabilities import Capabilities
 from nbinfer.client import AsyncClient, InferResult
+from nbinfer.client.shm import HELD_WAIT_S
 from nbinfer.errors import InvalidInputError, NbinferError, ServerError, UnsupportedError
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.tensors import element_count, tensor_from_bytes, tensor_to_bytes
@@ -52,8 +53,6 @@ SHARED_MEMORY = ("none", "system")
 RATE_SLOTS = 8
 #: Tensors start at multiples of this in a region (cache lines; numpy views stay aligned).
 ALIGN = 64
-#: How long :meth:`Regions.release` retries regions the server still holds after the load.
-RELEASE_WAIT_S = 5.0
 
 _REGION = "shared_memory_region"
 _BYTE_SIZE = "shared_memory_byte_size"
@@ -217,7 +216,7 @@ class Regions:
         A server may still hold a region just after the load's last answer (Triton lets go of
         a request's regions after sending its response, and of cancelled requests when their
         model call ends) and refuses to unregister it meanwhile: such regions are retried
-        until :data:`RELEASE_WAIT_S` has passed. An unreachable server is not waited for.
+        until :data:`HELD_WAIT_S` has passed. An unreachable server is not waited for.
         """
         try:
             await self._unregister()
@@ -234,7 +233,7 @@ class Regions:
     async def _unregister(self) -> None:
         """Unregister :attr:`registered`, retrying those the server still holds (bounded)."""
         pending, self.registered = self.registered, []
-        deadline = time.monotonic() + RELEASE_WAIT_S
+        deadline = time.monotonic() + HELD_WAIT_S
         delay = 0.005
         while pending:
             held: list[tuple[str, ServerError]] = []

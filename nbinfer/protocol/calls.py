@@ -4,8 +4,9 @@ A *binding* (:class:`~nbinfer.protocol.http_binding.HttpBinding`,
 :class:`~nbinfer.protocol.grpc_binding.GrpcBinding`) knows a protocol's routes and messages but
 does no I/O: each API call is a generator (an :data:`Op`) that yields :class:`HttpCall` /
 :class:`GrpcCall` objects and receives the engine's reply (:class:`HttpReply` /
-:class:`GrpcReply` or a bare message). An *engine* (:mod:`nbinfer.transports`) performs one call.
-Plain data only: no I/O, no third-party imports.
+:class:`GrpcReply` or a bare message), or yields a :class:`Pause` to wait between calls. An
+*engine* (:mod:`nbinfer.transports`) performs one call. Plain data only: no I/O, no third-party
+imports.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "HttpCall",
     "HttpReply",
     "Op",
+    "Pause",
     "read_headers",
 ]
 
@@ -104,6 +106,17 @@ class GrpcReply:
 def read_headers(headers: Headers) -> dict[str, str]:
     """The headers themselves, read now if ``headers`` is what reads them."""
     return headers if isinstance(headers, dict) else headers()
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """A wait an :data:`Op` asks its driver for between two calls.
+
+    The sync client sleeps (``time.sleep``), the async one awaits ``asyncio.sleep``; the op
+    receives ``None`` after it.
+    """
+
+    seconds: float
 
 
 Call = HttpCall | GrpcCall

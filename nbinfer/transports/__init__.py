@@ -23,6 +23,17 @@ from nbinfer.protocol.calls import (
     HttpCall,
     HttpReply,
     Op,
+    Pause,
 )
 
-__all__ = ["Call", "CallOptions", "GrpcCall", "GrpcReply", "Headers", "HttpCall", "HttpReply", "Op"]
+__all__ = [
+    "Call",
+    "CallOptions",
+    "GrpcCall",
+    "GrpcReply",
+    "Headers",
+    "HttpCall",
+    "HttpReply",
+    "Op",
+    "Pause",
+]

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from nbinfer import AsyncClient, Session
-from nbinfer.profiling.shm import RELEASE_WAIT_S, shared_memory_slots
+from nbinfer.client.shm import HELD_WAIT_S
+from nbinfer.profiling.shm import shared_memory_slots
 
 if TYPE_CHECKING:
     from peer import Peer
@@ -125,4 +126,4 @@ def test_profile_regions_are_released_once_triton_lets_go_of_them(
     # answered into its output region: the wait did not cut the request off its regions
     [output] = result.outputs
     assert (output.name, output.datatype, output.shape) == ("OUTPUT0", "FP32", [4])
-    assert waited < RELEASE_WAIT_S
+    assert waited < HELD_WAIT_S
