@@ -26,6 +26,7 @@ from nbinfer import (
     UnauthenticatedError,
     UnsupportedError,
 )
+from tests.waiting import wait_until
 
 if TYPE_CHECKING:
     from peer import Peer
@@ -102,8 +103,12 @@ def test_restricted_triton_with_the_header_lists_and_counts(
         assert {"add_sub", "times_two", "upper"} <= set(models["name"])
         assert set(models["state"]) == {"READY"}
         _check_add_sub(session.infer("add_sub", FRAME))
-        stats = session.stats("add_sub")
-        assert stats.loc[stats["name"] == "add_sub", "success"].iloc[0] >= 1
+
+        def counted() -> bool:  # Triton records an execution after sending its responses
+            stats = session.stats("add_sub")
+            return bool(stats.loc[stats["name"] == "add_sub", "success"].iloc[0] >= 1)
+
+        wait_until(counted, 10.0, "Triton counting the inference")
 
 
 # -- KServe, models declaring no inputs ---------------------------------------------------------
