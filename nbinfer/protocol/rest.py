@@ -633,15 +633,27 @@ class ResponseReader(_LazyReader):
     __slots__ = ("_header",)
 
     def __init__(self, body: bytes, header_length: int | None) -> None:
+        if header_length is not None and type(body) is bytes:  # immutable: read-only views
+            # answers of one model and shape repeat their JSON header byte for byte
+            head = body[:header_length]
+            known = _LAYOUTS.get(head)
+            if known is not None and known[2] == len(body):
+                self._header = known[0]
+                super().__init__(plain=[(*o, body, start, n) for o, start, n in known[1]])
+                return
         header, binary = _response_header(body, header_length)
         self._header = header
         plain = None
-        if header_length is not None and type(body) is bytes:  # immutable: read-only views
+        if header_length is not None and type(body) is bytes:
             plain = _plain_layout(header, body, header_length)
         if plain is None:
             super().__init__(_response_from_header(header, binary))
-        else:
-            super().__init__(plain=plain)
+            return
+        super().__init__(plain=plain)
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        places = [(o[:4], o[5], o[6]) for o in plain]
+        _LAYOUTS[body[:header_length]] = (header, places, len(body))
 
     def _head(self, key: str) -> str:
         return str(self._header.get(key, ""))
@@ -654,6 +666,13 @@ class ResponseReader(_LazyReader):
         params = dict(self._header["outputs"][index]["parameters"])
         params.pop(_BINARY_SIZE, None)
         return params
+
+
+#: Plain layouts by the JSON header they were read from: the parsed header (never changed
+#: after parsing; readers copy what they hand out), each output's name / datatype / dtype /
+#: shape with its offset and element count, and the body's length.
+_LAYOUTS: dict[bytes, tuple[dict[str, Any], list[tuple[Any, int, int]], int]] = {}
+_MAX_LAYOUTS = 256
 
 
 def _plain_layout(header: dict[str, Any], body: bytes, start: int) -> list[PlainOutput] | None:

@@ -102,3 +102,25 @@ def test_a_malformed_rest_body_fails_as_decode_response_fails(case: str) -> None
     with pytest.raises(InvalidInputError) as lazy:
         rest.ResponseReader(body, length)
     assert str(lazy.value) == str(eager.value)
+
+
+def test_rest_answers_repeating_a_header_read_their_own_bytes() -> None:
+    """Answers of one model and shape share their JSON header byte for byte: the layout read
+    from the first is reused, each reader viewing its own body and handing out its own dicts."""
+    first, second = _response(), _response()
+    second.outputs[0].data = np.full((2, 2), 9, np.float32)
+    (a, length), (b, length_b) = (
+        rest.encode_response(r, binary_outputs=True) for r in (first, second)
+    )
+    assert length == length_b and a[:length] == b[:length] and a != b
+    readers = [rest.ResponseReader(a, length), rest.ResponseReader(b, length)]
+    assert readers[1].array(0).tolist() == [[9, 9], [9, 9]]
+    assert readers[0].array(0).tolist() == [[0, 1], [2, 3]]
+    assert not readers[1].array(0).flags.writeable
+    readers[0].parameters["sequence_id"] = 5
+    readers[0].output(1).parameters["k"] = "changed"
+    assert readers[1].parameters == {"sequence_id": 4}
+    assert readers[1].output(1).parameters == {"k": "v"}
+    # the same header over a body of another length is read afresh (and refused when wrong)
+    with pytest.raises(InvalidInputError):
+        rest.ResponseReader(b + b"\0", length)
