@@ -1,11 +1,14 @@
-"""Sync HTTP engines alone, against the embedded server: is libcurl still the fastest?
+"""Sync HTTP engines alone, against the embedded server: which one should nbinfer use?
 
-nbinfer's sync HTTP client runs on pycurl (libcurl) because it measured fastest. This checks
-that choice against the Python HTTP clients built on Rust (reqwest / hyper) that appeared since:
-each engine posts the same pre-built JSON request (the demo ``add_sub``, FP32 [1, 16] x 2) over
-one keep-alive connection, from one thread, and reads the answer's bytes without parsing them:
-nothing of nbinfer's own on the path, so the figures are the engines' floors. Engines that are
-not installed are skipped and named; ``pip install pyreqwest httpr pyqwest`` adds them.
+nbinfer's sync HTTP client sends cleartext HTTP/1.1 through its own socket engine (a kept-alive
+socket per thread, the answer parsed by llhttp through httptools) and everything else (TLS,
+HTTP/2, proxies, streams) through pycurl (libcurl), because they measured fastest. This checks
+that choice against the standard library's ``http.client`` and the Python HTTP clients built on
+Rust (reqwest / hyper): each engine posts the same pre-built JSON request (the demo
+``add_sub``, FP32 [1, 16] x 2) over one keep-alive connection, from one thread, and reads the
+answer's bytes (the socket engine parses the head, as it must; the others hand back bytes):
+nothing of nbinfer's client on the path, so the figures are the engines' floors. Engines that
+are not installed are skipped and named; ``pip install pyreqwest httpr pyqwest`` adds them.
 
 Each figure is the median of ``--rounds`` alternating rounds of ``--calls`` calls: requests per
 second and this process's CPU per call (``time.process_time``; the server is another process).
@@ -58,6 +61,29 @@ def pycurl_engine(url: str) -> Call:
     return call
 
 
+def socket_engine(url: str) -> Call:
+    from nbinfer.config import ClientConfig
+    from nbinfer.transports.socket_engine import SocketEngine
+
+    base, _, path = url.partition("/v2/")
+    engine = SocketEngine(base, ClientConfig())
+    return lambda: engine.request("POST", "v2/" + path, BODY, HEADERS).body
+
+
+def stdlib_engine(url: str) -> Call:
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.netloc)
+
+    def call() -> bytes:
+        connection.request("POST", parts.path, BODY, HEADERS)
+        return connection.getresponse().read()
+
+    return call
+
+
 def pyreqwest_engine(url: str) -> Call:
     from pyreqwest.client import SyncClientBuilder
 
@@ -86,6 +112,8 @@ def pyqwest_engine(url: str) -> Call:
 
 ENGINES: dict[str, Callable[[str], Call]] = {
     "pycurl (nbinfer's)": pycurl_engine,
+    "sockets (nbinfer's)": socket_engine,
+    "http.client": stdlib_engine,
     "pyreqwest": pyreqwest_engine,
     "httpr": httpr_engine,
     "pyqwest": pyqwest_engine,

@@ -41,7 +41,8 @@ EXERCISED = {
     "protobuf": "the gRPC messages (tests/protocol/test_proto_compat.py, the gRPC suites)",
     "grpcio": "the gRPC client and server (tests/client, tests/server, tests/peers)",
     "uvicorn": "the HTTP server (tests/server)",
-    "httptools": "the HTTP server's parser (tests/server/test_loop_and_caps.py)",
+    "httptools": "the HTTP parser of the server and of the sync client's socket engine "
+    "(tests/server/test_loop_and_caps.py, tests/transports/test_socket_engine.py)",
     "uvloop": "the server's event loop (tests/server)",
     "orjson": "JSON bodies (tests/protocol, tests/server/test_rest_conformance.py)",
     "pycurl": "the sync HTTP engine (tests/test_pycurl_range.py: oldest and newest allowed)",

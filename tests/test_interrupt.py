@@ -53,6 +53,12 @@ CHILD = textwrap.dedent(
     """
 )
 
+#: CHILD on libcurl (the engine of TLS, HTTP/2 and proxied URLs): the stop button there runs
+#: through libcurl's progress callback.
+CURL_CHILD = CHILD.replace(
+    "nbinfer.Client(sys.argv[1])", "nbinfer.Client(sys.argv[1], http_engine='pycurl')"
+)
+assert CURL_CHILD != CHILD
 
 FRAME_CHILD = textwrap.dedent(
     """
@@ -141,8 +147,14 @@ def test_a_module_that_leaves_its_own_sigint_handler_fails_and_the_next_starts_c
 
 @pytest.mark.parametrize(
     ("protocol", "code"),
-    [("http", CHILD), ("grpc", CHILD), ("http", FRAME_CHILD), ("grpc", FRAME_CHILD)],
-    ids=["http", "grpc", "dataframe-chunks-http", "dataframe-chunks-grpc"],
+    [
+        ("http", CHILD),
+        ("http", CURL_CHILD),
+        ("grpc", CHILD),
+        ("http", FRAME_CHILD),
+        ("grpc", FRAME_CHILD),
+    ],
+    ids=["http", "http-pycurl", "grpc", "dataframe-chunks-http", "dataframe-chunks-grpc"],
 )
 def test_sigint_interrupts_blocking_infer_at_once_and_client_stays_usable(
     session: Session, protocol: str, code: str

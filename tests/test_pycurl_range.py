@@ -21,7 +21,7 @@ import pytest
 
 from nbinfer.session import Session
 from tests.package_range import env_first_on_path, install
-from tests.test_interrupt import CHILD, interrupt_child, session  # noqa: F401 - fixture
+from tests.test_interrupt import CURL_CHILD, interrupt_child, session  # noqa: F401 - fixture
 
 #: tests/client/test_client.py's close race, in a child that imports the pycurl under test.
 CLOSE_RACE = textwrap.dedent(
@@ -30,7 +30,7 @@ CLOSE_RACE = textwrap.dedent(
     import pycurl
     from tests.client.test_client import close_as_threads_end
 
-    close_as_threads_end(sys.argv[1])
+    close_as_threads_end(sys.argv[1], http_engine="pycurl")
     print(pycurl.version.split()[0], "closed 200 clients", flush=True)
     """
 )
@@ -63,7 +63,7 @@ def test_the_stop_button_interrupts_a_blocking_http_call(
     child: tuple[str, dict[str, str], str],
 ) -> None:
     version, env, url = child
-    code = CHILD + "import pycurl\nprint(pycurl.version.split()[0], flush=True)\n"
+    code = CURL_CHILD + "import pycurl\nprint(pycurl.version.split()[0], flush=True)\n"
     rest = interrupt_child(session, url, code, env)
     assert rest.split() == [f"PycURL/{version}"]  # the child ran the pycurl under test
 

@@ -2,9 +2,9 @@
 
 Both faces share one core: every API call is declared once (:mod:`nbinfer.client.api`) as an
 *op* (a generator yielding transport calls, see :mod:`nbinfer.transports`) and driven either by
-a blocking engine (pycurl, grpcio) or an asyncio one (aiohttp, grpc.aio). The URL picks the
-protocol: ``http://`` / ``https://`` (or a bare ``host:port``) speak REST, ``grpc://`` /
-``grpcs://`` speak gRPC.
+a blocking engine (sockets or pycurl, grpcio) or an asyncio one (aiohttp, grpc.aio). The URL
+picks the protocol: ``http://`` / ``https://`` (or a bare ``host:port``) speak REST,
+``grpc://`` / ``grpcs://`` speak gRPC.
 
 Example::
 

@@ -321,13 +321,17 @@ class _Core:
         if http_engine is not None or httpx_client is not None:
             from nbinfer.transports.httpx_engine import transport_for
 
-            transport = transport_for(
+            chosen = transport_for(
                 http_engine,
                 httpx_client,
                 wire=self._wire,
                 default=self._default_http_engine,
                 transport=transport,
             )
+            if chosen is not None:
+                transport = chosen
+            elif transport is None and http_engine == "pycurl":  # libcurl for every call
+                transport = DefaultTransport(sockets=False)
         if shared_memory not in ("auto", True, False):
             raise InvalidInputError(
                 f"shared_memory must be 'auto', True or False, not {shared_memory!r}"

@@ -77,7 +77,7 @@ def _streaming(
 
 
 class Client(_Core):
-    """Blocking v2 client over HTTP (pycurl) or gRPC (grpcio); thread-safe.
+    """Blocking v2 client over HTTP (sockets or pycurl) or gRPC (grpcio); thread-safe.
 
     Args:
         url: ``http(s)://host:port``, ``grpc(s)://host:port`` or a bare ``host:port`` (HTTP);
@@ -103,8 +103,10 @@ class Client(_Core):
         max_workers: Threads behind :meth:`async_infer`.
         transport: Where the calls go (default: the real engines); e.g. a
             :class:`nbinfer.testing.MockTransport` to run offline.
-        http_engine: HTTP: ``"httpx"`` instead of the default engine (``"pycurl"`` here,
-            ``"aiohttp"`` for AsyncClient); measured slower, it is there for httpx users.
+        http_engine: HTTP: ``"httpx"`` instead of the default engines (measured slower, it is
+            there for httpx users); ``"pycurl"`` to send every call through libcurl. By default
+            cleartext HTTP/1.1 goes over plain sockets and TLS, HTTP/2, compression or a proxy
+            through libcurl (``"aiohttp"`` for AsyncClient).
         httpx_client: HTTP: your own ``httpx.Client`` (``httpx.AsyncClient`` for AsyncClient),
             used as given (transport, auth, proxies, hooks) and not closed by nbinfer; implies
             ``http_engine="httpx"``.

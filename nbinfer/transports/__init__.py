@@ -1,7 +1,8 @@
 """Transports: the I/O under :mod:`nbinfer.client`.
 
 An *engine* performs one call that a binding (:mod:`nbinfer.protocol.http_binding`,
-:mod:`nbinfer.protocol.grpc_binding`) yielded: pycurl (:mod:`~nbinfer.transports.curl_engine`) /
+:mod:`nbinfer.protocol.grpc_binding`) yielded: sockets
+(:mod:`~nbinfer.transports.socket_engine`) and pycurl (:mod:`~nbinfer.transports.curl_engine`) /
 aiohttp (:mod:`~nbinfer.transports.aiohttp_engine`) / httpx
 (:mod:`~nbinfer.transports.httpx_engine`) for HTTP, grpcio / grpc.aio
 (:mod:`~nbinfer.transports.grpc`) for gRPC; the asyncio engines own one session / channel per

@@ -1,7 +1,8 @@
-"""The sync HTTP engine: libcurl through pycurl (I/O only).
+"""The sync HTTP engine of TLS, HTTP/2, compression, proxies and streams: libcurl through pycurl.
 
-Chosen by measurement (``benchmarks/client.py``): the fastest sync engine here (one handle per
-thread, keep-alive reuse, the GIL released during transfers). It performs the
+I/O only. Chosen by measurement (``benchmarks/engines.py``): the fastest complete sync engine
+here (one handle per thread, keep-alive reuse, the GIL released during transfers); cleartext
+HTTP/1.1 goes through :mod:`~nbinfer.transports.socket_engine`, faster still. It performs the
 :class:`~nbinfer.protocol.calls.HttpCall` objects that
 :class:`~nbinfer.protocol.http_binding.HttpBinding` yields through one small seam,
 ``request(method, path, body, headers) -> HttpReply``, and raises only :mod:`nbinfer.errors`.

@@ -426,7 +426,7 @@ def test_close_is_idempotent_and_closed_clients_refuse_calls(url: str) -> None:
         client.is_server_live()
 
 
-def close_as_threads_end(url: str, rounds: int = 200) -> None:
+def close_as_threads_end(url: str, rounds: int = 200, http_engine: str | None = None) -> None:
     """``rounds`` times: a client called from a thread, closed as that thread ends.
 
     Each thread's curl handle dies with the thread; pycurl (>= 7.49) then closes it in its
@@ -435,7 +435,7 @@ def close_as_threads_end(url: str, rounds: int = 200) -> None:
     in a child on the oldest and newest pycurl allowed (tests/test_pycurl_range.py).
     """
     for _ in range(rounds):
-        client = Client(url)
+        client = Client(url, http_engine=http_engine)
         answered = threading.Event()
 
         def call(client: Client = client, answered: threading.Event = answered) -> None:
@@ -453,6 +453,8 @@ def close_as_threads_end(url: str, rounds: int = 200) -> None:
 
 def test_close_while_the_threads_that_used_the_client_end(url: str) -> None:
     close_as_threads_end(url)
+    if url.startswith("http://"):  # and on libcurl, the engine of TLS / HTTP/2 / proxied URLs
+        close_as_threads_end(url, http_engine="pycurl")
 
 
 def test_url_and_protocol_selection() -> None:

@@ -28,6 +28,7 @@ from nbinfer.errors import InvalidInputError, QueueFullError
 from nbinfer.protocol.grpc import SERVICE_NAME, pb
 from nbinfer.server.launcher import LocalServer
 from nbinfer.server.sequence import DEFAULT_MAX_SEQUENCES, SequenceManager, parse_sequence
+from tests.rawhttp import read_message
 
 MiB = 1 << 20
 #: Generous bound on server memory growth under a bomb that would inflate to 256 MiB.
@@ -66,23 +67,10 @@ def _post_head(path: str, length: int, extra: str = "") -> bytes:
 def _read_response(sock: socket.socket, timeout: float = 60.0) -> tuple[int, bytes]:
     """Status and body of one HTTP response (Content-Length framed)."""
     sock.settimeout(timeout)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise AssertionError(f"connection closed before a response: {data!r}")
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        body += chunk
+    message = read_message(sock)
+    if message is None:
+        raise AssertionError("connection closed before a response")
+    head, body, _ = message
     return int(head.split()[1]), body
 
 
