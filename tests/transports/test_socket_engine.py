@@ -21,6 +21,7 @@ from nbinfer.config import BearerAuth, ClientConfig
 from nbinfer.errors import (
     ConnectError,
     InvalidInputError,
+    PayloadTooLargeError,
     RequestTimeoutError,
     TransportError,
 )
@@ -297,3 +298,53 @@ def test_connections_of_ended_threads_close_quietly(server: LocalServer) -> None
             t.join()
         gc.collect()
         assert client.is_server_live()
+
+
+@pytest.mark.parametrize("http_engine", [None, "pycurl"])
+def test_a_body_over_the_servers_limit_is_refused_by_name_on_both_engines(
+    http_engine: str | None,
+) -> None:
+    """The server refuses the body unread (413) and closes while the client still sends: the
+    answer is read all the same, and the next call works."""
+    limit = 1 << 20
+    big = np.zeros((1, 16 * limit // 4), np.float32)  # 16 MiB per input: far over the limit
+    with (
+        LocalServer(demo=True, max_request_bytes=limit, auth_token=None) as server,
+        Client(server.http_url, shared_memory=False, http_engine=http_engine) as client,
+    ):
+        for _ in range(2):
+            with pytest.raises(PayloadTooLargeError, match=str(limit)):
+                client.infer("add_sub", {"INPUT0": big, "INPUT1": big})
+        small = np.ones((1, 16), np.float32)
+        assert client.infer("add_sub", {"INPUT0": small, "INPUT1": small})["OUTPUT0"].sum() == 32
+
+
+def test_an_answer_sent_before_the_body_was_read_is_returned() -> None:
+    """A server that answers from the head alone and closes (the body unread, as servers refuse
+    a body over their limit): the send fails under the client, the answer is read all the same."""
+    refusal = b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 8\r\n\r\ntoo big!"
+    listener = socket.create_server(("127.0.0.1", 0))
+    got_head = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            got_head.set()
+            conn.sendall(refusal)
+            conn.shutdown(socket.SHUT_WR)
+            time.sleep(0.2)  # the client's bytes pile up unread; closing then resets
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    engine = _engine(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    try:
+        reply = engine.request("POST", "v2/models/m/infer", b"\0" * (64 << 20), {})
+        assert (reply.status, reply.body) == (413, b"too big!")
+        assert got_head.is_set()
+    finally:
+        engine.close()
+        listener.close()
+        thread.join(5)
