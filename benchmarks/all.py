@@ -4,9 +4,9 @@ Runs, one after another (never in parallel: they share the machine's cores):
 
 * ``client.py`` — nbinfer's client vs tritonclient, HTTP and gRPC, small requests at concurrency
   1 (from the main thread and from a worker thread, against tritonclient with prebuilt inputs,
-  median of 5 rounds, beside the engine alone, raw grpcio / raw libcurl, against the same peer:
-  the rows' ceiling, which their notes name) and 8 (sync and asyncio) and 16 MB each way over
-  the wire;
+  median of 5 rounds, beside the engine alone, raw grpcio / nbinfer's socket engine, against
+  the same peer: the rows' ceiling, which their notes name) and 8 (sync and asyncio) and 16 MB
+  each way over the wire;
 * ``server.py`` — the embedded server vs KServe's ModelServer under the same tritonclient load,
   and a do-nothing grpc.aio server beside them (``--floor``: the ceiling of the gRPC row);
 * ``grpc_big.py`` — the 16 MB gRPC row with the server's CPU per call;

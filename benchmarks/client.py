@@ -13,8 +13,9 @@ rounds, and the ``cpu`` columns (process CPU per call) are the less noisy figure
 machine. Their peer is tritonclient with prebuilt ``InferInput`` objects (built once, reused
 by every call: its fastest use), while nbinfer is called with the dict of arrays, as users
 call it (issue 29's rows); the other rows build tritonclient's inputs per call. Beside them,
-``... c=1 raw engine vs prebuilt``: the engine alone (grpcio / pycurl sending pre-built bytes,
-nothing parsed) against the same peer, measured the same way: the ceiling of the c=1 rows.
+``... c=1 raw engine vs prebuilt``: the engine alone (grpcio / nbinfer's socket engine sending
+pre-built bytes, the answer not decoded) against the same peer, measured the same way: the
+ceiling of the c=1 rows.
 
 Usage::
 
@@ -153,38 +154,33 @@ def raw_grpc(address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
 
 
 def raw_http(address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
-    """The floor of a client on libcurl (nbinfer's sync HTTP engine): pycurl posting
-    pre-built bytes (tritonclient's binary request body), the answer's bytes not parsed.
+    """The floor of nbinfer's sync HTTP client: its socket engine alone posting pre-built bytes
+    (tritonclient's binary request body), the answer's bytes not decoded.
 
-    What remains is libcurl's own per-call cost and the server's; no Python client on libcurl
-    can take less.
+    What remains is the engine's own per-call cost (a kept-alive socket, the head written,
+    the answer's head parsed by llhttp) and the server's; the client above it can only add.
     """
-    import pycurl
     import tritonclient.http as th
 
+    from nbinfer.config import ClientConfig
+    from nbinfer.transports.socket_engine import SocketEngine
+
     def make() -> Callable[[dict[str, Any]], Any]:
-        curl = pycurl.Curl()
-        curl.setopt(pycurl.URL, f"http://{address}/v2/models/add_sub/infer")
-        chunks: list[bytes] = []
-        curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
-        cache: dict[int, bytes] = {}
+        engine = SocketEngine(f"http://{address}", ClientConfig())
+        cache: dict[int, tuple[bytes, dict[str, str]]] = {}
 
         def infer(data: dict[str, Any]) -> Any:
-            body = cache.get(id(data))
-            if body is None:
+            built = cache.get(id(data))
+            if built is None:
                 inputs, outputs = triton_inputs(th, data, True)
                 body, length = th.InferenceServerClient.generate_request_body(
                     inputs, outputs=outputs
                 )
-                cache[id(data)] = body
-                headers = ["Content-Type: application/octet-stream", "Expect:"]
+                headers = {"content-type": "application/octet-stream"}
                 if length is not None:
-                    headers.append(f"Inference-Header-Content-Length: {length}")
-                curl.setopt(pycurl.HTTPHEADER, headers)
-            chunks.clear()
-            curl.setopt(pycurl.POSTFIELDS, body)
-            curl.perform()
-            return chunks
+                    headers["inference-header-content-length"] = str(length)
+                built = cache[id(data)] = (body, headers)
+            return engine.request("POST", "v2/models/add_sub/infer", *built).body
 
         return infer
 

@@ -97,6 +97,7 @@ class _Connection:
         "busy",
         "limit",
         "parser",
+        "pid",
         "poll",
         "sock",
         "started",
@@ -106,6 +107,7 @@ class _Connection:
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
+        self.pid = 0  # the process that connected it (a forked child connects anew)
         self.poll: Any = None
         self.parser: Any = None
         self.answer = _Answer()
@@ -284,8 +286,8 @@ class SocketEngine:
         answer's later reads by what is left before ``deadline``).
         """
         reused = conn.sock is not None and conn.used > 0
-        if conn.sock is not None and conn.stale():
-            conn.drop()
+        if conn.sock is not None and (conn.pid != os.getpid() or conn.stale()):
+            conn.drop()  # closed by the server, or the parent process's (this fd copy only)
             reused = False
         if conn.sock is None:
             self._connect(conn, deadline)
@@ -374,6 +376,7 @@ class SocketEngine:
         poll = select.poll()
         poll.register(sock, select.POLLIN)
         conn.sock, conn.poll, conn.used, conn.limit = sock, poll, 0, None
+        conn.pid = os.getpid()
         conn.parser = self._parser(conn.answer)
         with self._lock:
             closed = self._closed

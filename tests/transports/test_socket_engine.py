@@ -8,6 +8,7 @@ embedded server (``url``) checks the engine against nbinfer's own HTTP server.
 from __future__ import annotations
 
 import gc
+import os
 import socket
 import threading
 import time
@@ -348,3 +349,34 @@ def test_an_answer_sent_before_the_body_was_read_is_returned() -> None:
         engine.close()
         listener.close()
         thread.join(5)
+
+
+def test_a_forked_child_connects_anew(server: LocalServer) -> None:
+    """A child forked from a process with a kept-alive connection (multiprocessing's fork, a
+    Spark / Dask worker) must not talk over the parent's socket: both go on answering right."""
+    with Client(server.http_url, shared_memory=False) as client:
+        a = np.arange(16, dtype=np.float32).reshape(1, 16)
+        client.infer("add_sub", {"INPUT0": a, "INPUT1": a})  # the parent's connection, kept
+        parent_socket = client._engine._local.conn.sock
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its answers must be its own
+            code = 1
+            try:
+                for i in range(50):
+                    b = np.full((1, 16), i, np.float32)
+                    out = client.infer("add_sub", {"INPUT0": a, "INPUT1": b})["OUTPUT0"]
+                    assert (out == a + i).all()
+                code = 0 if client._engine._local.conn.sock is not parent_socket else 2
+            finally:
+                os.write(write, bytes([code]))
+                os._exit(0)
+        os.close(write)
+        for i in range(50):  # the parent meanwhile, on its own connection
+            b = np.full((1, 16), -i, np.float32)
+            out = client.infer("add_sub", {"INPUT0": a, "INPUT1": b})["OUTPUT0"]
+            assert (out == a - i).all()
+        os.waitpid(pid, 0)
+        assert os.read(read, 1) == b"\0"
+        os.close(read)
+        assert client._engine._local.conn.sock is parent_socket  # kept alive throughout
