@@ -42,6 +42,12 @@ __all__ = ["SocketEngine", "socket_engine_fits"]
 _JOIN_BELOW = 64 * 1024
 #: Bytes read per ``recv_into``.
 _READ = 256 * 1024
+#: A kept-alive socket answered on within this many seconds is used without a liveness poll.
+_FRESH_S = 1.0
+#: Bumped in a forked child: connections made before the fork are the parent's.
+_FORKS = [0]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 #: Environment variables through which libcurl (the other engine) would use a proxy.
 _PROXY_VARIABLES = ("http_proxy", "all_proxy", "ALL_PROXY", "HTTP_PROXY")
 
@@ -95,9 +101,10 @@ class _Connection:
         "answer",
         "buffer",
         "busy",
+        "forks",
+        "idle_since",
         "limit",
         "parser",
-        "pid",
         "poll",
         "sock",
         "started",
@@ -107,7 +114,8 @@ class _Connection:
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
-        self.pid = 0  # the process that connected it (a forked child connects anew)
+        self.forks = -1  # _FORKS when it connected (a forked child connects anew)
+        self.idle_since = 0.0  # monotonic time of the last answer
         self.poll: Any = None
         self.parser: Any = None
         self.answer = _Answer()
@@ -127,9 +135,17 @@ class _Connection:
         if sock is not None:
             sock.close()
 
-    def stale(self) -> bool:
-        """An idle kept-alive socket that is readable was closed by the server (or is broken)."""
-        return bool(self.poll.poll(0))
+    def stale(self, now: float) -> bool:
+        """Whether the kept-alive socket must not be used.
+
+        It is a forked child's copy, or one the server closed (readable while idle: its FIN, or
+        junk). A socket answered on in the last second is not polled: servers keep idle connections
+        open for seconds (uvicorn 5 s, Triton longer), and a close racing the request is
+        caught anyway (sent again on a new connection).
+        """
+        if self.forks != _FORKS[0]:
+            return True
+        return now - self.idle_since >= _FRESH_S and bool(self.poll.poll(0))
 
     def time_limit(self, seconds: float | None) -> None:
         """Bound each send and receive by ``seconds`` (``None``: no bound) in the kernel.
@@ -224,13 +240,14 @@ class SocketEngine:
             conn.busy = True
             conn.started = self._epoch
         total = timeout if timeout is not None else self._config.timeouts.total
-        deadline = None if total is None else time.monotonic() + total
+        now = time.monotonic()
+        deadline = None if total is None else now + total
         try:
             try:
-                return self._exchange(conn, data, body, total, deadline)
+                return self._exchange(conn, data, body, total, deadline, now)
             except _Dead:  # a kept-alive connection the server had closed: once more, anew
                 conn.drop()
-                return self._exchange(conn, data, body, _remaining(deadline), deadline)
+                return self._exchange(conn, data, body, _remaining(deadline), deadline, now)
         except _Dead as exc:  # the new connection too
             conn.drop()
             raise self._failure(conn, path, exc.__cause__ or exc) from exc.__cause__
@@ -279,6 +296,7 @@ class SocketEngine:
         body: bytes | None,
         limit: float | None,
         deadline: float | None,
+        now: float,
     ) -> HttpReply:
         """Send the request on ``conn`` (connecting when needed) and read the answer.
 
@@ -286,7 +304,7 @@ class SocketEngine:
         answer's later reads by what is left before ``deadline``).
         """
         reused = conn.sock is not None and conn.used > 0
-        if conn.sock is not None and (conn.pid != os.getpid() or conn.stale()):
+        if conn.sock is not None and conn.stale(now):
             conn.drop()  # closed by the server, or the parent process's (this fd copy only)
             reused = False
         if conn.sock is None:
@@ -343,6 +361,7 @@ class SocketEngine:
         status = parser.get_status_code()
         if answer.complete and _keeps_alive(parser.get_http_version(), answer.headers):
             conn.used += 1
+            conn.idle_since = time.monotonic()
         else:
             conn.drop()
         parts = answer.body
@@ -376,7 +395,7 @@ class SocketEngine:
         poll = select.poll()
         poll.register(sock, select.POLLIN)
         conn.sock, conn.poll, conn.used, conn.limit = sock, poll, 0, None
-        conn.pid = os.getpid()
+        conn.forks = _FORKS[0]
         conn.parser = self._parser(conn.answer)
         with self._lock:
             closed = self._closed

@@ -133,15 +133,18 @@ def test_a_connection_the_server_closed_while_idle_is_replaced(
     scripted: Callable[[Script], Scripted],
 ) -> None:
     server = scripted(lambda conn, n, head: OK)
-    server.close_after.add((1, 1))  # answers, then ends the kept-alive connection
+    server.close_after |= {(1, 1), (2, 1)}  # answers, then ends the kept-alive connection
     engine = _engine(server.url)
     try:
         assert engine.request("POST", "v2/models/m/infer", b"{}", {}).body == b"ok"
-        kept = engine._local.conn
-        wait_until(kept.stale, 5.0, "the server's FIN reaching the idle connection")
+        # at once: used without a poll, found dead, sent again on a new connection
         assert engine.request("POST", "v2/models/m/infer", b"{}", {}).body == b"ok"
-        # checked before use, so nothing was sent on the dead connection
         assert [conn for conn, _ in server.requests] == [1, 2]
+        kept = engine._local.conn
+        wait_until(lambda: kept.stale(time.monotonic()), 5.0, "a poll seeing the server's FIN")
+        assert engine.request("POST", "v2/models/m/infer", b"{}", {}).body == b"ok"
+        # polled before use this time, so nothing was sent on the dead connection
+        assert [conn for conn, _ in server.requests] == [1, 2, 3]
     finally:
         engine.close()
 
