@@ -283,7 +283,9 @@ def test_a_call_in_flight_on_another_thread_ends_at_once(
     [error] = outcome
     assert isinstance(error, TransportError), error
     assert ("aborted" if how == "abort" else "closed") in str(error)
-    assert took < 1.5  # libcurl notices at its next progress call (about a second when idle)
+    # the socket engine's call ends at once; libcurl's at its next progress call, which comes
+    # about once a second while it waits
+    assert took < (3.0 if http_engine == "pycurl" else 0.5), took
     if how == "abort":  # the client goes on
         server.script = lambda conn, n, head: (
             b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: application/json\r\n\r\n{}"
