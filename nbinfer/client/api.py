@@ -12,6 +12,7 @@ Imports the core, protocol types and transports only; no I/O, no engine.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 from nbinfer.client.core import Inputs, Outputs, _Core, check_timeout
 from nbinfer.client.generate import GeneratePlan, plan_generate
 from nbinfer.client.results import InferResult, InferSequence
+from nbinfer.client.shm import unregister_when_free
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol.types import (
     InferRequest,
@@ -579,13 +581,19 @@ def unregister_system_shared_memory(
     /,
     name: str = "",
     *,
+    wait: float = 0.0,
     headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
 ) -> Op[None]:
-    """Unregister one system shared-memory region (all when no name)."""
+    """Unregister one system shared-memory region (all when no name).
+
+    ``wait``: seconds to keep asking while the server refuses because a request still holds
+    the region (Triton does for a moment after answering); the default asks once.
+    """
+    opts = core._opts(headers, timeout)
+    unregister = functools.partial(core._binding.shm_unregister, "system", name, opts)
     return core._extension_op(
-        "unregister_system_shared_memory",
-        core._binding.shm_unregister("system", name, core._opts(headers, timeout)),
+        "unregister_system_shared_memory", unregister_when_free(unregister, wait)
     )
 
 

@@ -36,6 +36,7 @@ import contextlib
 import ctypes
 import dataclasses
 import fcntl
+import functools
 import importlib
 import json
 import logging
@@ -89,6 +90,7 @@ __all__ = [
     "SharedMemoryMode",
     "SharedMemoryPool",
     "is_loopback",
+    "unregister_when_free",
 ]
 
 logger = logging.getLogger("nbinfer")
@@ -723,40 +725,40 @@ class SharedMemoryPool:
                 region.close()
                 continue
             posix.append(region)
-        yield from _unregister(binding, posix, opts)
+        deadline = time.monotonic() + HELD_WAIT_S  # for them all
+        for region in posix:
+            unregister = functools.partial(binding.shm_unregister, "system", region.name, opts)
+            try:
+                yield from unregister_when_free(unregister, max(0.0, deadline - time.monotonic()))
+            except ServerError as exc:  # still held when the time was up
+                logger.warning("could not unregister shared memory region %s: %s", region.name, exc)
+            except NbinferError as exc:
+                logger.debug("could not unregister shared memory region %s: %s", region.name, exc)
+            region.close()
         if channel is not None:  # the server drops whatever was registered over it
             channel.close()
         return None
 
 
-def _unregister(binding: Binding, regions: list[_Region], opts: CallOptions) -> Op[None]:
-    """Unregister and unmap ``regions``; those the server still holds are retried a while.
+def unregister_when_free(unregister: Callable[[], Op[None]], wait: float) -> Op[None]:
+    """Run the op ``unregister()`` makes; while the server refuses, ask again for ``wait`` s.
 
-    A refusal is an answer (a :class:`~nbinfer.errors.ServerError`): asked again after a
-    growing pause until :data:`HELD_WAIT_S` has passed. An unreachable server is not waited for.
+    A refusal is an answer (a :class:`~nbinfer.errors.ServerError`: a request still holds the
+    region, as Triton says for a moment after answering); it is asked again after a growing
+    pause. ``wait=0`` asks once.
+
+    Raises:
+        ServerError: The last refusal, once ``wait`` has passed.
+        NbinferError: Any other failure (an unreachable server), at once.
     """
-    deadline = time.monotonic() + HELD_WAIT_S
+    deadline = time.monotonic() + wait
     delay = 0.005
-    while regions:
-        held: list[tuple[_Region, ServerError]] = []
-        for region in regions:
-            try:
-                yield from binding.shm_unregister("system", region.name, opts)
-            except ServerError as exc:  # refused for now: a request holds it
-                held.append((region, exc))
-                continue
-            except NbinferError as exc:
-                logger.debug("could not unregister shared memory region %s: %s", region.name, exc)
-            region.close()
-        if held and time.monotonic() + delay > deadline:
-            for region, refusal in held:
-                logger.warning(
-                    "could not unregister shared memory region %s: %s", region.name, refusal
-                )
-                region.close()
+    while True:
+        try:
+            yield from unregister()
             return None
-        regions = [region for region, _ in held]
-        if regions:
-            yield Pause(delay)
-            delay = min(2 * delay, 0.1)
-    return None
+        except ServerError:
+            if time.monotonic() + delay > deadline:
+                raise
+        yield Pause(delay)
+        delay = min(2 * delay, 0.1)

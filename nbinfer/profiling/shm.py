@@ -30,7 +30,7 @@ import numpy as np
 from nbinfer.capabilities import Capabilities
 from nbinfer.client import AsyncClient, InferResult
 from nbinfer.client.shm import HELD_WAIT_S
-from nbinfer.errors import InvalidInputError, NbinferError, ServerError, UnsupportedError
+from nbinfer.errors import InvalidInputError, NbinferError, UnsupportedError
 from nbinfer.protocol.dtypes import numpy_dtype
 from nbinfer.protocol.tensors import element_count, tensor_from_bytes, tensor_to_bytes
 from nbinfer.protocol.types import InferInput, InferRequest, Parameters, RequestedOutput
@@ -231,27 +231,15 @@ class Regions:
             self.memories.clear()
 
     async def _unregister(self) -> None:
-        """Unregister :attr:`registered`, retrying those the server still holds (bounded)."""
-        pending, self.registered = self.registered, []
-        deadline = time.monotonic() + HELD_WAIT_S
-        delay = 0.005
-        while pending:
-            held: list[tuple[str, ServerError]] = []
-            for name in pending:
-                try:
-                    await self.client.unregister_system_shared_memory(name)
-                except ServerError as exc:  # answered: refused for now (a region in use)
-                    held.append((name, exc))
-                except (NbinferError, asyncio.CancelledError) as exc:  # unreachable, or cut
-                    logger.warning("profile: could not unregister shm region %s: %s", name, exc)
-            if held and time.monotonic() + delay > deadline:
-                for name, refusal in held:
-                    logger.warning("profile: could not unregister shm region %s: %s", name, refusal)
-                return
-            pending = [name for name, _ in held]
-            if pending:
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, 0.1)
+        """Unregister :attr:`registered`, each waited for while the server holds it (bounded)."""
+        names, self.registered = self.registered, []
+        deadline = time.monotonic() + HELD_WAIT_S  # for them all
+        for name in names:
+            wait = max(0.0, deadline - time.monotonic())
+            try:
+                await self.client.unregister_system_shared_memory(name, wait=wait)
+            except (NbinferError, asyncio.CancelledError) as exc:  # held, unreachable, or cut
+                logger.warning("profile: could not unregister shm region %s: %s", name, exc)
 
 
 async def _probe(client: AsyncClient, model: str, request: InferRequest) -> InferResult:
