@@ -406,8 +406,6 @@ class SocketEngine:
     def _failure(self, conn: _Connection, path: str, exc: BaseException) -> TransportError:
         """The error for a request that failed with ``exc`` (in the words of the curl engine)."""
         url = self._base + path
-        if isinstance(exc, TransportError):
-            return exc
         if self._closed:
             return TransportError(f"request to {url} cancelled: the client was closed", url=url)
         if conn.started != self._epoch:
