@@ -106,14 +106,16 @@ class AsyncClient(_Core):
     # -- driver --------------------------------------------------------------------------
 
     async def _perform(self, call: HttpCall | GrpcCall) -> Any:
-        if isinstance(call, HttpCall):
-            return await cast(AsyncHttpEngine, self._engine).request(
-                call.method, call.path, call.body, call.headers, timeout=call.timeout
-            )
-        return await cast(AsyncGrpcEngine, self._engine).call(call)
+        if isinstance(call, GrpcCall):
+            grpc_engine: AsyncGrpcEngine = self._engine  # type: ignore[assignment]
+            return await grpc_engine.call(call)
+        http_engine: AsyncHttpEngine = self._engine  # type: ignore[assignment]
+        return await http_engine.request(
+            call.method, call.path, call.body, call.headers, timeout=call.timeout
+        )
 
     async def _execute(self, call: HttpCall | GrpcCall) -> Any:
-        attempts = self._attempts(call)
+        attempts = self.config.retries.attempts if call.idempotent else 1
         attempt = 1
         while True:
             try:

@@ -366,9 +366,6 @@ class _Core:
             timeout = check_timeout(timeout)
         return CallOptions(dict(headers) if headers else {}, timeout, request_id or None)
 
-    def _attempts(self, call: HttpCall | GrpcCall) -> int:
-        return self.config.retries.attempts if call.idempotent else 1
-
     @staticmethod
     def _retry_reply(call: HttpCall | GrpcCall, reply: Any) -> bool:
         if not (isinstance(call, HttpCall) and isinstance(reply, HttpReply)):

@@ -134,14 +134,16 @@ class Client(_Core):
     # -- driver --------------------------------------------------------------------------
 
     def _perform(self, call: HttpCall | GrpcCall) -> Any:
-        if isinstance(call, HttpCall):
-            return cast(SyncHttpEngine, self._engine).request(
-                call.method, call.path, call.body, call.headers, timeout=call.timeout
-            )
-        return cast(SyncGrpcEngine, self._engine).call(call)
+        if isinstance(call, GrpcCall):
+            grpc_engine: SyncGrpcEngine = self._engine  # type: ignore[assignment]
+            return grpc_engine.call(call)
+        http_engine: SyncHttpEngine = self._engine  # type: ignore[assignment]
+        return http_engine.request(
+            call.method, call.path, call.body, call.headers, timeout=call.timeout
+        )
 
     def _execute(self, call: HttpCall | GrpcCall) -> Any:
-        attempts = self._attempts(call)
+        attempts = self.config.retries.attempts if call.idempotent else 1
         attempt = 1
         while True:
             try:

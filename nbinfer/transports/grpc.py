@@ -357,13 +357,10 @@ class GrpcEngine:
         if wire is not None:
             wire.channel.close()
 
-    def _timeout(self, timeout: float | None) -> float | None:
-        return timeout if timeout is not None else self._config.timeouts.total
-
     def _perform(self, wire: _Wire, call: GrpcCall) -> Any:
         try:
-            stub = wire.stub(call.rpc)
-            timeout = self._timeout(call.timeout)
+            stub = wire.stubs.get(call.rpc) or wire.stub(call.rpc)
+            timeout = call.timeout if call.timeout is not None else self._config.timeouts.total
             metadata = self._metadata + call.metadata if call.metadata else self._metadata
             if call.rpc in _WITH_HEADERS:  # the reply carries the response headers
                 reply, rpc = stub.with_call(call.message, timeout=timeout, metadata=metadata)
@@ -396,11 +393,20 @@ class GrpcEngine:
         if self._closed:
             raise TransportError("the client is closed")
         if threading.get_ident() != _MAIN_IDENT:
-            wire = self._wires.get("pool") or self._wire("pool")
-            return self._perform(wire, call)
-        watch = _sigint_watch()
-        if watch is not None:
-            return self._call_watched(watch, call)
+            return self._perform(self._wires.get("pool") or self._wire("pool"), call)
+        watch = _WATCH[0] if _WATCH else _sigint_watch()
+        if watch is not None:  # a main-thread call blocking here, cut by the watcher on SIGINT
+            wire = self._wires.get("main") or self._wire("main")
+            previous = watch.arm(self)
+            try:
+                return self._perform(wire, call)
+            except NbinferError:
+                raise
+            except BaseException:  # the interrupt: make sure the call is gone on the server too
+                self._cut("main")
+                raise
+            finally:
+                watch.disarm(previous)
         job = _Job(call)
         try:
             self._start_caller().put(job)
@@ -413,20 +419,6 @@ class GrpcEngine:
         if job.error is not None:
             raise job.error
         return job.reply
-
-    def _call_watched(self, watch: _SigintWatch, call: GrpcCall) -> Any:
-        """A main-thread call blocking here, cut by the watcher on SIGINT."""
-        wire = self._wires.get("main") or self._wire("main")
-        previous = watch.arm(self)
-        try:
-            return self._perform(wire, call)
-        except NbinferError:
-            raise
-        except BaseException:  # the interrupt: make sure the call is gone on the server too
-            self._cut("main")
-            raise
-        finally:
-            watch.disarm(previous)
 
     def _start_caller(self) -> queue.SimpleQueue[_Job | None]:
         if self._caller is None:
