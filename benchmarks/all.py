@@ -5,8 +5,9 @@ Runs, one after another (never in parallel: they share the machine's cores):
 * ``client.py`` — nbinfer's client vs tritonclient, HTTP and gRPC, small requests at concurrency
   1 (from the main thread and from a worker thread, against tritonclient with prebuilt inputs,
   median of 5 rounds, beside the engine alone, raw grpcio / nbinfer's socket engine, against
-  the same peer: the rows' ceiling, which their notes name) and 8 (sync and asyncio) and 16 MB
-  each way over the wire;
+  the same peer: the rows' ceiling, which their notes name; for gRPC also the least a complete
+  client on grpcio does, from both threads: the gRPC rows' bound, named in their notes and
+  verdicts) and 8 (sync and asyncio) and 16 MB each way over the wire;
 * ``server.py`` — the embedded server vs KServe's ModelServer under the same tritonclient load,
   and a do-nothing grpc.aio server beside them (``--floor``: the ceiling of the gRPC row);
 * ``grpc_big.py`` — the 16 MB gRPC row with the server's CPU per call;
@@ -90,6 +91,7 @@ class Row(NamedTuple):
     scale: str = ""  # the unit of ours / peer on ratio rows ("req/s", "MB/s", "s", "ms")
     note: str = ""  # how it was measured: "median of 5 rounds", CPU per call, ...
     issue: int = 11  # the issue whose table the row comes from
+    bound: float | None = None  # the ceiling measured beside it (a minimal client), as value
 
     @property
     def met(self) -> bool | None:
@@ -135,6 +137,10 @@ def _client_rows(client: list[dict[str, Any]] | None) -> list[Row]:
         # the c=1 rows' ceiling: the engine alone (bytes in, bytes out) against the same peer
         raw = by.get(scenario.split(" c=1 ")[0] + " c=1 raw engine vs prebuilt")
         ceiling = f"; engine alone {raw['ratio']:.2f}x" if issue == 29 and raw else ""
+        # the gRPC c=1 rows' bound: the least a complete client on grpcio does, the same way
+        minimal = by.get(scenario.replace(" add_sub", " minimal client")) if issue == 29 else None
+        if minimal:
+            ceiling += f"; minimal grpcio client {minimal['ratio']:.2f}x"
         rows.append(
             Row(
                 f"client {name} vs {peer}",
@@ -146,6 +152,7 @@ def _client_rows(client: list[dict[str, Any]] | None) -> list[Row]:
                 scale=r["unit"],
                 note=f"{r.get('rounds', '')}{cpu}{ceiling}".lstrip("; "),
                 issue=issue,
+                bound=minimal["ratio"] if minimal else None,
             )
         )
     return rows
@@ -332,6 +339,9 @@ def print_rows(rows: list[Row], *, quick: bool = False) -> None:
         unit = "x" if row.unit == "x" else f" {row.unit}"
         target = "-" if row.target is None else f"{sign} {row.target:g}{unit}"
         verdict = {True: "met", False: "MISSED", None: "(reference)"}[row.met]
+        if row.met is False and row.bound is not None and row.target is not None:
+            # missed; whether even the minimal client measured beside it reaches the target
+            verdict += " (bound below target)" if row.bound < row.target else " (bound above)"
         note = f"  [{row.note}]" if row.note else ""
         print(f"{row.name:<78} {ours:>13} {peer:>13} {ratio:>7} {target:>9}  {verdict}{note}")
 

@@ -15,7 +15,10 @@ by every call: its fastest use), while nbinfer is called with the dict of arrays
 call it (issue 29's rows); the other rows build tritonclient's inputs per call. Beside them,
 ``... c=1 raw engine vs prebuilt``: the engine alone (grpcio / nbinfer's socket engine sending
 pre-built bytes, the answer not decoded) against the same peer, measured the same way: the
-ceiling of the c=1 rows.
+ceiling of the c=1 rows. For gRPC, ``... c=1 minimal client [main]``: the least a complete
+client on grpcio does (request head cached, arrays appended, answer parsed, both outputs viewed
+by NumPy; no deadline, no checks) against the same peer from the same thread: the bound of the
+gRPC c=1 rows, since nbinfer's client does all of that and more.
 
 Usage::
 
@@ -123,6 +126,22 @@ def triton_sync(
     return make
 
 
+def triton_grpc_request(data: dict[str, Any], *, head_only: bool = False) -> Any:
+    """tritonclient's ``ModelInferRequest`` for ``add_sub`` on ``data`` (its protobuf classes).
+
+    ``head_only``: the inputs' descriptions alone (no contents, no requested outputs).
+    """
+    import tritonclient.grpc as tg
+
+    inputs, outputs = triton_inputs(tg, data, False)
+    request = tg.service_pb2.ModelInferRequest(model_name="add_sub")
+    request.inputs.extend(i._get_tensor() for i in inputs)
+    if not head_only:
+        request.raw_input_contents.extend(i._get_content() for i in inputs)
+        request.outputs.extend(o._get_tensor() for o in outputs)
+    return request
+
+
 def raw_grpc(address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
     """The floor of any Python gRPC client: grpcio sending pre-serialized bytes, no parsing.
 
@@ -130,7 +149,6 @@ def raw_grpc(address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
     are not even parsed; what remains is grpcio's own per-call cost, which both clients pay.
     """
     import grpc
-    import tritonclient.grpc as tg
 
     def make() -> Callable[[dict[str, Any]], Any]:
         channel = grpc.insecure_channel(address)
@@ -140,13 +158,54 @@ def raw_grpc(address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
         def infer(data: dict[str, Any]) -> Any:
             body = cache.get(id(data))
             if body is None:
-                inputs, outputs = triton_inputs(tg, data, False)
-                request = tg.service_pb2.ModelInferRequest(model_name="add_sub")
-                request.inputs.extend(i._get_tensor() for i in inputs)
-                request.raw_input_contents.extend(i._get_content() for i in inputs)
-                request.outputs.extend(o._get_tensor() for o in outputs)
-                body = cache[id(data)] = request.SerializeToString()
+                body = cache[id(data)] = triton_grpc_request(data).SerializeToString()
             return call(body)
+
+        return infer
+
+    return make
+
+
+def minimal_grpc(address: str) -> Callable[[], Callable[[dict[str, Any]], Any]]:
+    """The least a complete Python gRPC client does per call: the bound of the c=1 gRPC rows.
+
+    What any client on grpcio must do to turn a dict of arrays into arrays: the request's
+    serialized head is built once per data layout (as a client caches its request template)
+    and each call appends the arrays' bytes, grpcio sends it (no deadline, no metadata: less
+    than nbinfer, which always sets one), protobuf parses the answer and NumPy views both
+    outputs, zero-copy. No checks, no errors mapped, no stop button; nothing can be left out.
+    """
+    import grpc
+    import tritonclient.grpc as tg
+
+    from nbinfer.protocol.grpc_tensors import varint  # once per layout, not per call
+
+    def make() -> Callable[[dict[str, Any]], Any]:
+        channel = grpc.insecure_channel(address)
+        call = channel.unary_unary(
+            "/inference.GRPCInferenceService/ModelInfer",
+            response_deserializer=tg.service_pb2.ModelInferResponse.FromString,
+        )
+        heads: dict[int, tuple[bytes, list[bytes]]] = {}
+
+        def infer(data: dict[str, Any]) -> Any:
+            built = heads.get(id(data))
+            if built is None:
+                head = triton_grpc_request(data, head_only=True).SerializeToString()
+                # raw_input_contents (field 7, length-delimited) and each array's size
+                tags = [b"\x3a" + varint(a.nbytes) for a in data.values()]
+                built = heads[id(data)] = (head, tags)
+            head, tags = built
+            parts = [head]
+            for tag, array in zip(tags, data.values(), strict=True):
+                parts += (tag, array.data)
+            reply = call(b"".join(parts))
+            outputs = reply.outputs[:]
+            contents = reply.raw_output_contents[:]
+            return tuple(
+                np.frombuffer(raw, np.float32).reshape(tuple(out.shape[:]))
+                for out, raw in zip(outputs, contents, strict=True)
+            )
 
         return infer
 
@@ -432,6 +491,20 @@ def main(argv: list[str] | None = None) -> int:
             lambda: run_threads(tc_prebuilt, SMALL, 1, secs),
         )
         row(f"{proto} sync  c=1 raw engine vs prebuilt", "req/s", ours, theirs, median=True)
+        if proto == "grpc":  # the bound of the gRPC c=1 rows: a complete client, nothing more
+            minimal = minimal_grpc(address)
+            ours, theirs = median_of(
+                args.median_rounds,
+                lambda: run_main(minimal, SMALL, secs),
+                lambda: run_main(tc_prebuilt, SMALL, secs),
+            )
+            row("grpc sync  c=1 minimal client main", "req/s", ours, theirs, median=True)
+            ours, theirs = median_of(
+                args.median_rounds,
+                lambda: run_threads(minimal, SMALL, 1, secs),
+                lambda: run_threads(tc_prebuilt, SMALL, 1, secs),
+            )
+            row("grpc sync  c=1 minimal client", "req/s", ours, theirs, median=True)
         ours, theirs = best_of(
             lambda: run_threads(nb_make, SMALL, 8, secs),
             lambda: run_threads(tc_make, SMALL, 8, secs),

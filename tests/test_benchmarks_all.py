@@ -53,6 +53,7 @@ def test_every_line_of_issue_29s_table_gets_a_row_with_its_verdict(
         [
             client_row("grpc sync  c=1 add_sub main", 1.02, "median of 5 rounds"),
             client_row("grpc sync  c=1 add_sub", 1.01, "median of 5 rounds"),
+            client_row("grpc sync  c=1 minimal client", 1.03, "median of 5 rounds"),
             client_row("http sync  c=1 add_sub main", 1.35, "median of 5 rounds"),
             client_row("http sync  c=1 raw engine vs prebuilt", 1.42, "median of 5 rounds"),
             client_row("grpc sync  c=8 add_sub", 0.97, "best of 3 rounds"),
@@ -124,6 +125,15 @@ def test_every_line_of_issue_29s_table_gets_a_row_with_its_verdict(
     http = next(li for li in table.splitlines() if "main thread" in li and "HTTP" in li)
     assert "us/call; engine alone 1.42x]" in http
     assert not any(li.startswith("client ") and "raw engine" in li for li in table.splitlines())
+    # the worker row misses 1.05x, and so does the minimal grpcio client measured beside it
+    worker = next(li for li in table.splitlines() if "worker thread" in li and "gRPC" in li)
+    assert "MISSED (bound below target)" in worker and "minimal grpcio client 1.03x]" in worker
+    assert by["client gRPC sync c=1 add_sub, worker thread vs tritonclient, prebuilt inputs"].bound
+    assert (
+        by["client gRPC sync c=1 add_sub, main thread vs tritonclient, prebuilt inputs"].bound
+        is None
+    )
+    assert not any(li.startswith("client ") and "minimal client" in li for li in table.splitlines())
 
 
 def test_the_local_row_is_the_sessions_when_local_shm_measures_one(
