@@ -25,7 +25,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from nbinfer.client import api
 from nbinfer.client.callbacks import stream_metadata
-from nbinfer.client.core import _Core
+from nbinfer.client.core import Inputs, _Core
 from nbinfer.client.generate import GeneratePlan, async_events, collect_one, http_generate_op
 from nbinfer.client.results import InferResult
 from nbinfer.errors import ConnectError, InferenceError, NbinferError, ServerUnavailableError
@@ -45,6 +45,26 @@ def _awaiting(
     """The coroutine method of one :mod:`~nbinfer.client.api` declaration."""
 
     async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._run(declared(self, *args, **kwargs))
+
+    return api.face_method(method, declared, "AsyncClient", __name__)
+
+
+def _inferring(
+    declared: Callable[Concatenate[_Core, P], Op[InferResult]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, InferResult]]:
+    """The coroutine ``infer`` (same signature, doc).
+
+    A call with no options on plain arrays awaits the engine alone, as the sync face's does;
+    the rest runs the op.
+    """
+
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> InferResult:
+        if len(args) == 2 and not kwargs:
+            model_name, inputs = cast("tuple[str, Inputs]", args)
+            call = self._fast_call(model_name, inputs, None, "", "", None, None, None)
+            if call is not None:
+                return self._fast_result(model_name, await self._execute(call))
         return await self._run(declared(self, *args, **kwargs))
 
     return api.face_method(method, declared, "AsyncClient", __name__)
@@ -179,7 +199,7 @@ class AsyncClient(_Core):
     get_model_metadata = _awaiting(api.get_model_metadata)
     get_model_config = _awaiting(api.get_model_config)
     build_request = _awaiting(api.build_request)
-    infer = _awaiting(api.infer)
+    infer = _inferring(api.infer)
     get_model_repository_index = _awaiting(api.get_model_repository_index)
     load_model = _awaiting(api.load_model)
     unload_model = _awaiting(api.unload_model)

@@ -211,9 +211,7 @@ def infer(  # noqa: D417 - ``core`` is the face's ``self``
         TransportError: ``ConnectError`` / ``RequestTimeoutError`` / other transport failures.
     """
     if (
-        type(inputs) is dict
-        and (core._shm is None or not core._shm.wants(inputs))
-        and headers is None
+        headers is None
         and parameters is None
         and priority is None
         and sequence is None
@@ -227,8 +225,7 @@ def infer(  # noqa: D417 - ``core`` is the face's ``self``
             model_name, inputs, outputs, model_version, request_id, timeout, binary, retry
         )
         if call is not None:
-            view, reply_headers = core._binding.fast_infer_reply(model_name, (yield call))
-            return InferResult(view, reply_headers)
+            return core._fast_result(model_name, (yield call))
     return (
         yield from core._infer_op(
             model_name,

@@ -537,7 +537,7 @@ class _Core:
     def _fast_call(
         self,
         model_name: str,
-        inputs: dict[str, Any],
+        inputs: Inputs,
         outputs: Outputs,
         model_version: str,
         request_id: str,
@@ -549,6 +549,8 @@ class _Core:
 
         None when the request needs the general path (:meth:`_infer_op`).
         """
+        if type(inputs) is not dict or (self._shm is not None and self._shm.wants(inputs)):
+            return None
         if outputs is None:
             names: tuple[str, ...] = ()
         elif type(outputs) is str:
@@ -582,6 +584,11 @@ class _Core:
         return self._binding.fast_infer_call(
             tuple(key), arrays, request_id, timeout, do_retry, binary
         )
+
+    def _fast_result(self, model_name: str, reply: Any) -> InferResult:
+        """The result of a :meth:`_fast_call`'s reply (outputs read when first asked for)."""
+        view, headers = self._binding.fast_infer_reply(model_name, reply)
+        return InferResult(view, headers)
 
     def _infer_op(
         self,

@@ -47,6 +47,9 @@ logger = logging.getLogger("nbinfer")
 
 #: The RPCs whose replies come with their response metadata (a :class:`GrpcReply`).
 _WITH_HEADERS = frozenset({"ModelInfer", "ModelReady"})
+#: The RPCs whose replies are handed over as received bytes (read by
+#: :class:`nbinfer.protocol.grpc.ResponseReader`, which views the tensors in place).
+_BYTES_REPLIES = frozenset({"ModelInfer"})
 #: The main thread's id (the one a kernel interrupt reaches); an int compare per call.
 _MAIN_IDENT = threading.main_thread().ident
 
@@ -189,7 +192,8 @@ def _method(channel: Any, rpc: str) -> Any:
     return factory(
         spec.path,
         request_serializer=_serialize,
-        response_deserializer=spec.response.FromString,
+        # replies handed over as their bytes: their reader keeps the tensors where they arrived
+        response_deserializer=None if rpc in _BYTES_REPLIES else spec.response.FromString,
         _registered_method=True,
     )
 
