@@ -23,7 +23,6 @@ Model configuration and statistics as Triton-shaped JSON are :mod:`nbinfer.proto
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -44,15 +43,13 @@ from nbinfer.protocol.grpc_tensors import (
     split_field,
     varint,
 )
-from nbinfer.protocol.reader import PLAIN_DTYPES, PlainOutput
-from nbinfer.protocol.reader import ResponseReader as _LazyReader
+from nbinfer.protocol.reader import PLAIN_DTYPES
 from nbinfer.protocol.types import (
     InferInput,
     InferOutput,
     InferRequest,
     InferResponse,
     ModelMetadata,
-    Parameters,
     RepositoryModel,
     RequestedOutput,
     ServerMetadata,
@@ -63,7 +60,6 @@ __all__ = [
     "RPCS",
     "SERVICE_NAME",
     "RequestTemplate",
-    "ResponseReader",
     "Rpc",
     "config_message",
     "load_request_from_proto",
@@ -85,6 +81,7 @@ __all__ = [
     "request_from_bytes",
     "request_from_proto",
     "request_to_proto",
+    "read_response",
     "response_from_proto",
     "response_to_bytes",
     "response_to_proto",
@@ -240,8 +237,9 @@ def _message(rpc: str, kind: Literal["request", "response"], fields: dict[str, A
 _CLASSIFICATION: Final = "classification"
 _RAW_INPUT_FIELD: Final = pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER
 _RAW_INPUT_TAG: Final = varint(_RAW_INPUT_FIELD << 3 | 2)
-_RAW_OUTPUT_FIELD: Final = pb.ModelInferResponse.RAW_OUTPUT_CONTENTS_FIELD_NUMBER
-_RAW_OUTPUT_TAG: Final = varint(_RAW_OUTPUT_FIELD << 3 | 2)
+#: The ``ModelInferResponse`` field of the raw output records (one per output, in order).
+RAW_OUTPUT_FIELD: Final = pb.ModelInferResponse.RAW_OUTPUT_CONTENTS_FIELD_NUMBER
+_RAW_OUTPUT_TAG: Final = varint(RAW_OUTPUT_FIELD << 3 | 2)
 _STREAM_RESPONSE_TAG: Final = varint(
     pb.ModelStreamInferResponse.INFER_RESPONSE_FIELD_NUMBER << 3 | 2
 )
@@ -485,6 +483,18 @@ def _response_parts(resp: InferResponse) -> list[Any]:
     return parts
 
 
+def read_response(data: bytes) -> pb.ModelInferResponse:
+    """Parse a serialized ``ModelInferResponse`` (or the part of one before its raw contents).
+
+    Raises:
+        InvalidInputError: not a ``ModelInferResponse`` (malformed protobuf).
+    """
+    try:
+        return pb.ModelInferResponse.FromString(data)
+    except DecodeError as exc:
+        raise InvalidInputError(f"malformed ModelInferResponse from the server: {exc}") from exc
+
+
 def response_from_proto(msg: pb.ModelInferResponse) -> InferResponse:
     """Decode a ``ModelInferResponse``; raw tensors become zero-copy read-only views.
 
@@ -555,140 +565,6 @@ class RequestTemplate:
             parts.append(_ID_TAG + varint(len(rid)))
             parts.append(rid)
         return b"".join(parts)
-
-
-class ResponseReader(_LazyReader):
-    """A ``ModelInferResponse`` whose outputs are decoded on first access.
-
-    Takes the message, or its serialized bytes as the client's engines hand them over. Of the
-    bytes, the outputs' raw contents are never copied: arrays are views of the received
-    buffer, and a reply laid out byte for byte like an earlier one (every field before the
-    contents identical, the same length) reuses that one's layout without parsing it again.
-    Sizes are checked up front, so a malformed reply fails at once as with
-    :func:`response_from_proto`; arrays are zero-copy read-only views made when first asked
-    for. Replies this reader does not take apart cheaply (typed contents, shared memory, BYTES,
-    BOOL) are decoded eagerly by :func:`response_from_proto`.
-
-    Raises:
-        InvalidInputError: not a ``ModelInferResponse`` (malformed protobuf), data and shape
-            disagree, or data is missing.
-        DataTypeError: an unknown datatype.
-    """
-
-    __slots__ = ("_msg",)
-
-    def __init__(self, reply: pb.ModelInferResponse | bytes) -> None:
-        if isinstance(reply, bytes):
-            for head, prefix, places in _LAYOUTS.get(len(reply), ()):
-                if reply.startswith(prefix) and all(
-                    reply.startswith(tag, offset - len(tag)) for *_, tag, offset, _ in places
-                ):
-                    self._msg = head
-                    super().__init__(plain=[(*o[:4], reply, o[5], o[6]) for o in places])
-                    return
-            msg, plain = _read_reply(reply)
-        else:
-            msg, plain = reply, _plain_layout(reply.outputs[:], reply.raw_output_contents[:])
-        self._msg = msg
-        if plain is None:
-            super().__init__(response_from_proto(msg))
-        else:
-            super().__init__(plain=plain)
-
-    def _head(self, key: str) -> str:
-        return str(getattr(self._msg, key))
-
-    def _parameters(self) -> Parameters:
-        return params_from_proto(self._msg.parameters)
-
-    def _output_parameters(self, index: int) -> Parameters:
-        return params_from_proto(self._msg.outputs[index].parameters)
-
-
-#: Plain reply layouts by reply length: the message of every field before the raw contents
-#: (never changed: read-only), those fields' bytes, and per output its name / datatype / dtype
-#: / shape, the tag and length that open its record, its offset and element count.
-_Layout = tuple[pb.ModelInferResponse, bytes, list[tuple[Any, ...]]]
-_LAYOUTS: dict[int, list[_Layout]] = {}
-_MAX_LAYOUTS = 256
-
-
-def _read_reply(data: bytes) -> tuple[pb.ModelInferResponse, list[PlainOutput] | None]:
-    """Parse a serialized reply: its message, and its plain layout over ``data`` (or None).
-
-    The raw contents are split off before protobuf parses the rest. When they are the last
-    records (as protobuf writes them) the layout indexes ``data`` itself and is kept for the
-    replies that repeat it; otherwise the whole reply is parsed as a message.
-
-    Raises:
-        InvalidInputError: not a ``ModelInferResponse``.
-    """
-    split = split_field(data, _RAW_OUTPUT_FIELD)
-    try:
-        if split is not None and data.startswith(split[0]):
-            prefix, raw = split
-            head = pb.ModelInferResponse.FromString(prefix)
-            if not raw:  # nothing was split off: the head is the whole reply
-                return head, _plain_layout(head.outputs[:], ())
-            plain = _plain_layout(head.outputs[:], raw)
-            places = None if plain is None else _places(prefix, data, plain)
-            if places is not None:
-                if not head.id:  # a reply echoing a request id is not repeated
-                    _remember(len(data), (head, prefix, places))
-                return head, [(*o[:4], data, o[5], o[6]) for o in places]
-        msg = pb.ModelInferResponse.FromString(data)
-    except DecodeError as exc:
-        raise InvalidInputError(f"malformed ModelInferResponse from the server: {exc}") from exc
-    return msg, _plain_layout(msg.outputs[:], msg.raw_output_contents[:])
-
-
-def _places(prefix: bytes, data: bytes, plain: list[PlainOutput]) -> list[tuple[Any, ...]] | None:
-    """Where each output's record lies in ``data``, if they follow ``prefix`` in order, else None.
-
-    Per output: name, datatype, dtype, shape, the tag and length opening its record, the offset
-    of its contents and its element count.
-    """
-    places: list[tuple[Any, ...]] = []
-    offset = len(prefix)
-    for name, datatype, dtype, shape, _, _, count in plain:
-        tag = _RAW_OUTPUT_TAG + varint(count * dtype.itemsize)
-        if not data.startswith(tag, offset):
-            return None
-        offset += len(tag)
-        places.append((name, datatype, dtype, shape, tag, offset, count))
-        offset += count * dtype.itemsize
-    return places if offset == len(data) else None
-
-
-def _remember(length: int, layout: _Layout) -> None:
-    """Keep ``layout`` for the replies of ``length`` bytes (a few per length, 256 lengths)."""
-    known = _LAYOUTS.get(length)
-    if known is None:
-        if len(_LAYOUTS) >= _MAX_LAYOUTS:
-            _LAYOUTS.clear()
-        known = _LAYOUTS[length] = []
-    if len(known) >= 4:  # the oldest goes
-        del known[0]
-    known.append(layout)
-
-
-def _plain_layout(outs: Sequence[Any], raw: Sequence[Any]) -> list[PlainOutput] | None:
-    """One raw entry of the exact size per fixed-width output and nothing else, or None."""
-    # upb containers are sliced by the callers, not iterated: a slice is one C call
-    if len(raw) != len(outs):
-        return None
-    plain: list[PlainOutput] = []
-    for out, data in zip(outs, raw, strict=True):
-        datatype = out.datatype
-        dtype = PLAIN_DTYPES.get(datatype)
-        shape = tuple(out.shape[:])
-        if dtype is None or min(shape, default=0) < 0 or out.HasField("contents"):
-            return None
-        count = math.prod(shape)
-        if len(data) != count * dtype.itemsize:
-            return None
-        plain.append((out.name, datatype, dtype, shape, data, 0, count))
-    return plain
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from nbinfer.protocol import grpc as pgrpc
 from nbinfer.protocol.calls import CallOptions, GrpcCall, GrpcReply, Headers, Op, read_headers
 from nbinfer.protocol.dtypes import datatype_of
 from nbinfer.protocol.grpc_json import config_proto_to_json, statistics_proto_to_json
+from nbinfer.protocol.grpc_reply import ResponseReader
 from nbinfer.protocol.grpc_settings import (
     log_settings_from_proto,
     log_settings_to_proto,
@@ -83,10 +84,10 @@ class GrpcBinding:
         return GrpcCall("ModelInfer", message, (), timeout, retry, request_id or None)
 
     @staticmethod
-    def fast_infer_reply(model_name: str, reply: Any) -> tuple[pgrpc.ResponseReader, Headers]:
+    def fast_infer_reply(model_name: str, reply: Any) -> tuple[ResponseReader, Headers]:
         """Decode the reply to a :meth:`fast_infer_call` lazily, with its response metadata."""
         message, headers = _unwrap(reply)
-        return pgrpc.ResponseReader(message), headers
+        return ResponseReader(message), headers
 
     def _call(self, rpc: str, message: Any, opts: CallOptions, *, idempotent: bool = True) -> Any:
         return GrpcCall(
@@ -136,14 +137,14 @@ class GrpcBinding:
         *,
         binary: bool | None = None,
         retry: bool = False,
-    ) -> Op[tuple[pgrpc.ResponseReader, Headers]]:
+    ) -> Op[tuple[ResponseReader, Headers]]:
         """``ModelInfer`` with raw tensor contents; outputs are decoded on access."""
         msg = pgrpc.request_to_proto(request, raw=True)
         call = GrpcCall(
             "ModelInfer", msg, _metadata(opts), opts.timeout, retry, request_id=request.id or None
         )
         message, headers = _unwrap((yield call))
-        return pgrpc.ResponseReader(message), headers
+        return ResponseReader(message), headers
 
     def stream_request(self, request: InferRequest) -> Any:
         """The ``ModelInferRequest`` sent on a stream."""

@@ -48,7 +48,7 @@ logger = logging.getLogger("nbinfer")
 #: The RPCs whose replies come with their response metadata (a :class:`GrpcReply`).
 _WITH_HEADERS = frozenset({"ModelInfer", "ModelReady"})
 #: The RPCs whose replies are handed over as received bytes (read by
-#: :class:`nbinfer.protocol.grpc.ResponseReader`, which views the tensors in place).
+#: :class:`nbinfer.protocol.grpc_reply.ResponseReader`, which views the tensors in place).
 _BYTES_REPLIES = frozenset({"ModelInfer"})
 #: The main thread's id (the one a kernel interrupt reaches); an int compare per call.
 _MAIN_IDENT = threading.main_thread().ident

@@ -16,7 +16,7 @@ import pytest
 import nbinfer
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol import grpc as pgrpc
-from nbinfer.protocol import rest
+from nbinfer.protocol import grpc_reply, rest
 from nbinfer.protocol.rest import ResponseReader as RestResponseReader
 from nbinfer.protocol.types import InferInput, InferOutput, InferRequest, InferResponse
 
@@ -79,7 +79,7 @@ def test_request_template_bytes_decode_to_the_same_request() -> None:
 
 def test_grpc_response_reader_matches_response_from_proto() -> None:
     msg = pgrpc.response_to_proto(_response())
-    reader = pgrpc.ResponseReader(msg)
+    reader = grpc_reply.ResponseReader(msg)
     assert reader.names == ["A", "B", "C"]
     arr = reader.array(0)
     assert arr is not None and arr.shape == (2, 3) and not arr.flags.writeable
@@ -97,7 +97,7 @@ def test_grpc_response_reader_decodes_bytes_and_typed_contents_eagerly() -> None
     )
     for raw in (True, False):
         msg = pgrpc.response_to_proto(resp, raw=raw)
-        reader = pgrpc.ResponseReader(msg)
+        reader = grpc_reply.ResponseReader(msg)
         s = reader.array(0)
         assert s is not None and list(s) == [b"a", b"bc"]
         _same(reader.response(), pgrpc.response_from_proto(msg))
@@ -107,7 +107,7 @@ def test_grpc_response_reader_rejects_a_size_mismatch_at_once() -> None:
     msg = pgrpc.response_to_proto(_response())
     msg.raw_output_contents[0] = msg.raw_output_contents[0][:-4]
     with pytest.raises(InvalidInputError, match="'A'"):
-        pgrpc.ResponseReader(msg)
+        grpc_reply.ResponseReader(msg)
 
 
 def test_rest_response_reader_matches_decode_response() -> None:

@@ -16,7 +16,6 @@ from nbinfer.errors import DataTypeError, InvalidInputError, UnsupportedError
 from nbinfer.protocol.grpc import (
     RPCS,
     SERVICE_NAME,
-    ResponseReader,
     load_request_from_proto,
     load_request_to_proto,
     method_path,
@@ -41,6 +40,7 @@ from nbinfer.protocol.grpc_json import (
     statistics_json_to_proto,
     statistics_proto_to_json,
 )
+from nbinfer.protocol.grpc_reply import ResponseReader
 from nbinfer.protocol.types import (
     InferInput,
     InferOutput,

@@ -13,7 +13,7 @@ import pytest
 
 from nbinfer.errors import InvalidInputError
 from nbinfer.protocol import grpc as pgrpc
-from nbinfer.protocol import rest
+from nbinfer.protocol import grpc_reply, rest
 from nbinfer.protocol.reader import ResponseReader
 from nbinfer.protocol.types import InferOutput, InferResponse
 
@@ -38,8 +38,8 @@ def _readers(response: InferResponse) -> list[ResponseReader]:
     wire = pgrpc.pb.ModelInferResponse.FromString(data)
     return [
         rest.ResponseReader(body, header_length),
-        pgrpc.ResponseReader(wire),
-        pgrpc.ResponseReader(data),  # as the client's engines hand replies over
+        grpc_reply.ResponseReader(wire),
+        grpc_reply.ResponseReader(data),  # as the client's engines hand replies over
     ]
 
 
@@ -131,7 +131,7 @@ def test_rest_answers_repeating_a_header_read_their_own_bytes() -> None:
         rest.ResponseReader(b + b"\0", length)
 
 
-def _grpc_reply(model: str, fill: float, request_id: str = "") -> bytes:
+def _reply_bytes(model: str, fill: float, request_id: str = "") -> bytes:
     response = _response()
     response.model_name, response.id, response.outputs[0].data = (
         model,
@@ -145,11 +145,11 @@ def test_grpc_replies_are_viewed_where_they_arrived_and_a_repeated_layout_is_reu
     """The bytes an engine hands over are never copied: each array views its own reply, and a
     reply laid out like an earlier one (same fields before the contents, same length) reads
     that one's layout, its own model name and parameters still its own."""
-    pgrpc._LAYOUTS.clear()
-    first, second, other = _grpc_reply("m", 1.0), _grpc_reply("m", 9.0), _grpc_reply("n", 5.0)
+    grpc_reply._LAYOUTS.clear()
+    first, second, other = _reply_bytes("m", 1.0), _reply_bytes("m", 9.0), _reply_bytes("n", 5.0)
     assert len(first) == len(second) == len(other) and first != second
-    readers = [pgrpc.ResponseReader(data) for data in (first, second, other)]
-    assert len(pgrpc._LAYOUTS[len(first)]) == 2  # "m" once (the second reused it), "n" once
+    readers = [grpc_reply.ResponseReader(data) for data in (first, second, other)]
+    assert len(grpc_reply._LAYOUTS[len(first)]) == 2  # "m" once (the second reused it), "n" once
     for reader, data, fill, model in zip(
         readers, (first, second, other), (1, 9, 5), "mmn", strict=True
     ):
@@ -163,32 +163,32 @@ def test_grpc_replies_are_viewed_where_they_arrived_and_a_repeated_layout_is_reu
 
 
 def test_grpc_replies_echoing_a_request_id_are_read_but_not_kept() -> None:
-    pgrpc._LAYOUTS.clear()
-    reader = pgrpc.ResponseReader(_grpc_reply("m", 2.0, request_id="req-1"))
+    grpc_reply._LAYOUTS.clear()
+    reader = grpc_reply.ResponseReader(_reply_bytes("m", 2.0, request_id="req-1"))
     assert reader.id == "req-1" and reader.array(0).tolist() == [[2, 2], [2, 2]]
-    assert not pgrpc._LAYOUTS
+    assert not grpc_reply._LAYOUTS
 
 
 def test_grpc_replies_with_the_contents_before_other_fields_are_read_in_full() -> None:
     """Protobuf writes fields in any order it likes: contents first, then the rest."""
-    data = _grpc_reply("m", 3.0)
+    data = _reply_bytes("m", 3.0)
     msg = pgrpc.pb.ModelInferResponse.FromString(data)
     raw = list(msg.raw_output_contents)
     del msg.raw_output_contents[:]
     reordered = pgrpc.pb.ModelInferResponse(raw_output_contents=raw).SerializeToString()
     reordered += msg.SerializeToString()
     assert reordered != data and len(reordered) == len(data)
-    pgrpc._LAYOUTS.clear()
-    reader = pgrpc.ResponseReader(reordered)
+    grpc_reply._LAYOUTS.clear()
+    reader = grpc_reply.ResponseReader(reordered)
     assert reader.array(0).tolist() == [[3, 3], [3, 3]] and reader.model_name == "m"
-    assert not pgrpc._LAYOUTS  # read through the message, not kept
-    pgrpc.ResponseReader(data)  # the usual order is kept; the reordered reply still reads right
-    assert pgrpc.ResponseReader(reordered).array(1).tolist() == [0, 7, 255]
+    assert not grpc_reply._LAYOUTS  # read through the message, not kept
+    grpc_reply.ResponseReader(data)  # the usual order is kept; the reordered one still reads right
+    assert grpc_reply.ResponseReader(reordered).array(1).tolist() == [0, 7, 255]
 
 
 @pytest.mark.parametrize("case", ["cut by 1", "cut by 20", "unfinished tag"])
 def test_a_malformed_grpc_reply_fails_with_a_clear_error(case: str) -> None:
-    data = _grpc_reply("m", 1.0)
+    data = _reply_bytes("m", 1.0)
     bad = {"cut by 1": data[:-1], "cut by 20": data[:-20], "unfinished tag": data + b"\xff"}
     with pytest.raises(InvalidInputError, match="malformed ModelInferResponse from the server"):
-        pgrpc.ResponseReader(bad[case])
+        grpc_reply.ResponseReader(bad[case])
