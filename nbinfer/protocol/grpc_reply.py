@@ -47,12 +47,16 @@ class ResponseReader(_LazyReader):
 
     def __init__(self, reply: Any) -> None:
         if isinstance(reply, bytes):
-            for head, prefix, places in _LAYOUTS.get(len(reply), ()):
-                if reply.startswith(prefix) and all(
-                    reply.startswith(tag, offset - len(tag)) for *_, tag, offset, _ in places
-                ):
+            for head, prefix, places, names in _LAYOUTS.get(len(reply), ()):
+                if not reply.startswith(prefix):
+                    continue
+                for tag, start, *_ in places:
+                    if not reply.startswith(tag, start):
+                        break
+                else:  # the same fields before the same records: the same layout
                     self._msg = head
-                    super().__init__(plain=[(*o[:4], reply, o[5], o[6]) for o in places])
+                    views = [(*spec, reply, offset, n) for _, _, spec, offset, n in places]
+                    super().__init__(plain=views, names=names)
                     return
             msg, plain = _read_reply(reply)
         else:
@@ -73,10 +77,12 @@ class ResponseReader(_LazyReader):
         return params_from_proto(self._msg.outputs[index].parameters)
 
 
+#: Where one output's record lies: the tag and length that open it and where they start, the
+#: output's name / datatype / dtype / shape, its contents' offset and element count.
+_Place = tuple[bytes, int, tuple[str, str, Any, tuple[int, ...]], int, int]
 #: Plain reply layouts by reply length: the message of every field before the raw contents
-#: (never changed: read-only), those fields' bytes, and per output its name / datatype / dtype
-#: / shape, the tag and length that open its record, its offset and element count.
-_Layout = tuple[Any, bytes, list[tuple[Any, ...]]]
+#: (never changed: read-only), those fields' bytes, each output's place, the output names.
+_Layout = tuple[Any, bytes, list[_Place], list[str]]
 _LAYOUTS: dict[int, list[_Layout]] = {}
 _MAX_LAYOUTS = 256
 
@@ -101,27 +107,23 @@ def _read_reply(data: bytes) -> tuple[Any, list[PlainOutput] | None]:
         places = None if plain is None else _places(prefix, data, plain)
         if places is not None:
             if not head.id:  # a reply echoing a request id is not repeated
-                _remember(len(data), (head, prefix, places))
-            return head, [(*o[:4], data, o[5], o[6]) for o in places]
+                names = [spec[0] for _, _, spec, *_ in places]
+                _remember(len(data), (head, prefix, places, names))
+            return head, [(*spec, data, offset, n) for _, _, spec, offset, n in places]
     msg = read_response(data)
     return msg, _plain_layout(msg.outputs[:], msg.raw_output_contents[:])
 
 
-def _places(prefix: bytes, data: bytes, plain: list[PlainOutput]) -> list[tuple[Any, ...]] | None:
-    """Where each output's record lies in ``data``, if they follow ``prefix`` in order, else None.
-
-    Per output: name, datatype, dtype, shape, the tag and length opening its record, the offset
-    of its contents and its element count.
-    """
-    places: list[tuple[Any, ...]] = []
+def _places(prefix: bytes, data: bytes, plain: list[PlainOutput]) -> list[_Place] | None:
+    """Where each output's record lies in ``data``, if they follow ``prefix`` in order."""
+    places: list[_Place] = []
     offset = len(prefix)
     for name, datatype, dtype, shape, _, _, count in plain:
         tag = _RAW_OUTPUT_TAG + varint(count * dtype.itemsize)
         if not data.startswith(tag, offset):
             return None
-        offset += len(tag)
-        places.append((name, datatype, dtype, shape, tag, offset, count))
-        offset += count * dtype.itemsize
+        places.append((tag, offset, (name, datatype, dtype, shape), offset + len(tag), count))
+        offset += len(tag) + count * dtype.itemsize
     return places if offset == len(data) else None
 
 

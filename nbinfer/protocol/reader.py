@@ -50,12 +50,16 @@ class ResponseReader:
     Args:
         decoded: The response, already decoded (every other argument is then ignored).
         plain: The plain layout of every output, in order.
+        names: The outputs' names, when the caller has them already (copied).
     """
 
     __slots__ = ("_arrays", "_full", "_plain", "names")
 
     def __init__(
-        self, decoded: InferResponse | None = None, plain: list[PlainOutput] | None = None
+        self,
+        decoded: InferResponse | None = None,
+        plain: list[PlainOutput] | None = None,
+        names: list[str] | None = None,
     ) -> None:
         self._full = decoded
         if decoded is not None:
@@ -64,7 +68,7 @@ class ResponseReader:
             self._arrays: list[np.ndarray[Any, Any] | None] = []
         else:
             self._plain = plain or []
-            self.names = [spec[0] for spec in self._plain]
+            self.names = [spec[0] for spec in self._plain] if names is None else names.copy()
             self._arrays = [None] * len(self._plain)
 
     def _head(self, key: str) -> str:
