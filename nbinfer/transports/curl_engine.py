@@ -11,6 +11,7 @@ Imports config, errors and the call objects; pycurl only when an engine is made.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -19,9 +20,26 @@ from typing import Any
 from nbinfer.config import ClientConfig
 from nbinfer.errors import RequestTimeoutError, TransportError, connect_error
 from nbinfer.protocol.calls import HttpReply
-from nbinfer.transports.http_common import base_url, compress, default_headers
+from nbinfer.transports.http_common import FORKS, base_url, compress, default_headers
 
 __all__ = ["CurlEngine"]
+
+#: Handles a forked child found from before the fork: their connections are the parent's, and
+#: closing one here would end them for the parent too (a TLS close), so they are never closed.
+_PARENTS_HANDLES: list[Any] = []
+#: The live engines, whose handles a forked child puts aside at once (before any collection
+#: could close one).
+_ENGINES: weakref.WeakSet[CurlEngine] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for engine in list(_ENGINES):
+        engine._lock = threading.Lock()  # one another thread held at the fork stays held
+        engine._leave_parents_handles()
+
+
+if hasattr(os, "register_at_fork"):  # after http_common's hook, which bumps FORKS
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _curl() -> Any:
@@ -64,6 +82,7 @@ class CurlEngine:
         self._header_cache: dict[int, tuple[Mapping[str, str], list[str]]] = {}
         #: Bumped by abort_in_flight(); a transfer that began under an older value aborts.
         self._epoch = [0]
+        _ENGINES.add(self)
 
     def abort_in_flight(self) -> None:
         """Abort the transfers in flight on every thread (after a KeyboardInterrupt).
@@ -152,6 +171,9 @@ class CurlEngine:
         with self._lock:  # busy from here: close() leaves the handle to this thread
             if self._closed:
                 raise TransportError("the client is closed")
+            if state is not None and state.forks != FORKS[0]:  # a forked child: its own handle
+                self._leave_parents_handles()
+                state = self._local.state = None
             if state is None:
                 state = self._local.state = _HandleState(self._new_handle(), pc, self._epoch)
                 self._states.add(state)
@@ -188,6 +210,18 @@ class CurlEngine:
             if method == "POST" and body:
                 c.setopt(pc.POSTFIELDS, b"")
             self._done(c)
+
+    def _leave_parents_handles(self) -> None:
+        """In a forked child, keep every handle made before the fork and never close it.
+
+        Takes no lock: right after a fork the child has one thread, and a lock another thread
+        held at the fork stays held.
+        """
+        inherited = [st for st in self._states if st.forks != FORKS[0]]
+        _PARENTS_HANDLES.extend(st.curl for st in inherited)
+        for st in inherited:
+            self._states.discard(st)
+            self._busy.discard(st.curl)  # the parent's transfers, not this process's
 
     def _done(self, c: Any) -> None:
         """A transfer on ``c`` ended: a handle the engine's ``close()`` skipped is closed here."""
@@ -256,6 +290,7 @@ class CurlEngine:
         """
         with self._lock:
             self._closed = True
+            self._leave_parents_handles()  # in a forked child: the parent's, left open
             idle = [s.curl for s in self._states if s.curl not in self._busy]
             self._states = weakref.WeakSet()
             self._epoch[0] += 1  # transfers and streams in flight: their progress calls abort
@@ -359,6 +394,7 @@ class _HandleState:
         "__weakref__",
         "chunks",
         "curl",
+        "forks",
         "header_lines",
         "header_list",
         "started",
@@ -368,6 +404,8 @@ class _HandleState:
 
     def __init__(self, curl: Any, pc: Any, epoch: list[int]) -> None:
         self.curl = curl
+        #: ``FORKS`` when it was made (a forked child leaves its parent's handles alone).
+        self.forks = FORKS[0]
         self.chunks: list[bytes] = []
         self.header_lines: list[bytes] = []
         curl.setopt(pc.WRITEFUNCTION, self.chunks.append)

@@ -1,17 +1,25 @@
 """What the HTTP engines share: the base URL, default headers, request compression, TLS context.
 
-Used by :mod:`~nbinfer.transports.curl_engine`, :mod:`~nbinfer.transports.aiohttp_engine` and
-:mod:`~nbinfer.transports.httpx_engine`; no engine library is imported here.
+Used by :mod:`~nbinfer.transports.curl_engine`, :mod:`~nbinfer.transports.socket_engine`,
+:mod:`~nbinfer.transports.aiohttp_engine` and :mod:`~nbinfer.transports.httpx_engine`; no
+engine library is imported here. ``FORKS`` counts the forks this process is a child of, so a
+sync engine knows a kept-alive connection is its parent's.
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 import ssl
 
 from nbinfer.config import ClientConfig
 
-__all__ = ["base_url", "compress", "default_headers", "ssl_context"]
+__all__ = ["FORKS", "base_url", "compress", "default_headers", "ssl_context"]
+
+#: Bumped in a forked child: connections made before the fork are the parent's.
+FORKS = [0]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: FORKS.__setitem__(0, FORKS[0] + 1))
 
 
 def base_url(url: str) -> str:

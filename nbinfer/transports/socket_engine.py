@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from nbinfer.config import ClientConfig
 from nbinfer.errors import InvalidInputError, RequestTimeoutError, TransportError, connect_error
 from nbinfer.protocol.calls import HttpReply
-from nbinfer.transports.http_common import base_url, default_headers
+from nbinfer.transports.http_common import FORKS, base_url, default_headers
 
 __all__ = ["SocketEngine", "socket_engine_fits"]
 
@@ -44,10 +44,6 @@ _JOIN_BELOW = 64 * 1024
 _READ = 256 * 1024
 #: A kept-alive socket answered on within this many seconds is used without a liveness poll.
 _FRESH_S = 1.0
-#: Bumped in a forked child: connections made before the fork are the parent's.
-_FORKS = [0]
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 #: Environment variables through which libcurl (the other engine) would use a proxy.
 _PROXY_VARIABLES = ("http_proxy", "all_proxy", "ALL_PROXY", "HTTP_PROXY")
 
@@ -114,7 +110,7 @@ class _Connection:
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
-        self.forks = -1  # _FORKS when it connected (a forked child connects anew)
+        self.forks = -1  # FORKS when it connected (a forked child connects anew)
         self.idle_since = 0.0  # monotonic time of the last answer
         self.poll: Any = None
         self.parser: Any = None
@@ -143,7 +139,7 @@ class _Connection:
         open for seconds (uvicorn 5 s, Triton longer), and a close racing the request is
         caught anyway (sent again on a new connection).
         """
-        if self.forks != _FORKS[0]:
+        if self.forks != FORKS[0]:
             return True
         return now - self.idle_since >= _FRESH_S and bool(self.poll.poll(0))
 
@@ -395,7 +391,7 @@ class SocketEngine:
         poll = select.poll()
         poll.register(sock, select.POLLIN)
         conn.sock, conn.poll, conn.used, conn.limit = sock, poll, 0, None
-        conn.forks = _FORKS[0]
+        conn.forks = FORKS[0]
         conn.parser = self._parser(conn.answer)
         with self._lock:
             closed = self._closed

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import pycurl
 import pytest
 
 from nbinfer import Client
@@ -356,13 +357,22 @@ def test_an_answer_sent_before_the_body_was_read_is_returned() -> None:
         thread.join(5)
 
 
-def test_a_forked_child_connects_anew(server: LocalServer) -> None:
+def _connection(client: Client) -> object:
+    """The object behind the calling thread's kept-alive connection, on either engine."""
+    local = client._engine._local  # type: ignore[attr-defined]
+    return local.conn.sock if isinstance(client._engine, SocketEngine) else local.state.curl
+
+
+@pytest.mark.parametrize("http_engine", [None, "pycurl"], ids=["sockets", "pycurl"])
+def test_a_forked_child_connects_anew(server: LocalServer, http_engine: str | None) -> None:
     """A child forked from a process with a kept-alive connection (multiprocessing's fork, a
-    Spark / Dask worker) must not talk over the parent's socket: both go on answering right."""
-    with Client(server.http_url, shared_memory=False) as client:
+    Spark / Dask worker) must not talk over the parent's socket: both go on answering right.
+    On libcurl the child leaves the parent's handle unclosed (a TLS close would end the
+    parent's session) and makes its own."""
+    with Client(server.http_url, shared_memory=False, http_engine=http_engine) as client:
         a = np.arange(16, dtype=np.float32).reshape(1, 16)
         client.infer("add_sub", {"INPUT0": a, "INPUT1": a})  # the parent's connection, kept
-        parent_socket = client._engine._local.conn.sock
+        parent_socket = _connection(client)
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: its answers must be its own
@@ -372,7 +382,11 @@ def test_a_forked_child_connects_anew(server: LocalServer) -> None:
                     b = np.full((1, 16), i, np.float32)
                     out = client.infer("add_sub", {"INPUT0": a, "INPUT1": b})["OUTPUT0"]
                     assert (out == a + i).all()
-                code = 0 if client._engine._local.conn.sock is not parent_socket else 2
+                fresh = _connection(client) is not parent_socket
+                client.close()  # closes the child's own handles, never the parent's
+                if http_engine == "pycurl":  # a closed pycurl handle raises on getinfo()
+                    parent_socket.getinfo(pycurl.RESPONSE_CODE)  # type: ignore[attr-defined]
+                code = 0 if fresh else 2
             finally:
                 os.write(write, bytes([code]))
                 os._exit(0)
@@ -384,4 +398,6 @@ def test_a_forked_child_connects_anew(server: LocalServer) -> None:
         os.waitpid(pid, 0)
         assert os.read(read, 1) == b"\0"
         os.close(read)
-        assert client._engine._local.conn.sock is parent_socket  # kept alive throughout
+        assert _connection(client) is parent_socket  # kept alive throughout
+        b = np.full((1, 16), 7, np.float32)  # and still answering after the child closed
+        assert (client.infer("add_sub", {"INPUT0": a, "INPUT1": b})["OUTPUT0"] == a + 7).all()
