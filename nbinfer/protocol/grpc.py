@@ -57,6 +57,8 @@ from nbinfer.protocol.types import (
 )
 
 __all__ = [
+    "RAW_OUTPUT_FIELD",
+    "RAW_OUTPUT_TAG",
     "RPCS",
     "SERVICE_NAME",
     "RequestTemplate",
@@ -239,7 +241,8 @@ _RAW_INPUT_FIELD: Final = pb.ModelInferRequest.RAW_INPUT_CONTENTS_FIELD_NUMBER
 _RAW_INPUT_TAG: Final = varint(_RAW_INPUT_FIELD << 3 | 2)
 #: The ``ModelInferResponse`` field of the raw output records (one per output, in order).
 RAW_OUTPUT_FIELD: Final = pb.ModelInferResponse.RAW_OUTPUT_CONTENTS_FIELD_NUMBER
-_RAW_OUTPUT_TAG: Final = varint(RAW_OUTPUT_FIELD << 3 | 2)
+#: The tag that opens each of those records (a length follows it).
+RAW_OUTPUT_TAG: Final = varint(RAW_OUTPUT_FIELD << 3 | 2)
 _STREAM_RESPONSE_TAG: Final = varint(
     pb.ModelStreamInferResponse.INFER_RESPONSE_FIELD_NUMBER << 3 | 2
 )
@@ -439,7 +442,7 @@ def _small_body(resp: InferResponse) -> bytes | None:
         else:
             return None
         parts.append(_prefix((out.name, out.datatype, *out.shape), partial(_output_bytes, out)))
-        raws.append(_RAW_OUTPUT_TAG + varint(len(raw)) + raw)
+        raws.append(RAW_OUTPUT_TAG + varint(len(raw)) + raw)
     return b"".join(parts + raws)
 
 
@@ -478,7 +481,7 @@ def _response_parts(resp: InferResponse) -> list[Any]:
         return [msg.SerializeToString()]
     parts: list[Any] = [msg.SerializeToString()]
     for data in raw_contents:
-        parts.append(_RAW_OUTPUT_TAG + varint(len(data)))
+        parts.append(RAW_OUTPUT_TAG + varint(len(data)))
         parts.append(data)
     return parts
 

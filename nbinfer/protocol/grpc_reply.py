@@ -14,15 +14,18 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from nbinfer.protocol.grpc import RAW_OUTPUT_FIELD, read_response, response_from_proto
+from nbinfer.protocol.grpc import (
+    RAW_OUTPUT_FIELD,
+    RAW_OUTPUT_TAG,
+    read_response,
+    response_from_proto,
+)
 from nbinfer.protocol.grpc_tensors import params_from_proto, split_field, varint
 from nbinfer.protocol.reader import PLAIN_DTYPES, PlainOutput
 from nbinfer.protocol.reader import ResponseReader as _LazyReader
 from nbinfer.protocol.types import Parameters
 
 __all__ = ["ResponseReader"]
-
-_RAW_OUTPUT_TAG = varint(RAW_OUTPUT_FIELD << 3 | 2)
 
 
 class ResponseReader(_LazyReader):
@@ -60,7 +63,7 @@ class ResponseReader(_LazyReader):
                     return
             msg, plain = _read_reply(reply)
         else:
-            msg, plain = reply, _plain_layout(reply.outputs[:], reply.raw_output_contents[:])
+            msg, plain = reply, _message_layout(reply)
         self._msg = msg
         if plain is None:
             super().__init__(response_from_proto(msg))
@@ -111,7 +114,7 @@ def _read_reply(data: bytes) -> tuple[Any, list[PlainOutput] | None]:
                 _remember(len(data), (head, prefix, places, names))
             return head, [(*spec, data, offset, n) for _, _, spec, offset, n in places]
     msg = read_response(data)
-    return msg, _plain_layout(msg.outputs[:], msg.raw_output_contents[:])
+    return msg, _message_layout(msg)
 
 
 def _places(prefix: bytes, data: bytes, plain: list[PlainOutput]) -> list[_Place] | None:
@@ -119,7 +122,7 @@ def _places(prefix: bytes, data: bytes, plain: list[PlainOutput]) -> list[_Place
     places: list[_Place] = []
     offset = len(prefix)
     for name, datatype, dtype, shape, _, _, count in plain:
-        tag = _RAW_OUTPUT_TAG + varint(count * dtype.itemsize)
+        tag = RAW_OUTPUT_TAG + varint(count * dtype.itemsize)
         if not data.startswith(tag, offset):
             return None
         places.append((tag, offset, (name, datatype, dtype, shape), offset + len(tag), count))
@@ -137,6 +140,11 @@ def _remember(length: int, layout: _Layout) -> None:
     if len(known) >= 4:  # the oldest goes
         del known[0]
     known.append(layout)
+
+
+def _message_layout(msg: Any) -> list[PlainOutput] | None:
+    """The plain layout of a parsed reply, its contents read from the message."""
+    return _plain_layout(msg.outputs[:], msg.raw_output_contents[:])
 
 
 def _plain_layout(outs: Sequence[Any], raw: Sequence[Any]) -> list[PlainOutput] | None:

@@ -33,9 +33,16 @@ _ENGINES: weakref.WeakSet[CurlEngine] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
+    """Put every live engine's handles aside, never closed; renew its lock.
+
+    Runs in the child right after the fork, while it has one thread: a lock another thread
+    held at the fork stays held, so none is taken here.
+    """
     for engine in list(_ENGINES):
-        engine._lock = threading.Lock()  # one another thread held at the fork stays held
-        engine._leave_parents_handles()
+        engine._lock = threading.Lock()
+        _PARENTS_HANDLES.extend(state.curl for state in engine._states)
+        engine._states = weakref.WeakSet()
+        engine._busy = set()  # the parent's transfers, not this process's
 
 
 if hasattr(os, "register_at_fork"):  # after http_common's hook, which bumps FORKS
@@ -172,8 +179,7 @@ class CurlEngine:
             if self._closed:
                 raise TransportError("the client is closed")
             if state is not None and state.forks != FORKS[0]:  # a forked child: its own handle
-                self._leave_parents_handles()
-                state = self._local.state = None
+                state = self._local.state = None  # the parent's, put aside at the fork
             if state is None:
                 state = self._local.state = _HandleState(self._new_handle(), pc, self._epoch)
                 self._states.add(state)
@@ -210,18 +216,6 @@ class CurlEngine:
             if method == "POST" and body:
                 c.setopt(pc.POSTFIELDS, b"")
             self._done(c)
-
-    def _leave_parents_handles(self) -> None:
-        """In a forked child, keep every handle made before the fork and never close it.
-
-        Takes no lock: right after a fork the child has one thread, and a lock another thread
-        held at the fork stays held.
-        """
-        inherited = [st for st in self._states if st.forks != FORKS[0]]
-        _PARENTS_HANDLES.extend(st.curl for st in inherited)
-        for st in inherited:
-            self._states.discard(st)
-            self._busy.discard(st.curl)  # the parent's transfers, not this process's
 
     def _done(self, c: Any) -> None:
         """A transfer on ``c`` ended: a handle the engine's ``close()`` skipped is closed here."""
@@ -290,7 +284,6 @@ class CurlEngine:
         """
         with self._lock:
             self._closed = True
-            self._leave_parents_handles()  # in a forked child: the parent's, left open
             idle = [s.curl for s in self._states if s.curl not in self._busy]
             self._states = weakref.WeakSet()
             self._epoch[0] += 1  # transfers and streams in flight: their progress calls abort

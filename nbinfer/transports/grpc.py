@@ -363,7 +363,7 @@ class GrpcEngine:
 
     def _perform(self, wire: _Wire, call: GrpcCall) -> Any:
         try:
-            stub = wire.stubs.get(call.rpc) or wire.stub(call.rpc)
+            stub = wire.stub(call.rpc)
             timeout = call.timeout if call.timeout is not None else self._config.timeouts.total
             metadata = self._metadata + call.metadata if call.metadata else self._metadata
             if call.rpc in _WITH_HEADERS:  # the reply carries the response headers
@@ -398,7 +398,7 @@ class GrpcEngine:
             raise TransportError("the client is closed")
         if threading.get_ident() != _MAIN_IDENT:
             return self._perform(self._wires.get("pool") or self._wire("pool"), call)
-        watch = _WATCH[0] if _WATCH else _sigint_watch()
+        watch = _sigint_watch()
         if watch is not None:  # a main-thread call blocking here, cut by the watcher on SIGINT
             wire = self._wires.get("main") or self._wire("main")
             previous = watch.arm(self)
